@@ -1,0 +1,37 @@
+/* config.h -- every NCCLTRACE_* knob, read once in the library constructor.
+ * A value that does not parse is reported once on stderr and the default used.
+ *
+ * Thread-safety: ntr_config_load runs once before any other thread of ours
+ * exists; afterwards ntr_cfg is read-only.  Signal-safety: reading is safe.
+ */
+#ifndef NTR_CONFIG_H
+#define NTR_CONFIG_H
+#include <stdint.h>
+
+enum ntr_check_mode { NTR_CHECK_OFF = 0, NTR_CHECK_ASYNC = 1, NTR_CHECK_STRICT = 2 };
+enum ntr_env_check { NTR_ENV_CHECK_OFF = 0, NTR_ENV_CHECK_WARN = 1, NTR_ENV_CHECK_ABORT = 2 };
+
+struct ntr_config {
+  int disable;                 /* NCCLTRACE_DISABLE (0) */
+  char dir[1024];              /* NCCLTRACE_DIR (dumps; default ./nccltrace-dumps) */
+  char ring_dir[1024];         /* NCCLTRACE_RING_DIR (default /dev/shm/nccltrace-<uid>) */
+  char job[128];               /* NCCLTRACE_JOB, else launcher id, else "" (derived at first comm) */
+  uint32_t ring_slots;         /* NCCLTRACE_RING (65536, rounded up to a power of two) */
+  double timeout_s;            /* NCCLTRACE_TIMEOUT (300) */
+  int check;                   /* NCCLTRACE_CHECK: off|async|strict (async when a coordinator is found) */
+  int check_explicit;          /* set when NCCLTRACE_CHECK was given */
+  char coord[256];             /* NCCLTRACE_COORD host:port ("" = discover) */
+  double strict_timeout_s;     /* NCCLTRACE_STRICT_TIMEOUT (10) */
+  double skew_s;               /* NCCLTRACE_SKEW_S (30) */
+  int env_check;               /* NCCLTRACE_ENV_CHECK: off|warn|abort (warn) */
+  char secret[256];            /* NCCLTRACE_SECRET ("" = derived) */
+  int stacks;                  /* NCCLTRACE_STACKS (0) */
+  char real_nccl[1024];        /* NCCLTRACE_REAL_NCCL (drop-in mode) */
+  unsigned dump_mode;          /* NCCLTRACE_DUMP_MODE (0600) */
+  int coord_port_offset;       /* NCCLTRACE_COORD_PORT_OFFSET (MASTER_PORT + 17) */
+  int verbose;                 /* NCCLTRACE_VERBOSE (0) */
+};
+
+extern struct ntr_config ntr_cfg;
+void ntr_config_load(void);
+#endif

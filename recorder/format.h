@@ -1,0 +1,275 @@
+/* format.h -- the on-disk contract shared by the recorder and the tools.
+ *
+ * Contract: pure data definitions, no state.  Safe from any thread and from
+ * signal handlers.  Every structure here is written by libnccltrace.so into a
+ * file-backed shared mapping (the ring file) or a dump, and read by the
+ * `nccltrace` tools, possibly on another machine and long after the writer
+ * died.  Readers therefore treat every field as hostile: each offset and count
+ * is checked against the file size before use (recorder/reader.c).
+ *
+ * Rules: fixed-width little-endian fields, explicit padding, no pointers (only
+ * offsets from the start of the file), a _Static_assert on every size.  Any
+ * change bumps NTR_FORMAT_VERSION and docs/dump-format.md, byte by byte.
+ */
+#ifndef NTR_FORMAT_H
+#define NTR_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NTR_FORMAT_VERSION 1u
+
+#define NTR_RING_MAGIC "NCTRRING" /* 8 bytes, no NUL stored */
+#define NTR_DUMP_MAGIC "NCTRDUMP"
+
+#define NTR_RING_DEFAULT_SLOTS 65536u /* NCCLTRACE_RING default, power of two */
+#define NTR_COMM_MAX 256u             /* communicator slots per process */
+#define NTR_COMM_RECENT 64u           /* per-communicator retention, power of two */
+#define NTR_STACK_MAX 1024u           /* deduplicated stacks per process */
+#define NTR_STACK_DEPTH 32u
+#define NTR_ENV_BYTES 8192u           /* NCCL_* / CUDA_* environment text */
+#define NTR_BT_DEPTH 48u              /* fatal-signal backtrace frames */
+#define NTR_SYM_BYTES 64u             /* bytes per symbolized frame name */
+
+/* ---------------------------------------------------------------- kinds -- */
+
+/* Event kinds.  The NCCL ones come from interpose/nccl_api.def in table order;
+ * the tracer's own events follow.  Values are on-disk: append only. */
+enum ntr_kind {
+  NTR_KIND_NONE = 0,
+#define NT_COLL(name, KIND, ...) NTR_KIND_##KIND,
+#define NT_P2P(name, KIND, ...) NTR_KIND_##KIND,
+#define NT_GROUP(name, KIND, ...) NTR_KIND_##KIND,
+#define NT_LIFE(name, KIND, ...) NTR_KIND_##KIND,
+#include "../interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+  NTR_KIND_FIRST_TRACER_EVENT = 64,
+  NTR_KIND_MARK = 64,        /* nccltrace_mark(): text = what, count = value */
+  NTR_KIND_ASYNC_ERROR,      /* async error transition: aux = new ncclResult_t, result = old */
+  NTR_KIND_TIMEOUT,          /* watchdog: seq did not complete within NCCLTRACE_TIMEOUT */
+  NTR_KIND_MISMATCH,         /* coordinator verdict: text = field, aux = other rank, seq */
+  NTR_KIND_PEER_LOST,        /* coordinator: a rank's connection was lost; peer = that rank */
+  NTR_KIND_SKEW,             /* coordinator: a rank stayed behind; peer = that rank */
+  NTR_KIND_ENV_DIFF,         /* coordinator: NCCL_* differs; text = variable */
+  NTR_KIND_SIGNAL,           /* signal received: aux = signo */
+  NTR_KIND_EXIT,             /* process exit: aux = exit code */
+  NTR_KIND_DUMP,             /* a dump was written: text = trigger */
+  NTR_KIND_STRICT_BLOCK,     /* strict mode refused a call (returned ncclInvalidUsage) */
+  NTR_KIND_NOTE,             /* free text from the tracer */
+  NTR_KIND_COUNT
+};
+
+/* Record phase: calls that may block record ENTER before and EXIT after. */
+enum ntr_phase { NTR_PHASE_CALL = 0, NTR_PHASE_ENTER = 1, NTR_PHASE_EXIT = 2, NTR_PHASE_EVENT = 3 };
+
+/* Record flags. */
+enum ntr_record_flag {
+  NTR_REC_NONBLOCKING = 1u << 0, /* communicator created with config.blocking = 0 */
+  NTR_REC_CAPTURED = 1u << 1,    /* stream under CUDA graph capture: not evented */
+  NTR_REC_IN_GROUP = 1u << 2,    /* issued inside ncclGroupStart/End */
+  NTR_REC_COMPLETED = 1u << 3,   /* completion observed (tsc_done valid) */
+  NTR_REC_NO_TRACKING = 1u << 4, /* completion tracking unavailable for this op */
+  NTR_REC_STRICT_REFUSED = 1u << 5,
+};
+
+/* Fingerprint op: ncclBcast and ncclBroadcast are the same operation. */
+static inline unsigned ntr_kind_fp_op(unsigned kind) {
+  return kind == NTR_KIND_BCAST ? (unsigned)NTR_KIND_BROADCAST : kind;
+}
+
+/* --------------------------------------------------------------- record -- */
+
+/* One event, 128 bytes (two cache lines).  Published seqlock-style:
+ * the writer stores commit = 0, fills the body, then release-stores
+ * commit = pos + 1 where pos is the free-running position it reserved.
+ * A reader copies the slot between two loads of commit; the copy is valid
+ * only if both loads are equal, non-zero, and (for the main ring) map to the
+ * slot's index.  commit therefore doubles as the record's global position. */
+struct ntr_record {
+  uint64_t commit;    /* 0: being written; else global position + 1 */
+  uint64_t tsc;       /* time of the call (clock ticks, see ntr_clock) */
+  uint64_t tsc_done;  /* completion time, 0 while not complete (watchdog writes it) */
+  uint64_t comm_id;   /* 0 for records without a communicator */
+  uint64_t count;     /* element count; MARK: value */
+  union {
+    struct {
+      uint64_t sendbuf, recvbuf, stream;
+    } buf;
+    char text[24]; /* MARK/MISMATCH/ENV_DIFF/DUMP: NUL-padded, not always NUL-terminated */
+  } u;
+  uint64_t seq;       /* collective seq; SEND/RECV: per-(peer,direction) seq */
+  uint16_t kind;      /* enum ntr_kind */
+  uint8_t phase;      /* enum ntr_phase */
+  uint8_t dtype;      /* ncclDataType_t, 0xff when none */
+  int32_t redop;      /* ncclRedOp_t, -1 when none */
+  int32_t rank;       /* rank in comm, -1 when none */
+  int32_t nranks;     /* comm size, 0 when none */
+  int32_t peer;       /* root for rooted collectives, peer for send/recv, -1 */
+  int32_t result;     /* ncclResult_t returned (EXIT/CALL phases), -1 unknown */
+  uint32_t tid;       /* kernel thread id of the caller */
+  uint32_t group_id;  /* per-thread outermost group counter, 0 outside groups */
+  uint16_t group_depth;
+  uint16_t flags;     /* enum ntr_record_flag */
+  uint32_t fp;        /* fingerprint hash (ntr_fp_*); 0 when not applicable */
+  uint32_t stack_id;  /* index+1 into the stack table, 0 = none */
+  uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error */
+};
+_Static_assert(sizeof(struct ntr_record) == 128, "record is two cache lines");
+_Static_assert(offsetof(struct ntr_record, seq) == 64, "record layout");
+_Static_assert(offsetof(struct ntr_record, aux) == 120, "record layout");
+
+/* ------------------------------------------------------------ comm state -- */
+
+enum ntr_comm_lifecycle {
+  NTR_COMM_FREE = 0,
+  NTR_COMM_INIT = 1,      /* init entered, not returned (or ncclInProgress) */
+  NTR_COMM_READY = 2,
+  NTR_COMM_INIT_FAILED = 3,
+  NTR_COMM_FINALIZING = 4,
+  NTR_COMM_DESTROYED = 5,
+  NTR_COMM_ABORTED = 6,
+  NTR_COMM_REVOKED = 7,
+};
+
+/* Per-communicator state, in the ring mapping (so it survives SIGKILL).
+ * The fields are written by the application thread (enqueue side) and the
+ * watchdog (completion side); readers accept that a snapshot may be a few
+ * nanoseconds stale. */
+struct ntr_comm_state {
+  uint64_t comm_id;
+  uint64_t parent_id;      /* split/shrink parent, 0 otherwise */
+  uint64_t handle;         /* ncclComm_t value in the writer's address space */
+  int32_t rank, nranks;
+  uint32_t lifecycle;      /* enum ntr_comm_lifecycle */
+  int32_t async_error;     /* last ncclResult_t seen from ncclCommGetAsyncError */
+  uint64_t coll_seq;       /* seq of the last collective issued (atomic) */
+  uint64_t last_enqueued;  /* seq of the last collective the real NCCL accepted */
+  uint64_t last_completed; /* seq of the last collective known complete */
+  uint64_t rec_count;      /* records of this comm written so far (atomic): recent[] index */
+  uint64_t blocked_since;  /* tsc at which a thread entered a blocking call, 0 = none */
+  uint32_t blocked_kind;   /* enum ntr_kind of that call */
+  uint32_t blocked_tid;
+  uint64_t last_enqueue_tsc;
+  uint64_t last_complete_tsc;
+  uint32_t flags;          /* NTR_REC_NONBLOCKING, ... */
+  uint32_t init_kind;      /* which init created it (enum ntr_kind) */
+  uint64_t aux;            /* split: color<<32|key; shrink: excluded count */
+  uint8_t reserved[72];
+  struct ntr_record recent[NTR_COMM_RECENT]; /* last records of this comm, by rec_count & mask */
+};
+_Static_assert(offsetof(struct ntr_comm_state, recent) == 192, "comm state layout");
+_Static_assert(sizeof(struct ntr_comm_state) == 192 + NTR_COMM_RECENT * 128, "comm state layout");
+
+/* --------------------------------------------------------------- stacks -- */
+
+struct ntr_stack {
+  uint64_t hash;           /* 0 = free slot */
+  uint32_t depth, reserved;
+  uint64_t ip[NTR_STACK_DEPTH];
+};
+_Static_assert(sizeof(struct ntr_stack) == 16 + 8 * NTR_STACK_DEPTH, "stack layout");
+
+/* ------------------------------------------------------------- ring file -- */
+
+enum ntr_proc_state { NTR_PROC_RUNNING = 0, NTR_PROC_EXITED = 1, NTR_PROC_SIGNALED = 2, NTR_PROC_EXEC = 3 };
+
+/* The ring file: [header 16 KiB][comm table][stack table][slots].  Offsets are
+ * absolute file offsets; readers validate each against file_size. */
+struct ntr_ring_header {
+  char magic[8];            /* NTR_RING_MAGIC */
+  uint32_t version;         /* NTR_FORMAT_VERSION */
+  uint32_t header_size;     /* sizeof(struct ntr_ring_header) */
+  uint32_t record_size;     /* sizeof(struct ntr_record) */
+  uint32_t slot_count;      /* power of two */
+  uint32_t comm_max, comm_recent;
+  uint32_t stack_max, stack_depth;
+  uint64_t comm_offset, stack_offset, slot_offset, file_size;
+  uint64_t head;            /* next position to reserve, free-running (atomic) */
+  uint64_t dropped;         /* records not written (tracer errors) (atomic) */
+  uint32_t comm_count;      /* comm slots handed out (atomic) */
+  uint32_t stack_count;     /* stack slots used (atomic) */
+
+  /* identity */
+  int32_t pid, ppid;
+  int32_t rank, local_rank, world_size, local_world_size; /* launcher vars, -1 unknown */
+  int32_t nccl_version;     /* ncclGetVersion() of the loaded NCCL, 0 unknown */
+  uint32_t proc_state;      /* enum ntr_proc_state */
+  int32_t exit_code;        /* valid when EXITED */
+  int32_t signo;            /* valid when SIGNALED */
+  char host[64];
+  char job_id[64];
+  char tracer_version[16];
+  char exe[128];            /* argv[0] / comm name of the process */
+
+  /* clocks: ns = mono_base_ns + (tsc - tsc_base) * 1e9 / tsc_hz */
+  uint64_t tsc_base, mono_base_ns, real_base_ns, tsc_hz;
+
+  /* fatal-signal backtrace of the faulting thread, written by the handler */
+  uint32_t bt_depth, bt_signo;
+  uint32_t bt_tid, reserved0;
+  uint64_t bt_ip[NTR_BT_DEPTH];
+  char bt_sym[NTR_BT_DEPTH][NTR_SYM_BYTES]; /* "func+0xoff" */
+
+  /* environment: "NAME=VALUE\0NAME=VALUE\0...", NCCL_*, CUDA_* and launcher ranks only */
+  uint32_t env_len, reserved1;
+  char env[NTR_ENV_BYTES];
+};
+/* The header occupies the first NTR_RING_HEADER_BYTES of the file; the comm
+ * table starts at comm_offset (>= that). */
+#define NTR_RING_HEADER_BYTES 16384u
+_Static_assert(sizeof(struct ntr_ring_header) <= NTR_RING_HEADER_BYTES, "ring header fits its pages");
+_Static_assert(sizeof(struct ntr_ring_header) % 8 == 0, "ring header alignment");
+
+/* ----------------------------------------------------------------- dump -- */
+
+/* A dump file: a fixed 64-byte preamble, then one zstd frame holding a
+ * sequence of sections.  checksum = XXH64 of the uncompressed payload. */
+struct ntr_dump_preamble {
+  char magic[8];            /* NTR_DUMP_MAGIC */
+  uint32_t version;         /* NTR_FORMAT_VERSION */
+  uint32_t preamble_size;   /* 64 */
+  uint64_t payload_size;    /* uncompressed bytes */
+  uint64_t compressed_size; /* bytes of the zstd frame that follows */
+  uint64_t checksum;        /* XXH64(payload, seed 0) */
+  uint32_t section_count;
+  uint32_t flags;           /* bit 0: payload stored raw (compression failed) */
+  uint8_t reserved[16];
+};
+_Static_assert(sizeof(struct ntr_dump_preamble) == 64, "dump preamble");
+
+enum ntr_section_type {
+  NTR_SEC_HEADER = 1,   /* struct ntr_ring_header (as of the dump) */
+  NTR_SEC_COMMS = 2,    /* comm_count x struct ntr_comm_state */
+  NTR_SEC_STACKS = 3,   /* stack_count x struct ntr_stack */
+  NTR_SEC_RECORDS = 4,  /* n x struct ntr_record, oldest first, deduplicated */
+  NTR_SEC_TRIGGER = 5,  /* struct ntr_trigger */
+};
+
+struct ntr_section {
+  uint32_t type;        /* enum ntr_section_type */
+  uint32_t reserved;
+  uint64_t length;      /* bytes that follow this section header */
+};
+_Static_assert(sizeof(struct ntr_section) == 16, "section header");
+
+enum ntr_trigger_kind {
+  NTR_TRIG_EXIT = 1, NTR_TRIG_SIGNAL, NTR_TRIG_FATAL_SIGNAL, NTR_TRIG_TIMEOUT,
+  NTR_TRIG_ASYNC_ERROR, NTR_TRIG_ABORT, NTR_TRIG_MISMATCH, NTR_TRIG_PEER_LOST,
+  NTR_TRIG_USER, NTR_TRIG_COLLECTED, NTR_TRIG_SIGUSR1,
+};
+
+struct ntr_trigger {
+  uint32_t kind;        /* enum ntr_trigger_kind */
+  int32_t signo;        /* when a signal */
+  int32_t exit_code;    /* when EXIT */
+  uint32_t reserved;
+  uint64_t tsc;         /* when the dump was taken */
+  uint64_t lost;        /* records overwritten in the main ring before the dump */
+  char reason[96];      /* human text */
+};
+_Static_assert(sizeof(struct ntr_trigger) == 128, "trigger layout");
+
+#endif /* NTR_FORMAT_H */

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# run-tests.sh -- install build dependencies if missing, build, run the whole
+# test suite, print "N passed, N failed" last.
+#   ./run-tests.sh              default build + full suite
+#   ./run-tests.sh --sanitizers also the fast suite under ASan+UBSan and TSan
+# Exit status: 0 when everything passed.
+set -u
+cd "$(dirname "$0")"
+. ./scripts/deps.sh
+ntr_install_deps || exit 1
+
+sanitizers=0
+[ "${1:-}" = "--sanitizers" ] && sanitizers=1
+[ -n "${CI:-}" ] && sanitizers=1
+
+passed=0; failed=0
+run_suite() { # builddir, meson setup args..., then -- meson test args
+  local dir=$1; shift
+  local setup=() testargs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do setup+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  testargs=("$@")
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "${setup[@]}" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; failed=$((failed+1)); return; }
+  fi
+  if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
+    tail -50 "$dir.build.log"; echo "BUILD FAILED: $dir"; failed=$((failed+1)); return
+  fi
+  meson test -C "$dir" --print-errorlogs "${testargs[@]}" 2>&1 | tee "$dir.test.log" | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Skipped|Timeout|Expected Fail|Unexpected Pass):' 
+  local ok fl to
+  ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
+  fl=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
+  to=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
+  [ -z "$ok" ] && [ -z "$fl" ] && { echo "no test summary from $dir"; failed=$((failed+1)); return; }
+  passed=$((passed + ${ok:-0})); failed=$((failed + ${fl:-0} + ${to:-0}))
+}
+
+mkdir -p build
+run_suite build --
+if [ $sanitizers = 1 ]; then
+  run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -- --suite fast --suite sanitize
+  CC=clang run_suite build-tsan -Db_sanitize=thread -Db_lundef=false -- --suite tsan
+fi
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
