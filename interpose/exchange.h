@@ -1,6 +1,7 @@
 /* exchange.h -- the client side of the cross-rank check (design §5): what
- * the interposer calls.  Implemented in interpose/exchange.c (client thread)
- * and tools/coord*.c + recorder/wire.c (coordinator, shared wire format).
+ * the interposer calls.  Implemented in interpose/exchange/ (client.c: the
+ * client thread; coord.c, check*.c: the coordinator, embedded or standalone;
+ * wire.c: the wire format of docs/wire-protocol.md).
  *
  * Thread-safety: all functions may be called from any application thread.
  * The client's own thread reads the ring (never the application's records in
@@ -23,8 +24,16 @@ void ntx_comm_register(struct ntr_comm_state *cs);
  * record of an outermost group) wait for every rank's fingerprints.
  * @return 0 to proceed, -1 to refuse (msg says what differs). */
 int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size_t msg_len);
-/* 1 when a coordinator connection exists and the check mode is not off. */
+/* 1 when the check is on: a coordinator was found (connected, or still
+ * being connected to) and the mode is not off.  Strict wrappers ask this. */
 int ntx_enabled(void);
+/* NCCLTRACE_ENV_CHECK=abort: call after ntx_comm_register (before or after
+ * the real init): waits, at most NCCLTRACE_STRICT_TIMEOUT, until every rank of
+ * the comm registered and the coordinator compared their NCCL_* environment.
+ * @return -1 when it differs and the init must fail (the line saying so is
+ *         already printed), else 0 (also when env_check is not abort, or
+ *         without a coordinator). */
+int ntx_comm_env_verdict(struct ntr_comm_state *cs);
 /* Flush what is pending (bounded wait) and stop: at exit. */
 void ntx_stop(void);
 #endif

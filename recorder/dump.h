@@ -11,11 +11,40 @@
 #define NTR_DUMP_H
 #include "recorder/ring.h"
 
-/* Preallocate the compression context and buffers for a ring of this size. */
+/* Preallocate the compression context and buffers for a ring of this size
+ * (anonymous mmap: nothing is malloc'd, so ntr_dump_write may run in a
+ * signal handler).  Called again with the same slot count it only updates
+ * dir and mode.  Not thread-safe: call before any dump can be requested.
+ * The dump directory is created (0700) at the first dump, not here.
+ * @return 0 or -errno (-ENAMETOOLONG for a dir over 900 bytes). */
 int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode);
 
+/* In a fork child: forget a dump another parent thread had in progress
+ * (its busy flag was copied by fork; no dump runs in the child yet). */
+void ntr_dump_reset_child(void);
+
+/* Short name of a trigger kind, used in dump file names: "exit", "signal",
+ * "fatal", "timeout", "async_error", "abort", "mismatch", "peer_lost",
+ * "user", "collected", "sigusr1"; "unknown" otherwise.  Signal-safe. */
+const char *ntr_dump_trigger_name(unsigned kind);
+
+/* "sigterm", "sigsegv", ... for the signals nccltrace handles, NULL for
+ * others.  A dump triggered by a signal is named after the signal. */
+const char *ntr_dump_signal_name(int signo);
+
 /* Snapshot the ring and write <dir>/nccltrace-<job>-r<rank>-<host>-<pid>-<n>-<trigger>.zst.
- * path (optional) receives the file name.  @return 0 or -errno. */
+ * <job> is "nojob" while unknown, <rank> the launcher rank (else the first
+ * communicator's rank, else "na"), <n> a per-process dump counter, <trigger>
+ * ntr_dump_signal_name(trig->signo) for signal triggers, else
+ * ntr_dump_trigger_name(trig->kind).  The file is written as .<name>.tmp,
+ * fsync'd and renamed (never replacing an existing dump: n is bumped).
+ * trig->tsc (when 0) and trig->lost are filled in the written copy.
+ * SIGXFSZ is blocked around the write (an RLIMIT_FSIZE overrun then fails
+ * with -EFBIG instead of killing the process) and a SIGXFSZ it raised is
+ * consumed before the mask is restored.  On any failure the temp file is
+ * removed.  path (optional) receives the final path.
+ * @return 0 or -errno (-EBUSY: another dump is running, -EINVAL: not
+ *         initialized). */
 int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig,
                    char *path, size_t path_len);
 

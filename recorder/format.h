@@ -115,11 +115,13 @@ struct ntr_record {
   uint16_t flags;     /* enum ntr_record_flag */
   uint32_t fp;        /* fingerprint hash (ntr_fp_*); 0 when not applicable */
   uint32_t stack_id;  /* index+1 into the stack table, 0 = none */
+  uint32_t reserved;  /* explicit padding, 0 */
   uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error */
 };
 _Static_assert(sizeof(struct ntr_record) == 128, "record is two cache lines");
 _Static_assert(offsetof(struct ntr_record, seq) == 64, "record layout");
 _Static_assert(offsetof(struct ntr_record, aux) == 120, "record layout");
+_Static_assert(offsetof(struct ntr_record, stack_id) == 112, "record layout");
 
 /* ------------------------------------------------------------ comm state -- */
 

@@ -1,0 +1,144 @@
+/* overhead.c -- what the tracer adds to one ncclAllReduce call.
+ *
+ * Runs against the no-op NCCL of bench/noop (every call returns at once),
+ * so the difference between a traced and an untraced run is the tracer's
+ * own cost.  One invocation re-executes itself alternately without and with
+ * LD_PRELOAD=libnccltrace.so (several alternations, so drift and noise hit
+ * both sides alike) and prints the median ns/call of each and the added ns.
+ *
+ *   overhead [--calls N] [--rounds R] [--max-ns T] LIBNCCLTRACE NOOP_DIR
+ *
+ * Exit: 0 (with --max-ns: 0 only when added <= T), 1 on failure.
+ * Thread-safety / signal-safety: a single-threaded program.
+ */
+#include <errno.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The measured side: N calls, repeated, median of the repetitions. */
+static int child(long calls) {
+  ncclUniqueId id;
+  ncclComm_t comm;
+  if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) {
+    fprintf(stderr, "overhead: no-op NCCL init failed\n");
+    return 1;
+  }
+  static float buf[16];
+  enum { REPS = 15 };
+  double per[REPS];
+  for (long i = 0; i < calls / 4; i++) /* warm up caches and lazy symbol binding */
+    ncclAllReduce(buf, buf, 16, ncclFloat, ncclSum, comm, NULL);
+  for (int r = 0; r < REPS; r++) {
+    double t0 = now_ns();
+    for (long i = 0; i < calls; i++)
+      ncclAllReduce(buf, buf, 16, ncclFloat, ncclSum, comm, NULL);
+    per[r] = (now_ns() - t0) / (double)calls;
+  }
+  ncclCommDestroy(comm);
+  printf("%.3f\n", median(per, REPS));
+  return 0;
+}
+
+static int run_child(const char *self, long calls, const char *preload, const char *noop_dir, double *out) {
+  int fd[2];
+  if (pipe(fd) != 0)
+    return -errno;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -errno;
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    close(fd[1]);
+    setenv("LD_LIBRARY_PATH", noop_dir, 1);
+    if (preload)
+      setenv("LD_PRELOAD", preload, 1);
+    else
+      unsetenv("LD_PRELOAD");
+    char n[32];
+    snprintf(n, sizeof n, "%ld", calls);
+    execl(self, self, "--child", n, (char *)NULL);
+    _exit(127);
+  }
+  close(fd[1]);
+  char buf[64] = {0};
+  ssize_t got = read(fd[0], buf, sizeof buf - 1);
+  close(fd[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  if (got <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return -EIO;
+  *out = strtod(buf, NULL);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  long calls = 2000000;
+  int rounds = 5;
+  double max_ns = -1;
+  int i = 1;
+  if (argc == 3 && !strcmp(argv[1], "--child"))
+    return child(atol(argv[2]));
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+      calls = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+      rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--max-ns") && i + 1 < argc)
+      max_ns = atof(argv[++i]);
+    else
+      break;
+  }
+  if (argc - i != 2 || calls < 1000 || rounds < 1 || rounds > 50) {
+    fprintf(stderr, "usage: overhead [--calls N] [--rounds R] [--max-ns T] LIBNCCLTRACE NOOP_DIR\n");
+    return 1;
+  }
+  const char *lib = argv[i], *noop = argv[i + 1];
+  /* The traced children write their ring and dump here, not in the cwd. */
+  char tmpl[] = "/tmp/nccltrace-bench-XXXXXX";
+  if (!mkdtemp(tmpl))
+    return 1;
+  char d1[64], d2[64];
+  snprintf(d1, sizeof d1, "%s/rings", tmpl);
+  snprintf(d2, sizeof d2, "%s/dumps", tmpl);
+  setenv("NCCLTRACE_RING_DIR", d1, 1);
+  setenv("NCCLTRACE_DIR", d2, 1);
+  double plain[50], traced[50];
+  for (int r = 0; r < rounds; r++) {
+    if (run_child("/proc/self/exe", calls, NULL, noop, &plain[r]) ||
+        run_child("/proc/self/exe", calls, lib, noop, &traced[r])) {
+      fprintf(stderr, "overhead: a child run failed\n");
+      return 1;
+    }
+  }
+  double p = median(plain, rounds), t = median(traced, rounds);
+  printf("untraced: %.2f ns/call (median of %d runs x %ld calls)\n", p, rounds, calls);
+  printf("traced:   %.2f ns/call\n", t);
+  printf("added:    %.2f ns/call (target <= 25)\n", t - p);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+  if (system(cmd) != 0)
+    fprintf(stderr, "overhead: could not remove %s\n", tmpl);
+  return max_ns >= 0 && t - p > max_ns ? 1 : 0;
+}

@@ -1,0 +1,192 @@
+/* config.c -- read every NCCLTRACE_* variable once (interpose/config.h).
+ *
+ * Thread-safety: ntr_config_load runs in the library constructor before any
+ * thread of ours exists; ntr_cfg is read-only afterwards.
+ * Signal-safety: not signal-safe (getenv, snprintf); never called from a
+ * handler.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "interpose/config.h"
+#include "interpose/nti.h"
+
+struct ntr_config ntr_cfg;
+
+/* A bad value is reported once (each variable is read once) and the
+ * default kept. */
+static void bad(const char *name, const char *val, const char *dflt) {
+  nti_say("%s=\"%s\" is not valid; using %s", name, val, dflt);
+}
+
+static const char *env(const char *name) {
+  const char *v = getenv(name);
+  return (v && *v) ? v : NULL;
+}
+
+static int parse_bool(const char *name, int dflt) {
+  const char *v = env(name);
+  if (!v)
+    return dflt;
+  if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+    return 1;
+  if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+    return 0;
+  bad(name, v, dflt ? "1" : "0");
+  return dflt;
+}
+
+static double parse_seconds(const char *name, double dflt) {
+  const char *v = env(name);
+  if (!v)
+    return dflt;
+  char *end;
+  double d = strtod(v, &end);
+  if (end == v || *end || !(d > 0) || d > 1e9) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%g", dflt);
+    bad(name, v, buf);
+    return dflt;
+  }
+  return d;
+}
+
+static long parse_long(const char *name, long dflt, long lo, long hi, int base) {
+  const char *v = env(name);
+  if (!v)
+    return dflt;
+  char *end;
+  long l = strtol(v, &end, base);
+  if (end == v || *end || l < lo || l > hi) {
+    char buf[32];
+    snprintf(buf, sizeof buf, base == 8 ? "0%lo" : "%ld", dflt);
+    bad(name, v, buf);
+    return dflt;
+  }
+  return l;
+}
+
+static void copy_str(char *dst, size_t cap, const char *name, const char *dflt) {
+  const char *v = env(name);
+  if (v && strlen(v) >= cap) {
+    nti_say("%s is longer than %zu bytes; using the default", name, cap - 1);
+    v = NULL;
+  }
+  snprintf(dst, cap, "%s", v ? v : dflt);
+}
+
+static void load_dirs(void) {
+  const char *d = env("NCCLTRACE_DIR");
+  if (d && strlen(d) < sizeof ntr_cfg.dir) {
+    snprintf(ntr_cfg.dir, sizeof ntr_cfg.dir, "%s", d);
+  } else {
+    char cwd[900];
+    if (d)
+      nti_say("NCCLTRACE_DIR is too long; using ./nccltrace-dumps");
+    /* Absolute, so a later chdir() of the application does not move the
+     * dumps. */
+    if (getcwd(cwd, sizeof cwd))
+      snprintf(ntr_cfg.dir, sizeof ntr_cfg.dir, "%s/nccltrace-dumps", cwd);
+    else
+      snprintf(ntr_cfg.dir, sizeof ntr_cfg.dir, "nccltrace-dumps");
+  }
+  const char *r = env("NCCLTRACE_RING_DIR");
+  if (r && strlen(r) < sizeof ntr_cfg.ring_dir) {
+    snprintf(ntr_cfg.ring_dir, sizeof ntr_cfg.ring_dir, "%s", r);
+  } else {
+    struct stat st;
+    if (r)
+      nti_say("NCCLTRACE_RING_DIR is too long; using the default");
+    /* A local tmpfs survives the process but not the machine; /tmp when
+     * the container has no /dev/shm. */
+    const char *base = (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) ? "/dev/shm" : "/tmp";
+    snprintf(ntr_cfg.ring_dir, sizeof ntr_cfg.ring_dir, "%s/nccltrace-%u", base, (unsigned)getuid());
+  }
+}
+
+static void load_job(void) {
+  static const char *const launchers[] = {
+      "NCCLTRACE_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
+      "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE",
+  };
+  ntr_cfg.job[0] = 0;
+  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+    const char *v = env(launchers[i]);
+    if (!v)
+      continue;
+    /* The job id becomes part of file names: keep [A-Za-z0-9._-], map the
+     * rest to '_' so a namespace like "prterun-host-123@1" stays usable. */
+    size_t n = 0;
+    for (; v[n] && n < sizeof ntr_cfg.job - 1; n++) {
+      unsigned char ch = (unsigned char)v[n];
+      ntr_cfg.job[n] = (isalnum(ch) || ch == '.' || ch == '-' || ch == '_') ? (char)ch : '_';
+    }
+    ntr_cfg.job[n] = 0;
+    return;
+  }
+}
+
+static void load_check(void) {
+  const char *v = env("NCCLTRACE_CHECK");
+  ntr_cfg.check_explicit = v != NULL;
+  /* Without an explicit mode the exchange module turns async on when it
+   * finds a coordinator (ntx_start); the value here is the request. */
+  ntr_cfg.check = NTR_CHECK_ASYNC;
+  if (!v)
+    return;
+  if (!strcasecmp(v, "off") || !strcmp(v, "0"))
+    ntr_cfg.check = NTR_CHECK_OFF;
+  else if (!strcasecmp(v, "async"))
+    ntr_cfg.check = NTR_CHECK_ASYNC;
+  else if (!strcasecmp(v, "strict"))
+    ntr_cfg.check = NTR_CHECK_STRICT;
+  else {
+    bad("NCCLTRACE_CHECK", v, "async (off without a coordinator)");
+    ntr_cfg.check_explicit = 0;
+  }
+}
+
+static void load_env_check(void) {
+  const char *v = env("NCCLTRACE_ENV_CHECK");
+  ntr_cfg.env_check = NTR_ENV_CHECK_WARN;
+  if (!v)
+    return;
+  if (!strcasecmp(v, "off") || !strcmp(v, "0"))
+    ntr_cfg.env_check = NTR_ENV_CHECK_OFF;
+  else if (!strcasecmp(v, "warn"))
+    ntr_cfg.env_check = NTR_ENV_CHECK_WARN;
+  else if (!strcasecmp(v, "abort"))
+    ntr_cfg.env_check = NTR_ENV_CHECK_ABORT;
+  else
+    bad("NCCLTRACE_ENV_CHECK", v, "warn");
+}
+
+void ntr_config_load(void) {
+  memset(&ntr_cfg, 0, sizeof ntr_cfg);
+  ntr_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0);
+  if (ntr_cfg.disable)
+    return; /* pass-through: nothing else is consulted */
+  load_dirs();
+  load_job();
+  long slots = parse_long("NCCLTRACE_RING", NTR_RING_DEFAULT_SLOTS, 64, 1L << 24, 10);
+  uint32_t p2 = 64;
+  while (p2 < (uint64_t)slots)
+    p2 <<= 1; /* rounded up to a power of two, as the ring needs */
+  ntr_cfg.ring_slots = p2;
+  ntr_cfg.timeout_s = parse_seconds("NCCLTRACE_TIMEOUT", 300);
+  load_check();
+  copy_str(ntr_cfg.coord, sizeof ntr_cfg.coord, "NCCLTRACE_COORD", "");
+  ntr_cfg.strict_timeout_s = parse_seconds("NCCLTRACE_STRICT_TIMEOUT", 10);
+  ntr_cfg.skew_s = parse_seconds("NCCLTRACE_SKEW_S", 30);
+  load_env_check();
+  copy_str(ntr_cfg.secret, sizeof ntr_cfg.secret, "NCCLTRACE_SECRET", "");
+  ntr_cfg.stacks = parse_bool("NCCLTRACE_STACKS", 0);
+  copy_str(ntr_cfg.real_nccl, sizeof ntr_cfg.real_nccl, "NCCLTRACE_REAL_NCCL", "");
+  ntr_cfg.dump_mode = (unsigned)parse_long("NCCLTRACE_DUMP_MODE", 0600, 0, 0777, 8);
+  ntr_cfg.coord_port_offset = (int)parse_long("NCCLTRACE_COORD_PORT_OFFSET", 17, -65535, 65535, 10);
+  ntr_cfg.verbose = (int)parse_long("NCCLTRACE_VERBOSE", 0, 0, 9, 10);
+}

@@ -1,0 +1,639 @@
+/* check.c -- the coordinator's comparison logic (contract: check.h). */
+#include "interpose/exchange/check_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recorder/format.h"
+
+void ntx_check_default_limits(struct ntx_check_limits *lim) {
+  lim->max_clients = 8192;
+  lim->max_comms = 4096;
+  lim->max_nranks = 65536;
+  lim->window = 512;
+  lim->max_p2p = 1u << 18;
+  lim->max_p2p_per_comm = 1u << 14;
+  lim->max_waits = 4096;
+  lim->grace_s = 1.0;
+  lim->skew_s = 30;
+  lim->init_wait_s = 30;
+}
+
+uint64_t ntx_mix64(uint64_t x) { /* splitmix64 finalizer: cheap, good spread */
+  x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27; x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint32_t pow2_at_least(uint64_t n) {
+  uint32_t p = 1;
+  while (p < n && p < (1u << 30))
+    p <<= 1;
+  return p;
+}
+
+struct ntx_check *ntx_check_new(const struct ntx_check_limits *lim, const struct ntx_check_ops *ops,
+                                void *ctx) {
+  struct ntx_check *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->lim = *lim;
+  c->lim.window = pow2_at_least(lim->window < 16 ? 16 : lim->window);
+  c->ops = *ops;
+  c->ctx = ctx;
+  c->clients = calloc(lim->max_clients, sizeof *c->clients);
+  c->comms = calloc(lim->max_comms, sizeof *c->comms);
+  c->comm_index_mask = pow2_at_least(2ull * lim->max_comms) - 1;
+  c->comm_index = calloc((size_t)c->comm_index_mask + 1, sizeof *c->comm_index);
+  c->p2p_mask = pow2_at_least(lim->max_p2p) - 1;
+  c->p2p_hash = calloc(c->p2p_mask + 1, sizeof *c->p2p_hash);
+  if (!c->clients || !c->comms || !c->comm_index || !c->p2p_hash) {
+    ntx_check_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+void ntx_free_waiters(struct waiter *w) {
+  while (w) {
+    struct waiter *n = w->next;
+    if (--w->r->outstanding == 0)
+      free(w->r);
+    free(w);
+    w = n;
+  }
+}
+
+void ntx_check_free(struct ntx_check *c) {
+  if (!c)
+    return;
+  for (uint32_t i = 0; c->comms && i < c->ncomms; i++) {
+    struct comm *cm = c->comms[i];
+    for (struct p2p *p = cm->p2p_head, *n; p; p = n) {
+      n = p->fnext;
+      ntx_free_waiters(p->waiters);
+      free(p);
+    }
+    for (uint32_t s = 0; cm->win && s < c->lim.window; s++) {
+      ntx_free_waiters(cm->win[s].waiters);
+      if (cm->win[s].vs)
+        free(cm->win[s].vs->rank_var);
+      free(cm->win[s].vs);
+    }
+    free(cm->win);
+    free(cm->m);
+    for (uint32_t d = 0; d < cm->nenv; d++)
+      free(cm->env[d].env);
+    free(cm);
+  }
+  for (uint32_t i = 0; c->clients && i < c->lim.max_clients; i++)
+    free(c->clients[i].comms);
+  free(c->clients);
+  free(c->comms);
+  free(c->comm_index);
+  free(c->p2p_hash);
+  free(c);
+}
+
+const struct ntx_check_stats *ntx_check_get_stats(const struct ntx_check *c) { return &c->st; }
+
+/* ------------------------------------------------------------ plumbing -- */
+
+void ntx_tell_comm(struct ntx_check *c, struct comm *cm, uint32_t kind, uint64_t seq, int32_t peer,
+                      int64_t aux, const char *field, const char *text) {
+  for (int32_t r = 0; r < cm->nranks; r++) {
+    struct member *m = &cm->m[r];
+    if (m->state != M_ACTIVE)
+      continue;
+    /* a process holding several ranks of one comm hears it once */
+    int seen = 0;
+    for (int32_t q = 0; q < r && !seen; q++)
+      seen = cm->m[q].state == M_ACTIVE && cm->m[q].client == m->client;
+    if (!seen)
+      c->ops.verdict(c->ctx, (uint32_t)m->client, kind, cm->id, seq, peer, aux, field, text);
+  }
+}
+
+void ntx_resolve(struct ntx_check *c, struct waiter *w, int32_t status, const char *text) {
+  while (w) {
+    struct waiter *n = w->next;
+    struct req *r = w->r;
+    if (status != NTX_REPLY_OK && r->status == NTX_REPLY_OK) {
+      r->status = status;
+      snprintf(r->text, sizeof r->text, "%s", text ? text : "");
+    }
+    struct client *cl = &c->clients[r->client];
+    if (cl->active && cl->gen == r->gen && cl->waits)
+      cl->waits--;
+    if (--r->outstanding == 0) {
+      if (cl->active && cl->gen == r->gen)
+        c->ops.reply(c->ctx, r->client, r->req_id, r->status, r->text);
+      free(r);
+    }
+    free(w);
+    w = n;
+  }
+}
+
+struct comm *ntx_comm_find(struct ntx_check *c, uint64_t id) {
+  for (uint32_t h = (uint32_t)ntx_mix64(id) & c->comm_index_mask;; h = (h + 1) & c->comm_index_mask) {
+    uint32_t v = c->comm_index[h];
+    if (!v)
+      return NULL;
+    if (c->comms[v - 1]->id == id)
+      return c->comms[v - 1];
+  }
+}
+
+static struct comm *comm_create(struct ntx_check *c, uint64_t id, int32_t nranks, double now) {
+  if (c->ncomms >= c->lim.max_comms) {
+    c->st.comms_refused++;
+    return NULL;
+  }
+  struct comm *cm = calloc(1, sizeof *cm);
+  if (!cm || !(cm->m = calloc((size_t)nranks, sizeof *cm->m))) {
+    free(cm);
+    c->st.comms_refused++;
+    return NULL;
+  }
+  cm->id = id;
+  cm->nranks = nranks;
+  cm->first_reg_t = now;
+  cm->base = 1;
+  for (int32_t r = 0; r < nranks; r++)
+    cm->m[r].client = -1;
+  uint32_t h = (uint32_t)ntx_mix64(id) & c->comm_index_mask;
+  while (c->comm_index[h])
+    h = (h + 1) & c->comm_index_mask;
+  c->comms[c->ncomms++] = cm;
+  c->comm_index[h] = c->ncomms;
+  return cm;
+}
+
+/* The member a fingerprint speaks for, or NULL when that client did not
+ * register that rank (forged or confused input is ignored, and counted). */
+struct comm *ntx_member_of(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank) {
+  struct comm *cm = ntx_comm_find(c, comm_id);
+  if (!cm || rank < 0 || rank >= cm->nranks || cm->m[rank].state != M_ACTIVE ||
+      cm->m[rank].client != (int32_t)id) {
+    c->st.unregistered++;
+    return NULL;
+  }
+  return cm;
+}
+
+/* ------------------------------------------------------------- clients -- */
+
+int ntx_check_client_add(struct ntx_check *c, uint32_t id, const char *host, int32_t pid,
+                         int32_t launcher_rank) {
+  if (id >= c->lim.max_clients || c->clients[id].active)
+    return -1;
+  struct client *cl = &c->clients[id];
+  cl->active = 1;
+  cl->gen++;
+  cl->waits = 0;
+  cl->ncomms = 0;
+  snprintf(cl->host, sizeof cl->host, "%s", host);
+  cl->pid = pid;
+  cl->lrank = launcher_rank;
+  return 0;
+}
+
+void ntx_check_client_gone(struct ntx_check *c, uint32_t id, int clean, double now) {
+  (void)now;
+  if (id >= c->lim.max_clients || !c->clients[id].active)
+    return;
+  struct client *cl = &c->clients[id];
+  cl->active = 0;
+  for (uint32_t i = 0; i < cl->ncomms; i++)
+    cl->comms[i].cm->m[cl->comms[i].rank].state = clean ? M_EXITED : M_LOST;
+  if (clean)
+    return;
+  c->st.lost++;
+  char who[160], text[NTX_TEXT_MAX];
+  if (cl->lrank >= 0)
+    snprintf(who, sizeof who, "rank %d (host %s, pid %d)", (int)cl->lrank, cl->host, (int)cl->pid);
+  else
+    snprintf(who, sizeof who, "a process (host %s, pid %d)", cl->host, (int)cl->pid);
+  /* Every other client hears it, each with a communicator it shares with
+   * the lost one when there is one, so its record names a comm rank. */
+  for (uint32_t o = 0; o < c->lim.max_clients; o++) {
+    struct client *ot = &c->clients[o];
+    if (!ot->active)
+      continue;
+    uint64_t comm_id = 0;
+    int32_t peer = cl->lrank;
+    for (uint32_t i = 0; i < cl->ncomms && !comm_id; i++)
+      for (uint32_t j = 0; j < ot->ncomms; j++)
+        if (ot->comms[j].cm == cl->comms[i].cm) {
+          comm_id = cl->comms[i].cm->id;
+          peer = cl->comms[i].rank;
+          break;
+        }
+    if (comm_id)
+      snprintf(text, sizeof text,
+               "lost %s: its connection closed without goodbye (killed, crashed or hung); "
+               "it was rank %d of comm %08x",
+               who, (int)peer, NTX_COMM_SHORT(comm_id));
+    else
+      snprintf(text, sizeof text,
+               "lost %s: its connection closed without goodbye (killed, crashed or hung)", who);
+    c->ops.verdict(c->ctx, o, NTX_V_PEER_LOST, comm_id, 0, peer, cl->pid, "lost", text);
+  }
+}
+
+/* ---------------------------------------------------------- environment -- */
+
+static const char *env_get(const char *env, uint32_t len, const char *name, size_t nl) {
+  for (uint32_t o = 0; o < len;) {
+    const char *e = env + o;
+    size_t el = strnlen(e, len - o);
+    if (el > nl && e[nl] == '=' && !memcmp(e, name, nl))
+      return e + nl + 1;
+    o += (uint32_t)el + 1;
+  }
+  return NULL;
+}
+
+static uint64_t env_digest(const char *env, uint32_t len, int32_t nccl) {
+  static const struct ntx_key k = {0x656e762d64696765ull, 0x73742d6e63637472ull};
+  uint64_t d = ntx_mix64((uint64_t)(uint32_t)nccl + 1);
+  /* a sum of per-entry hashes: independent of the order of environ */
+  for (uint32_t o = 0; o < len;) {
+    size_t el = strnlen(env + o, len - o);
+    d += ntx_siphash(&k, env + o, el);
+    o += (uint32_t)el + 1;
+  }
+  return d;
+}
+
+/* The variables of a and b that differ, one line each (bounded). */
+static void env_report(struct ntx_check *c, struct comm *cm, const struct env_variant *odd,
+                       const struct env_variant *maj, uint32_t *lines) {
+  char field[NTX_FIELD + 1], text[NTX_TEXT_MAX], ro[256], rm[256];
+  uint8_t *sel = malloc((size_t)cm->nranks);
+  if (!sel)
+    return;
+  for (int32_t r = 0; r < cm->nranks; r++)
+    sel[r] = cm->m[r].state == M_NONE ? 0 : cm->m[r].env_digest == odd->digest ? 1
+             : cm->m[r].env_digest == maj->digest ? 2 : 0;
+  int no, nm;
+  ntx_rank_list(sel, cm->nranks, 1, ro, sizeof ro, &no);
+  ntx_rank_list(sel, cm->nranks, 2, rm, sizeof rm, &nm);
+  free(sel);
+  if (odd->nccl != maj->nccl && *lines < MAX_ENV_LINES) {
+    snprintf(text, sizeof text, "env differs on comm %08x: NCCL version: rank%s %s %s %d vs rank%s %s %s %d",
+             NTX_COMM_SHORT(cm->id), no > 1 ? "s" : "", ro, no > 1 ? "have" : "has", (int)odd->nccl,
+             nm > 1 ? "s" : "", rm, nm > 1 ? "have" : "has", (int)maj->nccl);
+    ntx_tell_comm(c, cm, NTX_V_ENV_DIFF, 0, odd->low_rank, maj->low_rank, "NCCL_VERSION", text);
+    (*lines)++;
+  }
+  /* every name of either side, each judged once */
+  for (int side = 0; side < 2; side++) {
+    const struct env_variant *src = side ? maj : odd, *oth = side ? odd : maj;
+    for (uint32_t o = 0; o < src->len && *lines < MAX_ENV_LINES;) {
+      const char *e = src->env + o;
+      size_t el = strnlen(e, src->len - o);
+      const char *eq = memchr(e, '=', el);
+      o += (uint32_t)el + 1;
+      if (!eq)
+        continue;
+      size_t nl = (size_t)(eq - e);
+      const char *a = env_get(odd->env, odd->len, e, nl), *b = env_get(maj->env, maj->len, e, nl);
+      if ((side && env_get(oth->env, oth->len, e, nl)) || (a && b && !strcmp(a, b)))
+        continue;
+      snprintf(field, sizeof field, "%.*s", (int)(nl < NTX_FIELD ? nl : NTX_FIELD), e);
+      snprintf(text, sizeof text,
+               "env differs on comm %08x: %.*s: rank%s %s %s %s%.200s%s vs rank%s %s %s %s%.200s%s",
+               NTX_COMM_SHORT(cm->id), (int)nl, e, no > 1 ? "s" : "", ro, no > 1 ? "have" : "has",
+               a ? "'" : "", a ? a : "(unset)", a ? "'" : "", nm > 1 ? "s" : "", rm,
+               nm > 1 ? "have" : "has", b ? "'" : "", b ? b : "(unset)", b ? "'" : "");
+      ntx_tell_comm(c, cm, NTX_V_ENV_DIFF, 0, odd->low_rank, maj->low_rank, field, text);
+      (*lines)++;
+    }
+  }
+}
+
+/* Every rank registered: the most common environment is the reference
+ * (a tie goes to the one of the lowest rank), each other one is reported. */
+static void env_verdict(struct ntx_check *c, struct comm *cm) {
+  uint32_t maj = 0, lines = 0;
+  for (uint32_t i = 1; i < cm->nenv; i++)
+    if (cm->env[i].count > cm->env[maj].count ||
+        (cm->env[i].count == cm->env[maj].count && cm->env[i].low_rank < cm->env[maj].low_rank))
+      maj = i;
+  for (uint32_t i = 0; i < cm->nenv; i++)
+    if (i != maj)
+      env_report(c, cm, &cm->env[i], &cm->env[maj], &lines);
+  if (cm->nenv_extra) {
+    char text[NTX_TEXT_MAX];
+    snprintf(text, sizeof text, "env differs on comm %08x on %u more ranks (not detailed)",
+             NTX_COMM_SHORT(cm->id), cm->nenv_extra);
+    ntx_tell_comm(c, cm, NTX_V_NOTE, 0, -1, -1, "env", text);
+  }
+  ntx_tell_comm(c, cm, NTX_V_ENV_DONE, 0, -1, (int64_t)(cm->nenv - 1 + cm->nenv_extra), "env", "");
+  cm->env_done = 1;
+}
+
+static void env_add(struct comm *cm, int32_t rank, int32_t nccl, const char *env, uint32_t len) {
+  uint64_t d = env_digest(env, len, nccl);
+  cm->m[rank].env_digest = d;
+  for (uint32_t i = 0; i < cm->nenv; i++)
+    if (cm->env[i].digest == d) {
+      cm->env[i].count++;
+      if (rank < cm->env[i].low_rank)
+        cm->env[i].low_rank = rank;
+      return;
+    }
+  struct env_variant *v = &cm->env[cm->nenv];
+  if (cm->nenv == MAX_ENV_VARIANTS || !(v->env = malloc(len ? len : 1))) {
+    cm->nenv_extra++;
+    return;
+  }
+  memcpy(v->env, env, len);
+  v->len = len;
+  v->digest = d;
+  v->nccl = nccl;
+  v->low_rank = rank;
+  v->count = 1;
+  cm->nenv++;
+}
+
+void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank,
+                        int32_t nranks, int32_t nccl_version, const char *env, uint32_t env_len,
+                        double now) {
+  char text[NTX_TEXT_MAX];
+  if (id >= c->lim.max_clients || !c->clients[id].active || nranks <= 0 ||
+      (uint32_t)nranks > c->lim.max_nranks || rank < 0 || rank >= nranks)
+    return;
+  struct client *cl = &c->clients[id];
+  struct comm *cm = ntx_comm_find(c, comm_id);
+  if (!cm && !(cm = comm_create(c, comm_id, nranks, now)))
+    return;
+  if (cm->nranks != nranks) {
+    snprintf(text, sizeof text, "comm %08x: rank %d registered with nranks=%d, others with %d",
+             NTX_COMM_SHORT(comm_id), (int)rank, (int)nranks, (int)cm->nranks);
+    c->ops.verdict(c->ctx, id, NTX_V_NOTE, comm_id, 0, rank, nranks, "nranks", text);
+    return;
+  }
+  struct member *m = &cm->m[rank];
+  if (m->state == M_ACTIVE) {
+    snprintf(text, sizeof text, "comm %08x: rank %d registered twice (pid %d and pid %d)",
+             NTX_COMM_SHORT(comm_id), (int)rank, (int)c->clients[m->client].pid, (int)cl->pid);
+    c->ops.verdict(c->ctx, id, NTX_V_NOTE, comm_id, 0, rank, 0, "rank", text);
+    return;
+  }
+  if (cl->ncomms == cl->capcomms) {
+    uint32_t nc = cl->capcomms ? 2 * cl->capcomms : 8;
+    void *p = realloc(cl->comms, nc * sizeof *cl->comms);
+    if (!p)
+      return;
+    cl->comms = p;
+    cl->capcomms = nc;
+  }
+  cl->comms[cl->ncomms].cm = cm;
+  cl->comms[cl->ncomms].rank = rank;
+  cl->ncomms++;
+  int fresh = m->state == M_NONE;
+  m->client = (int32_t)id;
+  m->gen = cl->gen;
+  m->state = M_ACTIVE;
+  if (!fresh)
+    return; /* a re-registration (reconnected client): init and env already judged */
+  cm->nreg++;
+  env_add(cm, rank, nccl_version, env, env_len);
+  if (cm->nreg == (uint32_t)cm->nranks) {
+    if (cm->init_reported) {
+      snprintf(text, sizeof text, "comm %08x init: all %d ranks joined now", NTX_COMM_SHORT(comm_id),
+               (int)cm->nranks);
+      ntx_tell_comm(c, cm, NTX_V_NOTE, 0, -1, 0, "init", text);
+    }
+    env_verdict(c, cm);
+  }
+}
+
+/* --------------------------------------------------------- collectives -- */
+
+static int fp_same(const struct ntx_fp *a, const struct ntx_fp *b) {
+  return a->kind == b->kind && a->count == b->count && a->dtype == b->dtype &&
+         a->redop == b->redop && a->peer == b->peer;
+}
+
+static const char *fp_field(const struct ntx_fp *a, const struct ntx_fp *b) {
+  if (a->kind != b->kind) return "op";
+  if (a->count != b->count) return "count";
+  if (a->dtype != b->dtype) return "dtype";
+  if (a->redop != b->redop) return "redop";
+  return a->dir == NTX_FP_COLL ? "root" : "peer";
+}
+
+static void remember_mismatch(struct comm *cm, uint64_t seq, const char *text) {
+  uint32_t i = cm->nrecent++ % RECENT_MM;
+  cm->recent[i].seq = seq;
+  snprintf(cm->recent[i].text, sizeof cm->recent[i].text, "%.*s", REQ_TEXT - 1, text);
+}
+
+static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s) {
+  struct varset *vs = s->vs;
+  /* majority: most ranks; on a tie the variant holding the lowest rank */
+  uint32_t maj = 0;
+  int32_t low[NVAR];
+  for (uint32_t k = 0; k < vs->nvar; k++) {
+    low[k] = cm->nranks;
+    for (int32_t r = 0; r < cm->nranks; r++)
+      if (vs->rank_var[r] == k) {
+        low[k] = r;
+        break;
+      }
+  }
+  for (uint32_t k = 1; k < vs->nvar; k++)
+    if (vs->cnt[k] > vs->cnt[maj] || (vs->cnt[k] == vs->cnt[maj] && low[k] < low[maj]))
+      maj = k;
+  char text[NTX_TEXT_MAX], list[512], desc[160];
+  size_t o = 0;
+  const char *field = NULL;
+  int32_t culprit = -1;
+  int n;
+  for (uint32_t k = 0; k < vs->nvar; k++) {
+    if (k == maj || !vs->cnt[k])
+      continue;
+    if (!field) {
+      field = fp_field(&vs->v[k], &vs->v[maj]);
+      culprit = low[k];
+      o += (size_t)snprintf(text + o, sizeof text - o, "mismatch on comm %08x seq %llu field %s: ",
+                            NTX_COMM_SHORT(cm->id), (unsigned long long)s->seq, field);
+    } else {
+      o += (size_t)snprintf(text + o, sizeof text - o, " and ");
+    }
+    ntx_rank_list(vs->rank_var, cm->nranks, (uint8_t)k, list, sizeof list, &n);
+    ntx_fp_describe(&vs->v[k], desc, sizeof desc);
+    if (o < sizeof text)
+      o += (size_t)snprintf(text + o, sizeof text - o, "rank%s %s %s", n > 1 ? "s" : "", list, desc);
+  }
+  if (!field)
+    return;
+  ntx_rank_list(vs->rank_var, cm->nranks, (uint8_t)maj, list, sizeof list, &n);
+  ntx_fp_describe(&vs->v[maj], desc, sizeof desc);
+  if (o < sizeof text)
+    o += (size_t)snprintf(text + o, sizeof text - o, " vs rank%s %s %s", n > 1 ? "s" : "", list, desc);
+  if (s->arrived < (uint32_t)cm->nranks && o < sizeof text) {
+    ntx_rank_list(vs->rank_var, cm->nranks, NO_VAR, list, sizeof list, &n);
+    snprintf(text + o, sizeof text - o, "; rank%s %s not there yet", n > 1 ? "s" : "", list);
+  }
+  c->st.mismatches++;
+  remember_mismatch(cm, s->seq, text);
+  ntx_resolve(c, s->waiters, NTX_REPLY_MISMATCH, text);
+  s->waiters = NULL;
+  /* The first disagreement on a comm is the news; the seqs after it usually
+   * disagree because of it.  Strict callers still get each answer. */
+  if (!cm->coll_reported) {
+    cm->coll_reported = 1;
+    ntx_tell_comm(c, cm, NTX_V_MISMATCH, s->seq, culprit, low[maj], field, text);
+  }
+}
+
+static void slot_decide(struct ntx_check *c, struct comm *cm, struct slot *s, int32_t unchecked) {
+  if (s->state != SLOT_OPEN)
+    return;
+  if (s->vs)
+    report_mismatch(c, cm, s);
+  ntx_resolve(c, s->waiters, unchecked ? NTX_REPLY_UNCHECKED : NTX_REPLY_OK, "");
+  s->waiters = NULL;
+  s->state = SLOT_DONE;
+}
+
+/* Advance base over decided seqs, freeing their slots. */
+static void window_advance(struct ntx_check *c, struct comm *cm) {
+  for (;;) {
+    struct slot *s = &cm->win[cm->base & (c->lim.window - 1)];
+    if (s->seq != cm->base || s->state != SLOT_DONE)
+      return;
+    if (s->vs)
+      free(s->vs->rank_var);
+    free(s->vs);
+    memset(s, 0, sizeof *s);
+    cm->base++;
+  }
+}
+
+static struct slot *slot_get(struct ntx_check *c, struct comm *cm, uint64_t seq, double now) {
+  if (!cm->win && !(cm->win = calloc(c->lim.window, sizeof *cm->win)))
+    return NULL;
+  if (seq < cm->base) {
+    c->st.stale++;
+    return NULL;
+  }
+  /* A rank ran a whole window ahead of the slowest: decide the oldest seqs
+   * with what is known (bounded memory beats completeness). */
+  while (seq >= cm->base + c->lim.window) {
+    struct slot *o = &cm->win[cm->base & (c->lim.window - 1)];
+    if (o->seq == cm->base && o->state == SLOT_OPEN) {
+      c->st.evicted++;
+      slot_decide(c, cm, o, 1);
+    } else if (o->seq != cm->base) {
+      cm->base++; /* nobody sent that seq: nothing to decide */
+      continue;
+    }
+    window_advance(c, cm);
+  }
+  struct slot *s = &cm->win[seq & (c->lim.window - 1)];
+  if (s->seq != seq || s->state == SLOT_EMPTY) {
+    memset(s, 0, sizeof *s);
+    s->seq = seq;
+    s->first_t = now;
+    s->state = SLOT_OPEN;
+  }
+  return s;
+}
+
+static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, int32_t rank,
+                        const struct ntx_fp *fp) {
+  if (s->state != SLOT_OPEN)
+    return;
+  s->arrived++;
+  if (fp) {
+    if (!s->has_fp) {
+      s->fp0 = *fp;
+      s->has_fp = 1;
+    } else if (s->vs || !fp_same(fp, &s->fp0)) {
+      struct varset *vs = s->vs;
+      if (!vs) { /* first disagreement on this seq: who had fp0 so far */
+        vs = calloc(1, sizeof *vs);
+        if (!vs || !(vs->rank_var = malloc((size_t)cm->nranks))) {
+          free(vs);
+          return;
+        }
+        vs->v[0] = s->fp0;
+        vs->nvar = 1;
+        for (int32_t r = 0; r < cm->nranks; r++) {
+          vs->rank_var[r] = r != rank && cm->m[r].last_seq >= s->seq ? 0 : NO_VAR;
+          vs->cnt[0] += vs->rank_var[r] == 0;
+        }
+        s->vs = vs;
+      }
+      uint32_t k = 0;
+      while (k < vs->nvar && !fp_same(fp, &vs->v[k]))
+        k++;
+      if (k == vs->nvar) {
+        if (vs->nvar < NVAR)
+          vs->v[vs->nvar++] = *fp;
+        else
+          k = NVAR - 1; /* more variants than kept: counted with the last */
+      }
+      vs->rank_var[rank] = (uint8_t)k;
+      vs->cnt[k]++;
+    }
+  }
+  if (s->arrived >= (uint32_t)cm->nranks) {
+    slot_decide(c, cm, s, 0);
+    window_advance(c, cm);
+  }
+}
+
+void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, double now,
+                    struct waiter *w) {
+  struct member *m = &cm->m[fp->rank];
+  if (fp->seq > m->last_seq && fp->seq > 0) {
+    /* Seqs this rank skipped (its records were dropped) count as arrived
+     * unseen, so the others' seqs still get decided. */
+    uint64_t from = m->last_seq + 1 > cm->base ? m->last_seq + 1 : cm->base;
+    if (fp->seq - from > c->lim.window)
+      from = fp->seq - c->lim.window;
+    for (uint64_t q = from; q < fp->seq; q++) {
+      struct slot *g = slot_get(c, cm, q, now);
+      if (g)
+        slot_arrive(c, cm, g, fp->rank, NULL);
+    }
+    struct slot *s = slot_get(c, cm, fp->seq, now);
+    m->last_seq = fp->seq;
+    if (s && w && s->state == SLOT_OPEN) { /* attach before arriving: it may decide now */
+      w->next = s->waiters;
+      s->waiters = w;
+      w = NULL;
+    }
+    if (s)
+      slot_arrive(c, cm, s, fp->rank, fp);
+  } else {
+    c->st.dup++;
+    struct slot *s = fp->seq >= cm->base && cm->win ? &cm->win[fp->seq & (c->lim.window - 1)] : NULL;
+    if (s && w && s->seq == fp->seq && s->state == SLOT_OPEN) {
+      w->next = s->waiters;
+      s->waiters = w;
+      w = NULL;
+    }
+  }
+  if (w) { /* already decided: answer from what is remembered */
+    for (uint32_t i = 0; i < RECENT_MM && i < cm->nrecent; i++)
+      if (cm->recent[i].seq == fp->seq) {
+        ntx_resolve(c, w, NTX_REPLY_MISMATCH, cm->recent[i].text);
+        return;
+      }
+    ntx_resolve(c, w, NTX_REPLY_OK, "");
+  }
+}
+
+void ntx_check_decide_base(struct ntx_check *c, struct comm *cm) {
+  slot_decide(c, cm, &cm->win[cm->base & (c->lim.window - 1)], 0);
+  window_advance(c, cm);
+}

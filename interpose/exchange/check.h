@@ -1,0 +1,78 @@
+/* check.h -- the coordinator's comparison logic, independent of sockets:
+ * clients, communicators, fingerprint windows, send/recv matching, strict
+ * waiters, and the time-driven reports (init wait, skew, mismatch grace).
+ * The server (coord.c) feeds it decoded messages and delivers what it emits
+ * through ntx_check_ops; the tests drive it directly.
+ *
+ * Thread-safety: one ntx_check belongs to one thread (the coordinator's);
+ * no function may be called concurrently on the same instance.
+ * Signal-safety: none (allocates).
+ *
+ * Cost: O(1) per collective fingerprint (a per-comm window of pending seqs,
+ * each with a count of arrived ranks and the first fingerprint; the ranks of
+ * each variant are materialized only when a seq first disagrees) and O(1)
+ * expected per send/recv (hash of pending halves).  Memory is bounded by
+ * ntx_check_limits; what does not fit is counted in ntx_check_stats.
+ */
+#ifndef NTX_CHECK_H
+#define NTX_CHECK_H
+#include <stddef.h>
+#include <stdint.h>
+#include "interpose/exchange/wire.h"
+
+struct ntx_check_limits {
+  uint32_t max_clients;     /* connected clients (ids are 0 .. max_clients-1) */
+  uint32_t max_comms;       /* communicators tracked */
+  uint32_t max_nranks;      /* largest communicator accepted */
+  uint32_t window;          /* pending collective seqs per comm (power of two) */
+  uint32_t max_p2p;         /* pending send/recv halves, all comms together */
+  uint32_t max_p2p_per_comm;
+  uint32_t max_waits;       /* strict entries waiting, per client */
+  double grace_s;           /* a disagreeing seq with ranks missing is reported after this */
+  double skew_s;            /* NCCLTRACE_SKEW_S */
+  double init_wait_s;       /* init not complete on all ranks after this: report */
+};
+void ntx_check_default_limits(struct ntx_check_limits *lim);
+
+/* What the checker emits; client ids are the ones given to client_add. */
+struct ntx_check_ops {
+  void (*verdict)(void *ctx, uint32_t client, uint32_t kind, uint64_t comm_id, uint64_t seq,
+                  int32_t peer, int64_t aux, const char *field, const char *text);
+  void (*reply)(void *ctx, uint32_t client, uint32_t req_id, int32_t status, const char *text);
+};
+
+/* Strict reply status. */
+enum ntx_reply_status { NTX_REPLY_OK = 0, NTX_REPLY_MISMATCH = 1, NTX_REPLY_UNCHECKED = 2 };
+
+struct ntx_check_stats {
+  uint64_t fps, dup, stale, evicted, unregistered, p2p_evicted, waits_refused;
+  uint64_t mismatches, p2p_mismatches, lost, comms_refused;
+};
+
+struct ntx_check;
+struct ntx_check *ntx_check_new(const struct ntx_check_limits *lim, const struct ntx_check_ops *ops,
+                                void *ctx);
+void ntx_check_free(struct ntx_check *c);
+
+/* A client authenticated.  @return 0, or -1 when id is out of range or in use. */
+int ntx_check_client_add(struct ntx_check *c, uint32_t id, const char *host, int32_t pid,
+                         int32_t launcher_rank);
+/* A client is gone: clean (BYE) or lost (every other client is told). */
+void ntx_check_client_gone(struct ntx_check *c, uint32_t id, int clean, double now);
+/* REGISTER: env is "NAME=VALUE\0..." (NCCL_* only). */
+void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank,
+                        int32_t nranks, int32_t nccl_version, const char *env, uint32_t env_len,
+                        double now);
+void ntx_check_fp(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, double now);
+/* STRICT: like n fingerprints, and a reply when all of them are decided. */
+void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const struct ntx_fp *fps,
+                      uint32_t n, double now);
+/* Time-driven reports; call every ~100 ms. */
+void ntx_check_tick(struct ntx_check *c, double now);
+const struct ntx_check_stats *ntx_check_get_stats(const struct ntx_check *c);
+
+/* Formatting shared with the client: "AllReduce(count=64, float32, sum)". */
+void ntx_fp_describe(const struct ntx_fp *fp, char *buf, size_t len);
+/* The short communicator id printed in every line: its top 32 bits. */
+#define NTX_COMM_SHORT(id) ((unsigned)((id) >> 32))
+#endif

@@ -1,0 +1,131 @@
+/* check_int.h -- internals shared by check.c, check_p2p.c and fmt.c: the
+ * coordinator's state.  Same contract as check.h (one thread owns it).
+ */
+#ifndef NTX_CHECK_INT_H
+#define NTX_CHECK_INT_H
+#include "interpose/exchange/check.h"
+
+#define NVAR 4            /* distinct variants of one seq kept in detail */
+#define NO_VAR 0xffu      /* rank_var: not arrived (or arrived in a gap) */
+#define MAX_ENV_VARIANTS 16 /* distinct environments kept per comm for the diff */
+#define MAX_ENV_LINES 8   /* variables reported per comm */
+#define RECENT_MM 4       /* mismatch texts kept for strict requests that come late */
+#define REQ_TEXT 1024
+
+enum { SLOT_EMPTY = 0, SLOT_OPEN = 1, SLOT_DONE = 2 };
+enum { M_NONE = 0, M_ACTIVE = 1, M_EXITED = 2, M_LOST = 3 };
+
+struct req {
+  uint32_t client, gen, req_id;
+  int outstanding;
+  int32_t status;
+  char text[REQ_TEXT];
+};
+struct waiter {
+  struct req *r;
+  struct waiter *next;
+};
+
+struct varset {
+  struct ntx_fp v[NVAR];
+  uint32_t cnt[NVAR];
+  uint32_t nvar;
+  uint8_t *rank_var; /* nranks entries: variant index or NO_VAR */
+};
+
+struct slot {
+  uint64_t seq;
+  double first_t;
+  uint32_t arrived;
+  uint8_t state, has_fp;
+  struct ntx_fp fp0;
+  struct varset *vs;
+  struct waiter *waiters;
+};
+
+struct member {
+  int32_t client;
+  uint32_t gen;
+  uint8_t state;
+  uint64_t last_seq;
+  uint64_t env_digest;
+};
+
+/* One distinct NCCL_* environment (+ NCCL version) among a comm's ranks. */
+struct env_variant {
+  uint64_t digest;
+  int32_t nccl, low_rank;
+  uint32_t len, count;
+  char *env;
+};
+
+struct p2p;
+struct comm {
+  uint64_t id;
+  int32_t nranks;
+  uint32_t nreg;
+  double first_reg_t;
+  int init_reported, env_done, coll_reported, p2p_reported;
+  struct member *m;
+  struct env_variant env[MAX_ENV_VARIANTS];
+  uint32_t nenv, nenv_extra; /* variants kept; ranks whose variant was not kept */
+  struct slot *win; /* window, allocated at the first fingerprint */
+  uint64_t base;    /* lowest seq not yet decided */
+  uint64_t skew_reported;
+  struct { uint64_t seq; char text[REQ_TEXT]; } recent[RECENT_MM];
+  uint32_t nrecent;
+  uint32_t p2p_pending;
+  struct p2p *p2p_head, *p2p_tail; /* FIFO for eviction, oldest first */
+};
+
+struct p2p {
+  struct comm *cm;
+  int32_t src, dst;
+  uint64_t seq;
+  struct ntx_fp fp;
+  struct waiter *waiters;
+  struct p2p *hnext, *fprev, *fnext;
+};
+
+struct client {
+  int active;
+  uint32_t gen, waits;
+  char host[NTX_HOST];
+  int32_t pid, lrank;
+  uint32_t ncomms, capcomms;
+  struct { struct comm *cm; int32_t rank; } *comms;
+};
+
+struct ntx_check {
+  struct ntx_check_limits lim;
+  struct ntx_check_ops ops;
+  void *ctx;
+  struct client *clients;
+  struct comm **comms;    /* ncomms entries */
+  uint32_t ncomms;
+  uint32_t *comm_index;   /* open addressing: index + 1, 0 = empty */
+  uint32_t comm_index_mask;
+  struct p2p **p2p_hash;
+  uint64_t p2p_mask;
+  uint32_t p2p_total;
+  struct ntx_check_stats st;
+};
+
+uint64_t ntx_mix64(uint64_t x);
+void ntx_tell_comm(struct ntx_check *c, struct comm *cm, uint32_t kind, uint64_t seq, int32_t peer,
+                   int64_t aux, const char *field, const char *text);
+void ntx_resolve(struct ntx_check *c, struct waiter *w, int32_t status, const char *text);
+void ntx_free_waiters(struct waiter *w);
+struct comm *ntx_comm_find(struct ntx_check *c, uint64_t id);
+/* "0,2-5,9" from the ranks r with sel[r] == v; *count = how many. */
+void ntx_rank_list(const uint8_t *sel, int32_t n, uint8_t v, char *b, size_t len, int *count);
+/* The comm of a fingerprint, or NULL when client id did not register that
+ * rank (forged or confused input is ignored, and counted). */
+struct comm *ntx_member_of(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank);
+/* A collective fingerprint of an active member; w (may be NULL) waits for
+ * the decision of that seq. */
+void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, double now,
+                 struct waiter *w);
+/* Decide the oldest open seq now with the ranks that are there. */
+void ntx_check_decide_base(struct ntx_check *c, struct comm *cm);
+#endif

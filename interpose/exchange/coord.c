@@ -1,0 +1,534 @@
+/* coord.c -- the coordinator server loop (contract: coord.h). */
+#include "interpose/exchange/coord.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "interpose/exchange/wire.h"
+
+enum { C_FREE = 0, C_HANDSHAKE = 1, C_READY = 2 };
+
+struct conn {
+  int fd, state;
+  struct ntx_session sess;
+  uint64_t rx_seq, tx_seq;
+  double opened, last_rx, partial_since;
+  uint8_t *in;
+  size_t in_len, in_cap;
+  uint8_t *out;
+  size_t out_len, out_cap;
+  int want_out;
+};
+
+struct ntx_coord {
+  struct ntx_coord_cfg cfg;
+  int lfd, ep, wake[2];
+  int port;
+  struct conn *conns;
+  uint32_t next_id;
+  struct ntx_check *chk;
+  pthread_t thread;
+  int thread_started;
+  pthread_mutex_t lock; /* held by the loop while it works; stats readers take it */
+  struct ntx_coord_stats st;
+  int stop;             /* set by the loop when the wake pipe says so */
+  uint64_t last_log_hash;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void ntx_coord_default_cfg(struct ntx_coord_cfg *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->host = "";
+  cfg->port = "0";
+  ntx_check_default_limits(&cfg->lim);
+  cfg->hs_timeout_s = 5;
+  cfg->slow_timeout_s = 5;
+  cfg->dead_timeout_s = 10;
+  cfg->max_out = 1u << 20;
+}
+
+int ntx_split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl) {
+  const char *colon;
+  size_t n;
+  if (s[0] == '[') {
+    const char *close = strchr(s, ']');
+    if (!close || close[1] != ':')
+      return -1;
+    n = (size_t)(close - s - 1);
+    s++;
+    colon = close + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (!colon)
+      return -1;
+    n = (size_t)(colon - s);
+  }
+  if (n >= hl || strlen(colon + 1) >= pl || !colon[1])
+    return -1;
+  memcpy(host, s, n);
+  host[n] = '\0';
+  strcpy(port, colon + 1);
+  char *end;
+  long p = strtol(port, &end, 10);
+  return *end || p < 0 || p > 65535 ? -1 : 0;
+}
+
+int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, char *err, size_t errlen) {
+  *out = NULL;
+  struct ntx_coord *co = calloc(1, sizeof *co);
+  if (!co) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  co->cfg = *cfg;
+  co->lfd = co->ep = co->wake[0] = co->wake[1] = -1;
+  pthread_mutex_init(&co->lock, NULL);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+  struct addrinfo *ai = NULL;
+  const char *host = cfg->host && cfg->host[0] && strcmp(cfg->host, "*") ? cfg->host : NULL;
+  int rc = getaddrinfo(host, cfg->port, &hints, &ai);
+  if (rc) {
+    snprintf(err, errlen, "cannot resolve %s:%s: %s", host ? host : "*", cfg->port, gai_strerror(rc));
+    free(co);
+    return -EINVAL;
+  }
+  int e = EADDRNOTAVAIL;
+  for (struct addrinfo *a = ai; a && co->lfd < 0; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      e = errno;
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1024) == 0) {
+      co->lfd = fd;
+      struct sockaddr_storage ss;
+      socklen_t sl = sizeof ss;
+      getsockname(fd, (struct sockaddr *)&ss, &sl);
+      co->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    } else {
+      e = errno;
+      close(fd);
+    }
+  }
+  freeaddrinfo(ai);
+  if (co->lfd < 0) {
+    snprintf(err, errlen, "cannot listen on %s:%s: %s", host ? host : "*", cfg->port, strerror(e));
+    free(co);
+    return -e;
+  }
+  co->conns = calloc(cfg->lim.max_clients, sizeof *co->conns);
+  co->ep = epoll_create1(EPOLL_CLOEXEC);
+  if (!co->conns || co->ep < 0 || pipe2(co->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+    snprintf(err, errlen, "coordinator setup failed: %s", strerror(errno));
+    ntx_coord_stop(co, 0);
+    return -ENOMEM;
+  }
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+  epoll_ctl(co->ep, EPOLL_CTL_ADD, co->lfd, &ev);
+  ev.data.u64 = UINT64_MAX - 1;
+  epoll_ctl(co->ep, EPOLL_CTL_ADD, co->wake[0], &ev);
+  *out = co;
+  return 0;
+}
+
+int ntx_coord_port(const struct ntx_coord *co) { return co->port; }
+
+/* ------------------------------------------------------------- output -- */
+
+static void conn_flush(struct ntx_coord *co, uint32_t id) {
+  struct conn *c = &co->conns[id];
+  while (c->out_len) {
+    ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) {
+      if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        break;
+      c->out_len = 0; /* broken: the read side will see it and close */
+      break;
+    }
+    memmove(c->out, c->out + n, c->out_len - (size_t)n);
+    c->out_len -= (size_t)n;
+  }
+  int want = c->out_len > 0;
+  if (want != c->want_out) {
+    struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0u), .data.u64 = id};
+    epoll_ctl(co->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->want_out = want;
+  }
+}
+
+static void conn_send(struct ntx_coord *co, uint32_t id, uint8_t type, const void *payload, size_t plen) {
+  struct conn *c = &co->conns[id];
+  size_t need = c->out_len + NTX_FRAME_HDR + plen + NTX_FRAME_MAC;
+  if (need > co->cfg.max_out) { /* a client that does not read loses messages, not us */
+    co->st.out_dropped++;
+    return;
+  }
+  if (need > c->out_cap) {
+    size_t cap = c->out_cap ? c->out_cap : 4096;
+    while (cap < need)
+      cap *= 2;
+    uint8_t *p = realloc(c->out, cap);
+    if (!p) {
+      co->st.out_dropped++;
+      return;
+    }
+    c->out = p;
+    c->out_cap = cap;
+  }
+  c->out_len += ntx_frame_encode(c->out + c->out_len, c->out_cap - c->out_len, type, c->tx_seq++,
+                                 payload, plen, &c->sess, NTX_DIR_TO_CLIENT);
+  co->st.frames_out++;
+  conn_flush(co, id);
+}
+
+static void on_verdict(void *ctx, uint32_t client, uint32_t kind, uint64_t comm_id, uint64_t seq,
+                       int32_t peer, int64_t aux, const char *field, const char *text) {
+  struct ntx_coord *co = ctx;
+  uint8_t buf[64 + NTX_TEXT_MAX];
+  size_t n = ntx_enc_verdict(buf, sizeof buf, kind, comm_id, seq, peer, aux, field, text);
+  if (co->conns[client].state == C_READY)
+    conn_send(co, client, NTX_MSG_VERDICT, buf, n);
+  if (co->cfg.log && text && text[0] && kind != NTX_V_ENV_DONE) {
+    /* every rank of a comm is told; the log says it once */
+    uint64_t h = ntx_siphash(&co->cfg.key, text, strlen(text));
+    if (h != co->last_log_hash)
+      fprintf(co->cfg.log, "nccltrace coord: %s\n", text);
+    co->last_log_hash = h;
+    fflush(co->cfg.log);
+  }
+}
+
+static void on_reply(void *ctx, uint32_t client, uint32_t req_id, int32_t status, const char *text) {
+  struct ntx_coord *co = ctx;
+  uint8_t buf[16 + NTX_TEXT_MAX];
+  size_t n = ntx_enc_reply(buf, sizeof buf, req_id, status, text);
+  if (co->conns[client].state == C_READY)
+    conn_send(co, client, NTX_MSG_REPLY, buf, n);
+}
+
+/* -------------------------------------------------------------- input -- */
+
+static void conn_close(struct ntx_coord *co, uint32_t id, int lost, const char *why) {
+  struct conn *c = &co->conns[id];
+  if (c->state == C_READY) {
+    co->st.clients--;
+    ntx_check_client_gone(co->chk, id, !lost, now_s());
+  }
+  if (why && co->cfg.log)
+    fprintf(co->cfg.log, "nccltrace coord: closed connection %u: %s\n", id, why);
+  epoll_ctl(co->ep, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  free(c->in);
+  free(c->out);
+  memset(c, 0, sizeof *c);
+  c->fd = -1;
+}
+
+static void do_accept(struct ntx_coord *co) {
+  for (;;) {
+    int fd = accept4(co->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+      return;
+    uint32_t id = co->cfg.lim.max_clients;
+    for (uint32_t k = 0; k < co->cfg.lim.max_clients; k++) {
+      uint32_t i = (co->next_id + k) % co->cfg.lim.max_clients;
+      if (co->conns[i].state == C_FREE) {
+        id = i;
+        break;
+      }
+    }
+    if (id == co->cfg.lim.max_clients) {
+      co->st.rejected_full++;
+      close(fd);
+      continue;
+    }
+    co->next_id = id + 1;
+    co->st.accepted++;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct conn *c = &co->conns[id];
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->state = C_HANDSHAKE;
+    c->opened = c->last_rx = now_s();
+    c->sess.key = co->cfg.key;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
+    epoll_ctl(co->ep, EPOLL_CTL_ADD, fd, &ev);
+    uint8_t nonce[NTX_NONCE], buf[128];
+    if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
+      /* no entropy source: a clock-based nonce still differs per connection */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      uint64_t v[2] = {(uint64_t)ts.tv_nsec ^ ((uint64_t)id << 32), (uint64_t)ts.tv_sec ^ co->st.accepted};
+      memcpy(nonce, v, sizeof nonce);
+    }
+    char host[NTX_HOST] = "";
+    gethostname(host, sizeof host - 1);
+    size_t n = ntx_enc_challenge(buf, sizeof buf, nonce, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0,
+                                 (int32_t)getpid(), host);
+    conn_send(co, id, NTX_MSG_CHALLENGE, buf, n); /* tagged with zero nonces: seq 0 */
+    memcpy(c->sess.nonce, nonce, NTX_NONCE);
+  }
+}
+
+/* @return 0 to keep the connection, -1 when it was closed. */
+static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_frame *f, double now) {
+  struct conn *c = &co->conns[id];
+  struct ntx_msg m;
+  if (ntx_msg_decode(f, &m) < 0) {
+    co->st.rejected_malformed++;
+    conn_close(co, id, 1, "malformed message");
+    return -1;
+  }
+  if (c->state == C_HANDSHAKE) {
+    if (m.type != NTX_MSG_HELLO) {
+      co->st.rejected_malformed++;
+      conn_close(co, id, 1, "expected HELLO");
+      return -1;
+    }
+    memcpy(c->sess.nonce + NTX_NONCE, m.u.hello.nonce, NTX_NONCE);
+    c->state = C_READY;
+    co->st.clients++;
+    ntx_check_client_add(co->chk, id, m.u.hello.host, m.u.hello.pid, m.u.hello.launcher_rank);
+    uint8_t buf[16];
+    size_t n = ntx_enc_welcome(buf, sizeof buf, id, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0);
+    conn_send(co, id, NTX_MSG_WELCOME, buf, n);
+    return 0;
+  }
+  switch (m.type) {
+  case NTX_MSG_REGISTER:
+    ntx_check_register(co->chk, id, m.u.reg.comm_id, m.u.reg.rank, m.u.reg.nranks,
+                       m.u.reg.nccl_version, m.u.reg.env, m.u.reg.env_len, now);
+    return 0;
+  case NTX_MSG_FP:
+  case NTX_MSG_STRICT: {
+    struct ntx_fp fps[64];
+    if (m.type == NTX_MSG_FP || m.u.fp.n > 64) {
+      for (uint32_t i = 0; i < m.u.fp.n; i++) {
+        ntx_fp_get(m.u.fp.entries, i, &fps[0]);
+        ntx_check_fp(co->chk, id, &fps[0], now);
+      }
+      if (m.type == NTX_MSG_STRICT) /* too big to wait on: checked, not waited */
+        on_reply(co, id, m.u.fp.req_id, NTX_REPLY_UNCHECKED, "");
+      return 0;
+    }
+    for (uint32_t i = 0; i < m.u.fp.n; i++)
+      ntx_fp_get(m.u.fp.entries, i, &fps[i]);
+    ntx_check_strict(co->chk, id, m.u.fp.req_id, fps, m.u.fp.n, now);
+    return 0;
+  }
+  case NTX_MSG_PING:
+    return 0;
+  case NTX_MSG_BYE:
+    conn_close(co, id, 0, NULL);
+    return -1;
+  default: /* a coordinator-to-client type sent to us */
+    co->st.rejected_malformed++;
+    conn_close(co, id, 1, "message type not allowed from a client");
+    return -1;
+  }
+}
+
+static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
+  struct conn *c = &co->conns[id];
+  for (int rounds = 0; rounds < 16; rounds++) { /* bounded: others get their turn */
+    if (c->in_cap - c->in_len < 4096) {
+      size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
+      if (cap > NTX_FRAME_MAX + 4096)
+        cap = NTX_FRAME_MAX + 4096;
+      if (cap > c->in_cap) {
+        uint8_t *p = realloc(c->in, cap);
+        if (!p) {
+          conn_close(co, id, 1, "out of memory");
+          return;
+        }
+        c->in = p;
+        c->in_cap = cap;
+      }
+    }
+    ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      conn_close(co, id, 1, c->state == C_READY ? NULL : "closed before authenticating");
+      return;
+    }
+    if (n < 0)
+      break;
+    c->in_len += (size_t)n;
+    c->last_rx = now;
+    size_t off = 0;
+    for (;;) {
+      struct ntx_frame f;
+      int r = ntx_frame_parse(c->in + off, c->in_len - off, &c->sess, NTX_DIR_TO_COORD, c->rx_seq, &f);
+      if (r == 0)
+        break;
+      if (r < 0) {
+        if (c->state == C_HANDSHAKE || r == NTX_E_MAC)
+          co->st.rejected_auth++;
+        else
+          co->st.rejected_malformed++;
+        conn_close(co, id, 1, ntx_wire_strerror(r));
+        return;
+      }
+      c->rx_seq++;
+      co->st.frames_in++;
+      off += (size_t)r;
+      if (handle_frame(co, id, &f, now) < 0)
+        return;
+    }
+    memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+    /* slowloris guard: the clock runs from the first byte of a frame */
+    if (!c->in_len)
+      c->partial_since = 0;
+    else if (off || !c->partial_since)
+      c->partial_since = now;
+  }
+}
+
+static void sweep(struct ntx_coord *co, double now) {
+  for (uint32_t id = 0; id < co->cfg.lim.max_clients; id++) {
+    struct conn *c = &co->conns[id];
+    if (c->state == C_FREE)
+      continue;
+    if (c->state == C_HANDSHAKE && now - c->opened > co->cfg.hs_timeout_s) {
+      co->st.rejected_auth++;
+      conn_close(co, id, 1, "no HELLO in time");
+    } else if (c->partial_since && now - c->partial_since > co->cfg.slow_timeout_s) {
+      co->st.slow_closed++;
+      conn_close(co, id, 1, "partial frame timed out");
+    } else if (c->state == C_READY && now - c->last_rx > co->cfg.dead_timeout_s) {
+      co->st.dead_closed++;
+      conn_close(co, id, 1, "silent past the dead timeout");
+    }
+  }
+}
+
+void ntx_coord_run(struct ntx_coord *co) {
+  double last_tick = 0;
+  struct epoll_event evs[64];
+  pthread_mutex_lock(&co->lock);
+  if (!co->chk) {
+    struct ntx_check_ops ops = {.verdict = on_verdict, .reply = on_reply};
+    co->chk = ntx_check_new(&co->cfg.lim, &ops, co);
+  }
+  while (!co->stop && co->chk) {
+    pthread_mutex_unlock(&co->lock);
+    int n = epoll_wait(co->ep, evs, 64, 50);
+    pthread_mutex_lock(&co->lock);
+    double now = now_s();
+    for (int i = 0; i < n; i++) {
+      uint64_t d = evs[i].data.u64;
+      if (d == UINT64_MAX) {
+        do_accept(co);
+      } else if (d == UINT64_MAX - 1) {
+        char b[16];
+        while (read(co->wake[0], b, sizeof b) > 0)
+          ;
+        co->stop = 1;
+      } else if (co->conns[d].state != C_FREE) {
+        if (evs[i].events & EPOLLOUT)
+          conn_flush(co, (uint32_t)d);
+        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+          conn_read(co, (uint32_t)d, now);
+      }
+    }
+    if (now - last_tick >= 0.1) {
+      last_tick = now;
+      ntx_check_tick(co->chk, now);
+      sweep(co, now);
+    }
+  }
+  pthread_mutex_unlock(&co->lock);
+}
+
+static void *coord_thread(void *arg) {
+  ntx_coord_run(arg);
+  return NULL;
+}
+
+int ntx_coord_start(struct ntx_coord *co) {
+  int rc = pthread_create(&co->thread, NULL, coord_thread, co);
+  if (rc)
+    return -rc;
+  co->thread_started = 1;
+  return 0;
+}
+
+void ntx_coord_request_stop(struct ntx_coord *co) {
+  if (co->wake[1] >= 0) {
+    ssize_t w = write(co->wake[1], "x", 1);
+    (void)w; /* a full pipe already holds a stop request */
+  }
+}
+
+void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
+  if (!co)
+    return;
+  if (co->thread_started) {
+    for (double t = 0; t < linger_s; t += 0.02) {
+      pthread_mutex_lock(&co->lock);
+      uint32_t n = co->st.clients;
+      pthread_mutex_unlock(&co->lock);
+      if (n == 0)
+        break;
+      struct timespec ts = {0, 20 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    ntx_coord_request_stop(co);
+    pthread_join(co->thread, NULL);
+  }
+  for (uint32_t id = 0; co->conns && id < co->cfg.lim.max_clients; id++) {
+    if (co->conns[id].state == C_READY) {
+      uint8_t b[8];
+      size_t n = ntx_enc_bye(b, sizeof b, 1);
+      conn_send(co, id, NTX_MSG_BYE, b, n);
+    }
+    if (co->conns[id].state != C_FREE) {
+      co->conns[id].state = C_HANDSHAKE; /* a shutdown is no loss: nobody is told */
+      conn_close(co, id, 0, NULL);
+    }
+  }
+  if (co->lfd >= 0)
+    close(co->lfd);
+  if (co->ep >= 0)
+    close(co->ep);
+  if (co->wake[0] >= 0) {
+    close(co->wake[0]);
+    close(co->wake[1]);
+  }
+  ntx_check_free(co->chk);
+  free(co->conns);
+  pthread_mutex_destroy(&co->lock);
+  free(co);
+}
+
+void ntx_coord_get_stats(struct ntx_coord *co, struct ntx_coord_stats *st, struct ntx_check_stats *cst) {
+  pthread_mutex_lock(&co->lock);
+  *st = co->st;
+  if (cst) {
+    if (co->chk)
+      *cst = *ntx_check_get_stats(co->chk);
+    else
+      memset(cst, 0, sizeof *cst);
+  }
+  pthread_mutex_unlock(&co->lock);
+}

@@ -1,0 +1,69 @@
+/* coord.h -- the coordinator server: one thread, one epoll loop, every
+ * client connection non-blocking, feeding check.h.  It runs embedded (a
+ * thread in the process with launcher rank 0) or standalone
+ * (`nccltrace coord --listen HOST:PORT`, ntx_coord_main).
+ *
+ * Thread-safety: ntx_coord_listen, ntx_coord_start and ntx_coord_stop are
+ * called by one owner thread; the loop runs on its own thread (or on the
+ * caller's in ntx_coord_run).  Not signal-safe.
+ *
+ * Bounds (each enforced, each counted): frame size (NTX_FRAME_MAX), clients
+ * (limits.max_clients), bytes queued towards a slow reader (max_out), time to
+ * authenticate (hs_timeout_s), time a partial frame may stay partial
+ * (slow_timeout_s), silence of an authenticated client (dead_timeout_s).
+ * A connection that breaks a rule is closed; everyone else is served on.
+ */
+#ifndef NTX_COORD_H
+#define NTX_COORD_H
+#include <stdint.h>
+#include <stdio.h>
+#include "interpose/exchange/auth.h"
+#include "interpose/exchange/check.h"
+
+/* CHALLENGE flags */
+#define NTX_COORD_EMBEDDED 1u /* the coordinator lives inside a rank's process */
+
+struct ntx_coord_cfg {
+  const char *host;         /* address to bind ("" or "*": all) */
+  const char *port;         /* decimal, "0" = any (tests) */
+  struct ntx_key key;
+  struct ntx_check_limits lim;
+  int embedded;             /* sent to clients in CHALLENGE */
+  double hs_timeout_s;      /* HELLO must arrive within (5) */
+  double slow_timeout_s;    /* a started frame must complete within (5) */
+  double dead_timeout_s;    /* an authenticated client silent this long is lost (10) */
+  uint32_t max_out;         /* bytes queued per client before messages are dropped (1 MiB) */
+  FILE *log;                /* verdicts and rejections (standalone), NULL = quiet */
+};
+void ntx_coord_default_cfg(struct ntx_coord_cfg *cfg);
+
+struct ntx_coord;
+/* Bind and listen.  @return 0, or -errno with a one-line reason in err. */
+int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, char *err, size_t errlen);
+/* The port actually bound (useful with port "0"). */
+int ntx_coord_port(const struct ntx_coord *co);
+/* Run the loop on the calling thread until ntx_coord_request_stop. */
+void ntx_coord_run(struct ntx_coord *co);
+/* Run the loop on a new thread.  @return 0 or -errno. */
+int ntx_coord_start(struct ntx_coord *co);
+/* Ask the loop to end (async-signal-safe: one write to a pipe). */
+void ntx_coord_request_stop(struct ntx_coord *co);
+/* Stop: wait up to linger_s for clients to say goodbye (so ranks that
+ * outlive the host rank by a moment keep their checks), tell the rest BYE,
+ * join the thread and free everything. */
+void ntx_coord_stop(struct ntx_coord *co, double linger_s);
+
+struct ntx_coord_stats {
+  uint64_t accepted, rejected_auth, rejected_malformed, rejected_full, slow_closed, dead_closed;
+  uint64_t frames_in, frames_out, out_dropped;
+  uint32_t clients;         /* authenticated now */
+};
+/* A snapshot (taken under the loop's lock). */
+void ntx_coord_get_stats(struct ntx_coord *co, struct ntx_coord_stats *st, struct ntx_check_stats *cst);
+
+/* `nccltrace coord --listen HOST:PORT [options]`. argv[0] is "coord". */
+int ntx_coord_main(int argc, char **argv);
+
+/* Parse "host:port" or "[v6]:port".  @return 0 or -1. */
+int ntx_split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl);
+#endif

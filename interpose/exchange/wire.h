@@ -1,0 +1,169 @@
+/* wire.h -- the exchange wire protocol (docs/wire-protocol.md, byte by byte):
+ * authenticated, sequenced frames between a client (one per traced process)
+ * and the coordinator, and the typed messages inside them.
+ *
+ * Thread-safety: pure functions over caller memory, no state.
+ * Signal-safety: none of this is used from signal handlers (it would be safe:
+ * no allocation, no locks).
+ *
+ * Every parser here treats its input as hostile: lengths are checked before
+ * use, strings are bounded, counts are checked against the payload length.
+ * ntx_frame_parse and ntx_msg_decode are the libFuzzer entry points
+ * (tests/exchange/fuzz_wire.c).
+ */
+#ifndef NTX_WIRE_H
+#define NTX_WIRE_H
+#include <stddef.h>
+#include <stdint.h>
+#include "interpose/exchange/auth.h"
+
+#define NTX_WIRE_VERSION 1u
+#define NTX_FRAME_HDR 16u            /* "NX", version, type, length, seq */
+#define NTX_FRAME_MAC 8u             /* SipHash-2-4 tag after the payload */
+#define NTX_FRAME_MAX_PAYLOAD 65536u /* larger frames are rejected before buffering */
+#define NTX_FRAME_MAX (NTX_FRAME_HDR + NTX_FRAME_MAX_PAYLOAD + NTX_FRAME_MAC)
+#define NTX_NONCE 16u
+#define NTX_HOST 64u
+#define NTX_JOB 64u
+#define NTX_FIELD 24u                /* = sizeof ntr_record.u.text */
+#define NTX_TEXT_MAX 2048u           /* verdict / reply text */
+#define NTX_ENV_MAX 8192u            /* = NTR_ENV_BYTES */
+#define NTX_FP_WIRE 48u              /* bytes per fingerprint entry */
+#define NTX_FP_MAX ((NTX_FRAME_MAX_PAYLOAD - 8u) / NTX_FP_WIRE)
+
+/* Direction byte mixed into every tag: a frame cannot be reflected back. */
+enum ntx_dir { NTX_DIR_TO_COORD = 'C', NTX_DIR_TO_CLIENT = 'S' };
+
+enum ntx_msg_type {
+  NTX_MSG_CHALLENGE = 1, /* coord -> client, seq 0: the coordinator's nonce */
+  NTX_MSG_HELLO = 2,     /* client -> coord, seq 0: the client's nonce and identity */
+  NTX_MSG_WELCOME = 3,   /* coord -> client, seq 1: authenticated, client id */
+  NTX_MSG_REGISTER = 4,  /* client -> coord: a communicator init was entered */
+  NTX_MSG_FP = 5,        /* client -> coord: a batch of fingerprints */
+  NTX_MSG_STRICT = 6,    /* client -> coord: fingerprints that wait for agreement */
+  NTX_MSG_REPLY = 7,     /* coord -> client: answer to one STRICT request */
+  NTX_MSG_VERDICT = 8,   /* coord -> client: something to report */
+  NTX_MSG_PING = 9,      /* client -> coord: liveness while idle */
+  NTX_MSG_BYE = 10,      /* either way: clean exit (client) or shutdown (coord) */
+  NTX_MSG_TYPE_END
+};
+
+/* Error values of the parsers (negative). */
+enum ntx_wire_err {
+  NTX_E_MAGIC = -1, NTX_E_VERSION = -2, NTX_E_TYPE = -3, NTX_E_SIZE = -4,
+  NTX_E_MAC = -5, NTX_E_REPLAY = -6, NTX_E_MALFORMED = -7,
+};
+const char *ntx_wire_strerror(int err);
+
+/* Per-connection authentication state: the job key and both nonces.  The
+ * tag covers the nonces, so a frame recorded on one connection is refused on
+ * any other, and the per-direction seq refuses it on its own. */
+struct ntx_session {
+  struct ntx_key key;
+  uint8_t nonce[2 * NTX_NONCE]; /* coordinator's, then client's (zero until HELLO) */
+};
+
+struct ntx_frame {
+  uint8_t type;
+  uint32_t len;          /* payload bytes */
+  uint64_t seq;
+  const uint8_t *payload; /* into the parsed buffer */
+};
+
+/* Parse one frame at the start of buf.
+ * sess NULL skips the tag check (fuzzing and tests only).
+ * expect_seq: the only seq accepted (0, 1, 2, ... per direction).
+ * @return frame bytes (> 0), 0 when buf holds a valid prefix of a frame (read
+ *         more), or an ntx_wire_err.  The size is checked from the header
+ *         alone, so an oversized frame is refused before it is buffered. */
+int ntx_frame_parse(const uint8_t *buf, size_t len, const struct ntx_session *sess, uint8_t dir,
+                    uint64_t expect_seq, struct ntx_frame *out);
+
+/* Write a whole frame (header, payload, tag) into out.
+ * @return bytes written, or 0 when cap is too small or plen too large. */
+size_t ntx_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint64_t seq, const void *payload,
+                        size_t plen, const struct ntx_session *sess, uint8_t dir);
+
+/* ------------------------------------------------------------ messages -- */
+
+enum ntx_fp_dir { NTX_FP_COLL = 0, NTX_FP_SEND = 1, NTX_FP_RECV = 2 };
+
+/* One fingerprint.  Collectives: (comm, seq, fp, kind, count, dtype, redop,
+ * root in peer).  P2P: (comm, peer, dir, p2p seq, count, dtype). */
+struct ntx_fp {
+  uint64_t comm_id, seq, count;
+  uint32_t fp;
+  uint16_t kind;  /* enum ntr_kind, Bcast already mapped to Broadcast */
+  uint8_t dtype;
+  uint8_t dir;    /* enum ntx_fp_dir */
+  int32_t redop;
+  int32_t peer;   /* root, or the p2p peer */
+  int32_t rank;   /* the sender's rank in the communicator */
+};
+
+enum ntx_verdict_kind {
+  NTX_V_MISMATCH = 1,     /* collective fingerprints differ */
+  NTX_V_P2P_MISMATCH = 2, /* a send and its recv differ */
+  NTX_V_PEER_LOST = 3,    /* a client connection was lost without BYE */
+  NTX_V_SKEW = 4,         /* a rank stayed behind on a comm */
+  NTX_V_INIT_WAIT = 5,    /* a comm's init is still missing ranks */
+  NTX_V_ENV_DIFF = 6,     /* NCCL_* differs (field = variable) */
+  NTX_V_ENV_DONE = 7,     /* every rank registered: env verdict complete, aux = diffs */
+  NTX_V_NOTE = 8,         /* informational line */
+};
+
+struct ntx_msg {
+  uint8_t type;
+  union {
+    struct { uint8_t nonce[NTX_NONCE]; uint32_t flags; int32_t pid; char host[NTX_HOST]; } challenge;
+    struct {
+      uint8_t nonce[NTX_NONCE];
+      int32_t pid, launcher_rank;
+      uint32_t flags;
+      char host[NTX_HOST], job[NTX_JOB];
+    } hello;
+    struct { uint32_t client_id, flags; } welcome;
+    struct {
+      uint64_t comm_id;
+      int32_t rank, nranks, nccl_version;
+      uint32_t env_len;
+      const char *env; /* "NAME=VALUE\0..." validated: every entry terminated */
+    } reg;
+    struct { uint32_t req_id, n; const uint8_t *entries; } fp; /* FP and STRICT */
+    struct { uint32_t req_id; int32_t status; uint32_t text_len; const char *text; } reply;
+    struct {
+      uint32_t kind;
+      int32_t peer;
+      uint64_t comm_id, seq;
+      int64_t aux;
+      char field[NTX_FIELD + 1];
+      uint32_t text_len;
+      const char *text; /* not NUL-terminated */
+    } verdict;
+    struct { uint32_t reason; } bye;
+  } u;
+};
+
+/* Decode the payload of a parsed frame.  Pointers in *m point into the frame.
+ * @return 0 or NTX_E_MALFORMED. */
+int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m);
+/* Entry i (< n) of an FP or STRICT message. */
+void ntx_fp_get(const uint8_t *entries, uint32_t i, struct ntx_fp *out);
+
+/* Payload encoders: write into out (cap bytes), @return bytes or 0 when it
+ * does not fit. */
+size_t ntx_enc_challenge(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], uint32_t flags,
+                         int32_t pid, const char *host);
+size_t ntx_enc_hello(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], int32_t pid,
+                     int32_t launcher_rank, uint32_t flags, const char *host, const char *job);
+size_t ntx_enc_welcome(uint8_t *out, size_t cap, uint32_t client_id, uint32_t flags);
+size_t ntx_enc_register(uint8_t *out, size_t cap, uint64_t comm_id, int32_t rank, int32_t nranks,
+                        int32_t nccl_version, const char *env, uint32_t env_len);
+/* FP (req_id ignored) and STRICT: header only; append entries with ntx_fp_put. */
+size_t ntx_enc_fp_head(uint8_t *out, size_t cap, uint32_t req_id, uint32_t n);
+void ntx_fp_put(uint8_t *entries, uint32_t i, const struct ntx_fp *fp);
+size_t ntx_enc_reply(uint8_t *out, size_t cap, uint32_t req_id, int32_t status, const char *text);
+size_t ntx_enc_verdict(uint8_t *out, size_t cap, uint32_t kind, uint64_t comm_id, uint64_t seq,
+                       int32_t peer, int64_t aux, const char *field, const char *text);
+size_t ntx_enc_bye(uint8_t *out, size_t cap, uint32_t reason);
+#endif

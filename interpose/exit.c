@@ -1,0 +1,88 @@
+/* exit.c -- process exit as a dump trigger: exit()/return from main (an
+ * on_exit handler, which receives the status) and _exit/_Exit (interposed,
+ * so Python's os._exit(42) leaves a dump saying 42).
+ *
+ * Thread-safety: the first exit path to run wins (atomic flag); others pass
+ * straight to the real call.
+ * Signal-safety: the _exit/_Exit wrappers may be called from signal
+ * handlers (they are async-signal-safe in libc); their work here is too:
+ * a ring record, plain stores into the mapping, nti_dump_now (signal-safe),
+ * unlink(2).  The on_exit handler also stops our threads (not signal-safe,
+ * but exit() is not either).
+ */
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include "interpose/nti.h"
+#include "interpose/exchange.h"
+
+static int exit_done; /* atomic: one exit dump per process */
+
+/* @return 1 when this call should do the exit work. */
+static int take_exit(void) {
+  if (!nti_g.active)
+    return 0;
+  /* A vfork child shares our memory and ring until it execs or _exits:
+   * it must not write evidence as if it were us. getpid is a syscall. */
+  if (nti_g.ring.hdr->pid != (int32_t)getpid())
+    return 0;
+  return !__atomic_exchange_n(&exit_done, 1, __ATOMIC_ACQ_REL);
+}
+
+static void exit_evidence(int status, const char *how) {
+  struct ntr_ring_header *h = nti_g.ring.hdr;
+  nti_record_event(NTR_KIND_EXIT, NULL, how, 0, (uint64_t)(uint32_t)status, 0);
+  h->exit_code = status;
+  /* Release: exit_code is visible to a reader that sees EXITED. */
+  __atomic_store_n(&h->proc_state, NTR_PROC_EXITED, __ATOMIC_RELEASE);
+  if (nti_dump_now(NTR_TRIG_EXIT, 0, status, how) == 0) {
+    /* The dump supersedes the ring; a failed dump leaves the ring for
+     * `nccltrace collect`.  The mapping stays valid for threads still
+     * running until the process is gone. */
+    unlink(nti_g.ring.path);
+  }
+}
+
+static void on_exit_handler(int status, void *arg) {
+  (void)arg;
+  if (!take_exit())
+    return;
+  /* Flush what the exchange has pending and stop polling; the watchdog's
+   * last pass marks ops that completed since its previous poll. */
+  ntx_stop();
+  nti_watchdog_stop();
+  exit_evidence(status, "exit");
+}
+
+void nti_exit_install(void) {
+  /* on_exit rather than atexit: the handler gets the exit status of both
+   * exit(n) and return-from-main. */
+  if (on_exit(on_exit_handler, NULL) != 0)
+    nti_say("cannot register the exit handler; no dump at exit");
+}
+
+NTI_EXPORT void _exit(int status) {
+  static void (*real)(int);
+  if (!real)
+    *(void **)&real = nti_next_symbol("_exit");
+  if (take_exit())
+    exit_evidence(status, "_exit");
+  if (real)
+    real(status);
+  /* Without a next _exit the process must still end with this status. */
+  for (;;)
+    syscall(SYS_exit_group, status);
+}
+
+NTI_EXPORT void _Exit(int status) {
+  static void (*real)(int);
+  if (!real)
+    *(void **)&real = nti_next_symbol("_Exit");
+  if (take_exit())
+    exit_evidence(status, "_Exit");
+  if (real)
+    real(status);
+  for (;;)
+    syscall(SYS_exit_group, status);
+}

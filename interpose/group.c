@@ -1,0 +1,271 @@
+/* group.c -- ncclGroupStart/End/SimulateEnd: thread-local nesting, group
+ * ids, completion events per outermost group, strict-mode deferral.
+ *
+ * Thread-safety: NCCL groups are per thread; so is everything here (TLS).
+ * Signal-safety: not signal-safe; handlers only read nti_tls.group_*.
+ *
+ * NCCL semantics mirrored (design §1): nested groups launch only at the
+ * outermost End; End without Start is NCCL's ncclInvalidUsage (forwarded,
+ * our depth stays 0); End returning means enqueued, not complete -- so the
+ * completion event of a group's ops is recorded after the outermost End.
+ */
+#include <stdlib.h>
+
+#include "interpose/nti.h"
+#include "interpose/exchange.h"
+
+/* Strict mode: the calls of the current outermost group, replayed at End. */
+struct nti_strict_buf {
+  int n, cap;
+  struct nti_op *ops;
+  struct ntr_record *recs; /* record copies the coordinator waits on */
+  int refused_said;
+};
+
+int nti_strict_connected(void) {
+  return ntx_enabled();
+}
+
+static void strict_block_record(struct nti_op *o, const char *msg) {
+  nti_record_event(NTR_KIND_STRICT_BLOCK, o ? o->c : NULL, msg, o ? o->count : 0,
+                   o ? o->kind : 0, o ? o->seq : 0);
+}
+
+int nti_strict_single(struct nti_op *o) {
+  char msg[256] = "";
+  struct ntr_record copy = *o->rec;
+  const struct ntr_record *recs[1] = {&copy};
+  if (ntx_strict_wait(recs, 1, msg, sizeof msg) == 0)
+    return 0;
+  /* Once per op: the op is refused exactly once. */
+  nti_say("strict: comm %016llx seq %llu refused: %s", (unsigned long long)copy.comm_id,
+          (unsigned long long)copy.seq, msg[0] ? msg : "ranks disagree");
+  strict_block_record(o, msg);
+  return -1;
+}
+
+int nti_strict_defer(const struct nti_op *o) {
+  struct nti_strict_buf *b = nti_tls.strict;
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    if (!b)
+      return -ENOMEM;
+    nti_tls.strict = b;
+  }
+  if (b->n == b->cap) {
+    int cap = b->cap ? 2 * b->cap : 16;
+    struct nti_op *ops = realloc(b->ops, (size_t)cap * sizeof *ops);
+    if (!ops)
+      return -ENOMEM;
+    b->ops = ops;
+    struct ntr_record *recs = realloc(b->recs, (size_t)cap * sizeof *recs);
+    if (!recs)
+      return -ENOMEM;
+    b->recs = recs;
+    b->cap = cap;
+  }
+  b->ops[b->n] = *o;
+  b->recs[b->n] = *o->rec;
+  b->n++;
+  return 0;
+}
+
+ncclResult_t nti_strict_group_end(int *had_deferred) {
+  struct nti_strict_buf *b = nti_tls.strict;
+  *had_deferred = 0;
+  if (!b || b->n == 0)
+    return ncclSuccess;
+  *had_deferred = 1;
+  const struct ntr_record **ptrs = malloc((size_t)b->n * sizeof *ptrs);
+  char msg[256] = "";
+  int verdict = 0;
+  if (ptrs) {
+    for (int i = 0; i < b->n; i++)
+      ptrs[i] = &b->recs[i];
+    verdict = ntx_strict_wait(ptrs, b->n, msg, sizeof msg);
+    free(ptrs);
+  }
+  if (verdict < 0) {
+    nti_say("strict: group of %d calls refused (comm %016llx seq %llu): %s", b->n,
+            (unsigned long long)b->recs[0].comm_id, (unsigned long long)b->recs[0].seq,
+            msg[0] ? msg : "ranks disagree");
+    for (int i = 0; i < b->n; i++) {
+      nti_record_set_result(b->ops[i].rec, b->ops[i].pos, b->ops[i].c, ncclInvalidUsage);
+      strict_block_record(&b->ops[i], msg);
+    }
+    b->n = 0;
+    return ncclInvalidUsage;
+  }
+  /* Agreed: hand NCCL the whole group at once, as the application wrote
+   * it.  Our wrappers see nested calls with the guard set and pass them. */
+  ncclResult_t res = ncclSuccess;
+  nti_fn_ncclGroupStart_t gs = NTI_REAL(ncclGroupStart);
+  if (gs)
+    res = gs();
+  for (int i = 0; i < b->n && res == ncclSuccess; i++) {
+    ncclResult_t r = nti_replay(&b->ops[i]);
+    if (r != ncclSuccess && r != ncclInProgress)
+      res = r;
+  }
+  b->n = 0;
+  return res;
+}
+
+void nti_group_note_op(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos,
+                       uint64_t tsc, int p2p) {
+  /* One entry per (comm, stream): events complete in stream order, so the
+   * highest seq on a pair stands for all earlier ones. */
+  struct nti_tls *t = &nti_tls;
+  if (!t->group_ops) {
+    t->group_overflow = 1; /* allocation failed at GroupStart */
+    return;
+  }
+  for (int i = 0; i < t->group_nops; i++) {
+    struct nti_group_op *g = &t->group_ops[i];
+    if (g->comm == c && g->stream == stream) {
+      if (!p2p) {
+        g->seq = seq;
+        g->p2p_only = 0;
+      }
+      g->pos = pos;
+      g->tsc = tsc;
+      return;
+    }
+  }
+  if (t->group_nops == NTI_GROUP_TRACK) {
+    t->group_overflow = 1;
+    return;
+  }
+  t->group_ops[t->group_nops++] = (struct nti_group_op){
+      .comm = c, .stream = stream, .seq = seq, .pos = pos, .pos_first = pos, .tsc = tsc,
+      .p2p_only = p2p};
+}
+
+void nti_group_reset(void) {
+  nti_tls.group_depth = 0;
+  nti_tls.group_id = 0;
+  nti_tls.group_nops = 0;
+  nti_tls.group_overflow = 0;
+  if (nti_tls.strict)
+    nti_tls.strict->n = 0;
+}
+
+/* After the outermost End was accepted: the group's ops are on their
+ * streams now; mark them enqueued and event them. */
+static void group_launched(void) {
+  struct nti_tls *t = &nti_tls;
+  for (int i = 0; i < t->group_nops; i++) {
+    struct nti_group_op *g = &t->group_ops[i];
+    if (!g->p2p_only) {
+      uint64_t cur = __atomic_load_n(&g->comm->cs->last_enqueued, __ATOMIC_RELAXED);
+      if (g->seq > cur)
+        __atomic_store_n(&g->comm->cs->last_enqueued, g->seq, __ATOMIC_RELEASE);
+      __atomic_store_n(&g->comm->cs->last_enqueue_tsc, g->tsc, __ATOMIC_RELAXED);
+    }
+    nti_complete_track_group(g->comm, g->stream, g->p2p_only ? 0 : g->seq, g->pos_first, g->pos,
+                             g->tsc, g->p2p_only);
+  }
+  if (t->group_overflow) {
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      nti_say("a group used more than %d (communicator, stream) pairs; completion of the "
+              "rest is not tracked", NTI_GROUP_TRACK);
+  }
+  t->group_nops = 0;
+  t->group_overflow = 0;
+}
+
+static void group_record(unsigned kind, int result, int depth) {
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, kind, NTR_PHASE_CALL, NULL);
+  r->group_depth = (uint16_t)depth;
+  r->result = result;
+  nti_record_end(r, pos, NULL);
+}
+
+NTI_EXPORT ncclResult_t ncclGroupStart(void) {
+  nti_fn_ncclGroupStart_t real = NTI_REAL(ncclGroupStart);
+  if (NTI_UNLIKELY(!real))
+    return ncclInvalidUsage;
+  if (!nti_g.active || nti_tls.guard)
+    return real();
+  int saved = errno;
+  nti_tls.guard++;
+  ncclResult_t res = ncclSuccess;
+  /* Strict mode holds the whole outermost group back, brackets included:
+   * NCCL sees GroupStart only when the group is replayed. */
+  if (!nti_strict_on()) {
+    errno = saved;
+    res = real();
+    saved = errno;
+  }
+  if (res == ncclSuccess) {
+    if (!nti_tls.group_ops)
+      nti_tls.group_ops = calloc(NTI_GROUP_TRACK, sizeof *nti_tls.group_ops);
+    if (nti_tls.group_depth++ == 0) {
+      nti_tls.group_id = ++nti_tls.group_seq;
+      nti_tls.group_nops = 0;
+      nti_tls.group_overflow = 0;
+    }
+  }
+  group_record(NTR_KIND_GROUP_START, res, (int)nti_tls.group_depth);
+  nti_tls.guard--;
+  errno = saved;
+  return res;
+}
+
+static ncclResult_t group_end(unsigned kind, ncclSimInfo_t *sim) {
+  nti_fn_ncclGroupEnd_t end = NTI_REAL(ncclGroupEnd);
+  nti_fn_ncclGroupSimulateEnd_t send = kind == NTR_KIND_GROUP_SIMULATE_END ? NTI_REAL(ncclGroupSimulateEnd) : NULL;
+  if (NTI_UNLIKELY(kind == NTR_KIND_GROUP_END ? !end : !send))
+    return ncclInvalidUsage;
+  if (!nti_g.active || nti_tls.guard)
+    return send ? send(sim) : end();
+  int saved = errno;
+  nti_tls.guard++;
+  int depth = (int)nti_tls.group_depth;
+  ncclResult_t res = ncclSuccess;
+  int strict = nti_strict_on();
+  if (strict && depth > 1) {
+    /* Nested End inside a held-back group: NCCL has not seen the Start. */
+    nti_tls.group_depth--;
+  } else if (strict && depth == 1 && !send) {
+    int deferred;
+    /* Keep depth 1 while replaying so the replayed ops are noted as group
+     * ops (their events follow the real End). */
+    res = nti_strict_group_end(&deferred);
+    if (res == ncclSuccess && deferred) {
+      errno = saved;
+      ncclResult_t r = end();
+      saved = errno;
+      res = r;
+    }
+    nti_tls.group_depth = 0;
+  } else {
+    errno = saved;
+    res = send ? send(sim) : end();
+    saved = errno;
+    if (depth > 0)
+      nti_tls.group_depth--;
+  }
+  int outermost = depth == 1;
+  group_record(kind, res, (int)nti_tls.group_depth);
+  if (outermost) {
+    if (!send && (res == ncclSuccess || res == ncclInProgress))
+      group_launched();
+    nti_tls.group_nops = 0;
+    nti_tls.group_overflow = 0;
+    nti_tls.group_id = 0;
+  }
+  nti_tls.guard--;
+  errno = saved;
+  return res;
+}
+
+NTI_EXPORT ncclResult_t ncclGroupEnd(void) {
+  return group_end(NTR_KIND_GROUP_END, NULL);
+}
+
+NTI_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  return group_end(NTR_KIND_GROUP_SIMULATE_END, simInfo);
+}

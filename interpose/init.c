@@ -1,0 +1,120 @@
+/* init.c -- library constructor, first-communicator startup, fork.
+ *
+ * Thread-safety: the constructor runs before main (or inside the dlopen that
+ * loaded us) with no thread of ours alive; nti_first_comm is once-only via
+ * an atomic flag; the fork child handler runs single-threaded in the child.
+ * Signal-safety: the fork child handler only makes syscalls and plain
+ * stores (ntr_ring_reopen_child is designed for that); nothing else here
+ * runs in a signal handler.
+ *
+ * Ring creation is lazy: the constructor only reads the configuration and
+ * installs the signal/exit/fork hooks; the ring file appears at the first
+ * NCCL lifecycle call (ncclGetUniqueId, an init, ...) or nccltrace_dump.
+ * Collectives always follow an init, so nothing of NCCL is missed; an
+ * nccltrace_mark before the first NCCL call is not recorded.
+ *
+ * Fork policy: the child unmaps the parent's ring in the atfork child
+ * handler (it never writes into it) and gets a ring of its own, named after
+ * its pid, at its first NCCL lifecycle call.  Communicators are not
+ * inherited by the child's tracer: NCCL comms cannot be used across fork.
+ * A fork+exec child thus leaves no ring behind.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "interpose/nti.h"
+#include "interpose/exchange.h"
+#include "recorder/dump.h"
+
+struct nti_global nti_g;
+NTI_TLS struct nti_tls nti_tls;
+
+static int first_comm_done; /* atomic */
+
+void nti_first_comm(void) {
+  if (__atomic_exchange_n(&first_comm_done, 1, __ATOMIC_ACQ_REL))
+    return;
+  /* The NCCL version is known for sure only now that NCCL is in use (in
+   * drop-in mode it may not even be loaded at constructor time). */
+  nti_g.ring.hdr->nccl_version = nti_real_nccl_version();
+  /* Threads start here rather than in the constructor: a process that
+   * loads us but never creates a communicator (a launcher, a shell) gets
+   * no extra thread. */
+  nti_watchdog_start();
+  ntx_start(&nti_g.ring);
+}
+
+static struct ntr_ring_config ring_config(void) {
+  struct ntr_ring_config rc = {
+      .dir = ntr_cfg.ring_dir, .job_id = ntr_cfg.job, .slots = ntr_cfg.ring_slots};
+  return rc;
+}
+
+static pthread_mutex_t activate_lock = PTHREAD_MUTEX_INITIALIZER;
+static int activate_tried; /* atomic: one attempt per process image */
+
+void nti_activate(void) {
+  if (nti_g.disabled || __atomic_load_n(&activate_tried, __ATOMIC_ACQUIRE))
+    return;
+  pthread_mutex_lock(&activate_lock);
+  if (!activate_tried) {
+    struct ntr_ring_config rc = ring_config();
+    int r = ntr_ring_open(&nti_g.ring, &rc);
+    if (r < 0) {
+      nti_say("cannot create the ring in %s (%s); tracing is off", ntr_cfg.ring_dir, strerror(-r));
+    } else {
+      r = ntr_dump_init(&nti_g.ring, ntr_cfg.dir, ntr_cfg.dump_mode);
+      if (r < 0)
+        nti_say("dumps to %s are unavailable (%s); the ring is still recorded", ntr_cfg.dir,
+                strerror(-r));
+      else
+        nti_g.dump_ready = 1;
+      /* Release pairs with the wrappers' plain load of active: on x86 and
+       * arm64 a thread that sees 1 sees the mapped ring; a thread that sees
+       * 0 merely passes one more call through unrecorded. */
+      __atomic_store_n(&nti_g.active, 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&activate_tried, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&activate_lock);
+}
+
+static void fork_child(void) {
+  if (!nti_g.active)
+    return;
+  /* Nothing may be written from here on: the parent's ring is still mapped
+   * shared.  Unmapping it (a syscall) makes that impossible; the child gets
+   * a ring of its own at its first NCCL lifecycle call, like any process --
+   * and a child that execs at once (fork+exec) leaves no ring at all. */
+  nti_g.active = 0;
+  ntr_ring_close(&nti_g.ring, 0);
+  nti_g.dump_ready = 0;
+  nti_registry_forget_all();
+  __atomic_store_n(&first_comm_done, 0, __ATOMIC_RELAXED);
+  nti_group_reset();
+  nti_tls.tid = 0; /* the child's thread has its own id */
+  nti_watchdog_forget();
+  ntr_dump_reset_child();
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  activate_lock = m; /* may have been held by another parent thread */
+  activate_tried = 0;
+}
+
+void nti_fork_install(void) {
+  pthread_atfork(NULL, NULL, fork_child);
+}
+
+__attribute__((constructor)) static void nti_constructor(void) {
+  ntr_config_load();
+  if (ntr_cfg.disable) {
+    /* Pure pass-through, decided once: no ring, no thread, no handler. */
+    nti_g.disabled = 1;
+    return;
+  }
+  /* The ring itself is created at the first NCCL lifecycle call
+   * (nti_activate): a launcher, a shell or a helper process that has us
+   * preloaded but never uses NCCL leaves nothing behind. */
+  nti_signals_install();
+  nti_exit_install();
+  nti_fork_install();
+}

@@ -1,0 +1,454 @@
+/* lifecycle.c -- the hand-written NT_LIFE wrappers: unique ids, inits,
+ * split/shrink, finalize/destroy/abort/revoke, ncclCommGetAsyncError.
+ *
+ * Thread-safety: any thread.  Registry changes and the watchdog's use of
+ * comm handles are serialized by nti_life_lock (never held across a real
+ * NCCL call that may block, only across registry updates -- and, in the
+ * watchdog, across its non-blocking ncclCommGetAsyncError poll).
+ * Signal-safety: none of this runs in a signal handler.
+ *
+ * Every call here records ENTER before and EXIT after the real call, and
+ * sets the comm's blocked_since/blocked_kind meanwhile, so a call that never
+ * returns is visible in the ring and to the watchdog.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interpose/nti.h"
+#include "interpose/exchange.h"
+#include "interpose/trigger.h"
+
+struct life {
+  unsigned kind;
+  struct nti_comm *c;
+  uint64_t comm_id; /* for records without a registered comm */
+  int rank, nranks;
+  uint64_t aux;
+  uint64_t enter_tsc;
+  int saved_errno;
+};
+
+static void life_fill(struct ntr_record *r, const struct life *l) {
+  if (!l->c && l->comm_id) {
+    r->comm_id = l->comm_id;
+    r->rank = l->rank;
+    r->nranks = l->nranks;
+  }
+  r->aux = l->aux;
+}
+
+static void life_enter(struct life *l) {
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, l->kind, NTR_PHASE_ENTER, l->c);
+  life_fill(r, l);
+  if (NTI_UNLIKELY(ntr_cfg.stacks))
+    r->stack_id = nti_stack_id();
+  l->enter_tsc = r->tsc;
+  nti_record_end(r, pos, l->c);
+  if (l->c) {
+    struct ntr_comm_state *cs = l->c->cs;
+    cs->blocked_kind = l->kind;
+    cs->blocked_tid = nti_tid();
+    /* Release: kind/tid are visible to a reader that sees blocked_since. */
+    __atomic_store_n(&cs->blocked_since, l->enter_tsc, __ATOMIC_RELEASE);
+  }
+}
+
+static void life_exit(struct life *l, ncclResult_t res) {
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, l->kind, NTR_PHASE_EXIT, l->c);
+  life_fill(r, l);
+  r->result = res;
+  nti_record_end(r, pos, l->c);
+  /* A nonblocking call that returned ncclInProgress is still running: it
+   * stays "blocked" until ncclCommGetAsyncError reports the end. */
+  if (l->c && res != ncclInProgress)
+    __atomic_store_n(&l->c->cs->blocked_since, 0, __ATOMIC_RELEASE);
+}
+
+static int config_nonblocking(const ncclConfig_t *config, int dflt) {
+  if (config && config->blocking != NCCL_CONFIG_UNDEF_INT)
+    return config->blocking == 0;
+  return dflt;
+}
+
+static int env_nonblocking(void) {
+  const char *v = getenv("NCCL_COMM_BLOCKING");
+  return v && v[0] == '0' && v[1] == 0;
+}
+
+static struct nti_comm *new_comm(uint64_t id, int rank, int nranks, unsigned kind, int nonblocking,
+                                 uint64_t parent, uint64_t aux) {
+  pthread_mutex_lock(&nti_life_lock);
+  struct nti_comm *c = nti_comm_create(id, rank, nranks, kind);
+  nti_job_from_comm(id);
+  pthread_mutex_unlock(&nti_life_lock);
+  nti_first_comm();
+  if (c) {
+    c->nonblocking = nonblocking;
+    c->cs->parent_id = parent;
+    c->cs->aux = aux;
+    if (nonblocking)
+      c->cs->flags |= NTR_REC_NONBLOCKING;
+    ntx_comm_register(c->cs);
+  }
+  return c;
+}
+
+/* Size known only after split/shrink returned: fill it before the comm is
+ * published in the registry (no concurrent reader of p2p_seq yet). */
+static void learn_size(struct nti_comm *c, ncclComm_t h) {
+  if (!c || !h || c->np2p)
+    return;
+  ncclResult_t (*count_fn)(ncclComm_t, int *) =
+      (ncclResult_t(*)(ncclComm_t, int *))nti_nccl_symbol("ncclCommCount");
+  ncclResult_t (*rank_fn)(ncclComm_t, int *) =
+      (ncclResult_t(*)(ncclComm_t, int *))nti_nccl_symbol("ncclCommUserRank");
+  int n = 0, r = -1;
+  if (count_fn && count_fn(h, &n) == ncclSuccess && n > 0 && n < (1 << 24)) {
+    c->cs->nranks = n;
+    c->p2p_seq = calloc(2 * (size_t)n, sizeof *c->p2p_seq);
+    if (c->p2p_seq)
+      c->np2p = n;
+  }
+  if (rank_fn && rank_fn(h, &r) == ncclSuccess)
+    c->cs->rank = r;
+}
+
+static void init_done(struct nti_comm *c, ncclResult_t res, ncclComm_t h) {
+  if (!c)
+    return;
+  if ((res == ncclSuccess || res == ncclInProgress) && h) {
+    learn_size(c, h);
+    pthread_mutex_lock(&nti_life_lock);
+    int rc = nti_comm_bind(c, h);
+    pthread_mutex_unlock(&nti_life_lock);
+    if (rc < 0)
+      nti_say("communicator registry full: comm %016llx is recorded without its id",
+              (unsigned long long)c->cs->comm_id);
+    __atomic_store_n(&c->cs->lifecycle, res == ncclSuccess ? NTR_COMM_READY : NTR_COMM_INIT,
+                     __ATOMIC_RELEASE);
+    if (res == ncclInProgress)
+      c->cs->async_error = ncclInProgress;
+    nti_watchdog_comm_ready(c);
+  } else {
+    __atomic_store_n(&c->cs->lifecycle, NTR_COMM_INIT_FAILED, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->cs->blocked_since, 0, __ATOMIC_RELEASE);
+  }
+}
+
+/* Shared prologue: pass through when inactive or nested. */
+#define LIFE_PROLOGUE(name, args)                                            \
+  nti_fn_##name##_t real = NTI_REAL(name);                                   \
+  if (NTI_UNLIKELY(!real))                                                   \
+    return ncclInvalidUsage;                                                 \
+  if (NTI_UNLIKELY(!nti_g.active) && !nti_tls.guard)                         \
+    nti_activate();                                                          \
+  if (!nti_g.active || nti_tls.guard)                                        \
+    return real args;                                                        \
+  int nti_errno = errno;                                                     \
+  nti_tls.guard++
+
+#define LIFE_CALL(res, call)                                                 \
+  do {                                                                       \
+    errno = nti_errno;                                                       \
+    res = call;                                                              \
+    nti_errno = errno;                                                       \
+  } while (0)
+
+#define LIFE_EPILOGUE(res)                                                   \
+  nti_tls.guard--;                                                           \
+  errno = nti_errno;                                                         \
+  return res
+
+NTI_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
+  LIFE_PROLOGUE(ncclGetUniqueId, (uniqueId));
+  struct life l = {.kind = NTR_KIND_GET_UNIQUE_ID};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(uniqueId));
+  /* aux: the id every rank will compute for a comm made from this. */
+  if (res == ncclSuccess && uniqueId)
+    l.aux = nti_hash_bytes(uniqueId, sizeof *uniqueId);
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+static ncclResult_t init_rank(unsigned kind, ncclComm_t *comm, int nranks, ncclUniqueId *id, int rank,
+                              ncclConfig_t *config, int nid, ncclResult_t (*call)(void *), void *arg,
+                              int *nti_errno) {
+  uint64_t cid = kind == NTR_KIND_COMM_INIT_RANK_SCALABLE ? nti_id_scalable(id, nid)
+                                                          : nti_hash_bytes(id, sizeof *id);
+  int nb = config_nonblocking(config, env_nonblocking());
+  struct nti_comm *c = new_comm(cid, rank, nranks, kind, nb, 0, 0);
+  struct life l = {.kind = kind, .c = c, .comm_id = cid, .rank = rank, .nranks = nranks};
+  life_enter(&l);
+  ncclResult_t res;
+  errno = *nti_errno;
+  res = call(arg);
+  *nti_errno = errno;
+  init_done(c, res, comm ? *comm : NULL);
+  life_exit(&l, res);
+  return res;
+}
+
+struct init_args {
+  ncclComm_t *comm;
+  int nranks, rank, nid;
+  ncclUniqueId id, *ids;
+  ncclConfig_t *config;
+  void *real;
+};
+static ncclResult_t call_init_rank(void *p) {
+  struct init_args *a = p;
+  return ((nti_fn_ncclCommInitRank_t)a->real)(a->comm, a->nranks, a->id, a->rank);
+}
+static ncclResult_t call_init_config(void *p) {
+  struct init_args *a = p;
+  return ((nti_fn_ncclCommInitRankConfig_t)a->real)(a->comm, a->nranks, a->id, a->rank, a->config);
+}
+static ncclResult_t call_init_scalable(void *p) {
+  struct init_args *a = p;
+  return ((nti_fn_ncclCommInitRankScalable_t)a->real)(a->comm, a->nranks, a->rank, a->nid, a->ids,
+                                                      a->config);
+}
+
+NTI_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+  LIFE_PROLOGUE(ncclCommInitRank, (comm, nranks, commId, rank));
+  struct init_args a = {.comm = comm, .nranks = nranks, .rank = rank, .id = commId, .real = (void *)real};
+  ncclResult_t res = init_rank(NTR_KIND_COMM_INIT_RANK, comm, nranks, &a.id, rank, NULL, 1,
+                               call_init_rank, &a, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                               ncclConfig_t *config) {
+  LIFE_PROLOGUE(ncclCommInitRankConfig, (comm, nranks, commId, rank, config));
+  struct init_args a = {.comm = comm, .nranks = nranks, .rank = rank, .id = commId, .config = config,
+                        .real = (void *)real};
+  ncclResult_t res = init_rank(NTR_KIND_COMM_INIT_RANK_CONFIG, comm, nranks, &a.id, rank, config, 1,
+                               call_init_config, &a, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
+                                                 ncclUniqueId *commIds, ncclConfig_t *config) {
+  LIFE_PROLOGUE(ncclCommInitRankScalable, (newcomm, nranks, myrank, nId, commIds, config));
+  struct init_args a = {.comm = newcomm, .nranks = nranks, .rank = myrank, .nid = nId, .ids = commIds,
+                        .config = config, .real = (void *)real};
+  ncclResult_t res;
+  if (commIds && nId > 0) {
+    res = init_rank(NTR_KIND_COMM_INIT_RANK_SCALABLE, newcomm, nranks, commIds, myrank, config, nId,
+                    call_init_scalable, &a, &nti_errno);
+  } else {
+    LIFE_CALL(res, real(newcomm, nranks, myrank, nId, commIds, config));
+  }
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
+  LIFE_PROLOGUE(ncclCommInitAll, (comm, ndev, devlist));
+  static int calls; /* n-th InitAll of this process, under nti_life_lock */
+  pthread_mutex_lock(&nti_life_lock);
+  int nth = ++calls;
+  pthread_mutex_unlock(&nti_life_lock);
+  uint64_t cid = nti_id_init_all(nth);
+  int n = ndev > 0 && ndev <= 1024 ? ndev : 0;
+  struct nti_comm **cs = n ? calloc((size_t)n, sizeof *cs) : NULL;
+  for (int i = 0; cs && i < n; i++)
+    cs[i] = new_comm(cid, i, n, NTR_KIND_COMM_INIT_ALL, env_nonblocking(), 0, 0);
+  struct life l = {.kind = NTR_KIND_COMM_INIT_ALL, .comm_id = cid, .rank = -1, .nranks = ndev};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, ndev, devlist));
+  for (int i = 0; cs && i < n; i++)
+    init_done(cs[i], res, comm ? comm[i] : NULL);
+  free(cs);
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                      ncclConfig_t *config) {
+  LIFE_PROLOGUE(ncclCommSplit, (comm, color, key, newcomm, config));
+  struct nti_comm *p = nti_comm_lookup(comm);
+  int nth = 0;
+  if (p) {
+    pthread_mutex_lock(&nti_life_lock);
+    nth = (int)++p->nsplit; /* every split call counts, NOCOLOR ones too */
+    pthread_mutex_unlock(&nti_life_lock);
+  }
+  uint64_t parent = p ? p->cs->comm_id : 0;
+  uint64_t aux = ((uint64_t)(uint32_t)color << 32) | (uint32_t)key;
+  struct nti_comm *c = NULL;
+  if (color != NCCL_SPLIT_NOCOLOR && p)
+    c = new_comm(nti_id_split(parent, nth, color), -1, 0, NTR_KIND_COMM_SPLIT,
+                 config_nonblocking(config, p->nonblocking), parent, aux);
+  /* ENTER/EXIT go on the parent: that is the comm whose ranks must all
+   * arrive for the split to return. */
+  struct life l = {.kind = NTR_KIND_COMM_SPLIT, .c = p, .aux = aux};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, color, key, newcomm, config));
+  init_done(c, res, newcomm ? *newcomm : NULL);
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+NTI_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                       ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
+  LIFE_PROLOGUE(ncclCommShrink, (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
+  struct nti_comm *p = nti_comm_lookup(comm);
+  struct nti_comm *c = NULL;
+  uint64_t aux = (uint64_t)(uint32_t)excludeRanksCount;
+  if (p) {
+    pthread_mutex_lock(&nti_life_lock);
+    int nth = (int)++p->nshrink;
+    pthread_mutex_unlock(&nti_life_lock);
+    /* Ranks may list the excluded ranks in any order: hash them sorted. */
+    int n = excludeRanksList && excludeRanksCount > 0 ? excludeRanksCount : 0;
+    int *sorted = n ? malloc((size_t)n * sizeof *sorted) : NULL;
+    if (sorted) {
+      memcpy(sorted, excludeRanksList, (size_t)n * sizeof *sorted);
+      qsort(sorted, (size_t)n, sizeof *sorted, cmp_int);
+    }
+    uint64_t id = nti_id_shrink(p->cs->comm_id, nth, sorted, sorted ? n : 0);
+    free(sorted);
+    c = new_comm(id, -1, 0, NTR_KIND_COMM_SHRINK, config_nonblocking(config, p->nonblocking),
+                 p->cs->comm_id, aux);
+  }
+  struct life l = {.kind = NTR_KIND_COMM_SHRINK, .c = p, .aux = aux};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
+  init_done(c, res, newcomm ? *newcomm : NULL);
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  LIFE_PROLOGUE(ncclCommFinalize, (comm));
+  struct nti_comm *c = nti_comm_lookup(comm);
+  struct life l = {.kind = NTR_KIND_COMM_FINALIZE, .c = c};
+  if (c)
+    __atomic_store_n(&c->cs->lifecycle, NTR_COMM_FINALIZING, __ATOMIC_RELEASE);
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm));
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+/* Destroy and abort free the comm: take it away from the watchdog first
+ * (under nti_life_lock, so a poll in progress finishes before NCCL frees
+ * anything), put it back if NCCL refused. */
+static ncclResult_t end_comm(unsigned kind, ncclComm_t comm, ncclResult_t (*real)(ncclComm_t),
+                             int *nti_errno) {
+  struct nti_comm *c = nti_comm_lookup(comm);
+  if (c) {
+    pthread_mutex_lock(&nti_life_lock);
+    nti_comm_unbind(c);
+    pthread_mutex_unlock(&nti_life_lock);
+  }
+  struct life l = {.kind = kind, .c = c};
+  life_enter(&l);
+  errno = *nti_errno;
+  ncclResult_t res = real(comm);
+  *nti_errno = errno;
+  if (c) {
+    if (res == ncclSuccess || res == ncclInProgress || kind == NTR_KIND_COMM_ABORT) {
+      __atomic_store_n(&c->cs->lifecycle,
+                       kind == NTR_KIND_COMM_ABORT ? NTR_COMM_ABORTED : NTR_COMM_DESTROYED,
+                       __ATOMIC_RELEASE);
+    } else {
+      pthread_mutex_lock(&nti_life_lock);
+      nti_comm_bind(c, comm);
+      pthread_mutex_unlock(&nti_life_lock);
+    }
+  }
+  life_exit(&l, res);
+  if (c)
+    __atomic_store_n(&c->cs->blocked_since, 0, __ATOMIC_RELEASE);
+  return res;
+}
+
+NTI_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  LIFE_PROLOGUE(ncclCommDestroy, (comm));
+  ncclResult_t res = end_comm(NTR_KIND_COMM_DESTROY, comm, real, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  LIFE_PROLOGUE(ncclCommAbort, (comm));
+  /* The application gave up on this comm: its evidence goes to disk before
+   * NCCL tears anything down (design §6). */
+  struct nti_comm *c = nti_comm_lookup(comm);
+  char reason[96];
+  snprintf(reason, sizeof reason, "ncclCommAbort comm %016llx",
+           (unsigned long long)(c ? c->cs->comm_id : 0));
+  nti_record_event(NTR_KIND_NOTE, c, "abort", 0, 0, c ? c->cs->coll_seq : 0);
+  nti_dump_now(NTR_TRIG_ABORT, 0, 0, reason);
+  ncclResult_t res = end_comm(NTR_KIND_COMM_ABORT, comm, real, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  LIFE_PROLOGUE(ncclCommRevoke, (comm, revokeFlags));
+  struct nti_comm *c = nti_comm_lookup(comm);
+  struct life l = {.kind = NTR_KIND_COMM_REVOKE, .c = c, .aux = (uint64_t)(uint32_t)revokeFlags};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, revokeFlags));
+  if (c && (res == ncclSuccess || res == ncclInProgress))
+    __atomic_store_n(&c->cs->lifecycle, NTR_COMM_REVOKED, __ATOMIC_RELEASE);
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
+  struct ntr_comm_state *cs = c->cs;
+  int32_t old = __atomic_load_n(&cs->async_error, __ATOMIC_ACQUIRE);
+  if (old == (int32_t)now)
+    return;
+  /* CAS: the watchdog and the application may observe the same change;
+   * exactly one of them records it. */
+  if (!__atomic_compare_exchange_n(&cs->async_error, &old, (int32_t)now, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return;
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, c);
+  r->aux = (uint64_t)(uint32_t)now;
+  r->result = old;
+  r->seq = __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED);
+  nti_record_end(r, pos, c);
+  if (now == ncclSuccess && old == ncclInProgress) {
+    /* A nonblocking init/finalize/split finished. */
+    uint32_t lc = __atomic_load_n(&cs->lifecycle, __ATOMIC_ACQUIRE);
+    if (lc == NTR_COMM_INIT)
+      __atomic_store_n(&cs->lifecycle, NTR_COMM_READY, __ATOMIC_RELEASE);
+    __atomic_store_n(&cs->blocked_since, 0, __ATOMIC_RELEASE);
+  } else if (now != ncclSuccess && now != ncclInProgress) {
+    char reason[96];
+    snprintf(reason, sizeof reason, "async error %d on comm %016llx rank %d", (int)now,
+             (unsigned long long)cs->comm_id, cs->rank);
+    nti_say("%s", reason);
+    nti_dump_now(NTR_TRIG_ASYNC_ERROR, 0, 0, reason);
+  }
+}
+
+NTI_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  LIFE_PROLOGUE(ncclCommGetAsyncError, (comm, asyncError));
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, asyncError));
+  /* Polled in loops by applications: only a change of value is recorded. */
+  struct nti_comm *c = nti_comm_lookup(comm);
+  if (c && res == ncclSuccess && asyncError && __atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
+    nti_async_transition(c, *asyncError);
+  LIFE_EPILOGUE(res);
+}

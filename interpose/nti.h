@@ -1,0 +1,360 @@
+/* nti.h -- interposer internals shared by the files of interpose/.
+ *
+ * Thread-safety: nti_g is written once by the library constructor (and the
+ * fork child handler) before any wrapper can race with it; afterwards its
+ * fields are read-only except where an atomic is named.  Per-thread state
+ * (struct nti_tls) is only touched by its own thread, and by signal handlers
+ * running on that thread.
+ * Signal-safety: nti_record_begin/nti_record_end, nti_tid() and the TLS guard
+ * are async-signal-safe (atomics, plain stores, one gettid syscall the first
+ * time); nothing else declared here is.
+ */
+#ifndef NTI_H
+#define NTI_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#include <pthread.h>
+#include <nccl.h>
+
+#include "recorder/format.h"
+#include "recorder/ring.h"
+#include "recorder/clock.h"
+#include "interpose/config.h"
+
+#define NTI_EXPORT __attribute__((visibility("default")))
+#define NTI_TLS __thread __attribute__((tls_model("initial-exec")))
+#define NTI_LIKELY(x) __builtin_expect(!!(x), 1)
+#define NTI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* CHECK family: the only macros allowed to hide a return.  Each evaluates an
+ * internal call returning 0 / -errno and propagates a failure. */
+#define NTI_CHECK(expr)                                                   \
+  do {                                                                    \
+    int nti_check_rc_ = (expr);                                           \
+    if (NTI_UNLIKELY(nti_check_rc_ < 0))                                  \
+      return nti_check_rc_;                                               \
+  } while (0)
+#define NTI_CHECK_ERRNO(expr)                                             \
+  do {                                                                    \
+    if (NTI_UNLIKELY((expr) < 0))                                         \
+      return -errno;                                                      \
+  } while (0)
+
+/* ------------------------------------------------------------ globals -- */
+
+struct nti_global {
+  int active;           /* 1: wrappers record (not disabled, ring open) */
+  int disabled;         /* NCCLTRACE_DISABLE=1: pure pass-through */
+  int dump_ready;       /* ntr_dump_init succeeded */
+  struct ntr_ring ring; /* this process's flight recorder */
+};
+extern struct nti_global nti_g;
+
+/* Per-thread state.  Initial-exec TLS: no lazy allocation (and so no malloc
+ * or lock) on first access, which makes it usable from signal handlers and
+ * from wrappers NCCL calls from its own threads. */
+#define NTI_GROUP_TRACK 64 /* distinct (comm, stream) pairs evented per group */
+struct nti_group_op {
+  struct nti_comm *comm;
+  void *stream;
+  uint64_t seq;   /* highest collective seq on that pair, 0 when only p2p */
+  uint64_t pos;   /* its record position */
+  uint64_t pos_first; /* first record of the group on that pair */
+  uint64_t tsc;
+  int p2p_only;
+};
+struct nti_tls {
+  int guard;             /* >0 while inside a wrapped call: nested calls pass through */
+  uint32_t tid;          /* gettid() cached, 0 until first use */
+  uint32_t group_depth;  /* ncclGroupStart nesting, as we saw it */
+  uint32_t group_seq;    /* outermost groups started by this thread */
+  uint32_t group_id;     /* current outermost group's id, 0 outside */
+  int group_nops;        /* entries used in group_ops */
+  int group_overflow;    /* more distinct pairs than NTI_GROUP_TRACK */
+  /* NTI_GROUP_TRACK entries, allocated at the thread's first GroupStart:
+   * initial-exec TLS must stay small, or a drop-in dlopen of the library
+   * fails with "cannot allocate memory in static TLS block". */
+  struct nti_group_op *group_ops;
+  struct nti_strict_buf *strict; /* strict-mode deferral (heap, strict only) */
+};
+extern NTI_TLS struct nti_tls nti_tls;
+
+uint32_t nti_tid_slow(void);
+static inline uint32_t nti_tid(void) {
+  return NTI_LIKELY(nti_tls.tid) ? nti_tls.tid : nti_tid_slow();
+}
+
+/* One `nccltrace: ...` line on stderr: formatted into a stack buffer and
+ * written with one write(2) (no stdio buffering, no locks). Not for signal
+ * handlers (vsnprintf); those use nti_say_raw. */
+void nti_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void nti_say_raw(const char *s); /* async-signal-safe */
+
+/* ---------------------------------------------------------- resolve.c -- */
+
+/* Row index of every table entry (the order of interpose/nccl_api.def). */
+enum nti_fn {
+#define NT_COLL(name, ...) NTI_FN_##name,
+#define NT_P2P(name, ...) NTI_FN_##name,
+#define NT_GROUP(name, ...) NTI_FN_##name,
+#define NT_LIFE(name, ...) NTI_FN_##name,
+#include "interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+  NTI_FN_COUNT
+};
+
+/* Real NCCL entry points: one pointer per table row, resolved on first use
+ * and accessed with __atomic builtins only. */
+#define NT_COLL(name, KIND, params, ...) typedef ncclResult_t (*nti_fn_##name##_t) params; \
+  extern nti_fn_##name##_t nti_real_##name;
+#define NT_P2P NT_COLL
+#define NT_GROUP NT_COLL
+#define NT_LIFE NT_COLL
+#include "interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+
+/* Resolve row fn (enum nti_fn) and store it in its pointer.
+ * @return the function, or NULL when the loaded NCCL lacks it (said once). */
+void *nti_resolve(enum nti_fn fn);
+#define NTI_REAL(name)                                                      \
+  ({                                                                        \
+    nti_fn_##name##_t nti_fn_ =                                             \
+        __atomic_load_n(&nti_real_##name, __ATOMIC_ACQUIRE);                \
+    if (NTI_UNLIKELY(!nti_fn_))                                             \
+      nti_fn_ = (__typeof__(nti_fn_))nti_resolve(NTI_FN_##name);   \
+    nti_fn_;                                                                \
+  })
+/* Resolve a libc/libdl symbol of the next object (our interposed sigaction,
+ * signal, _exit, _Exit).  NULL when absent. */
+void *nti_next_symbol(const char *name);
+/* Any symbol of the real NCCL (not a table row: ncclCommCount, ...),
+ * found the same way as the rows.  NULL when absent. */
+void *nti_nccl_symbol(const char *name);
+/* ncclGetVersion of the real library, 0 when unavailable. */
+int nti_real_nccl_version(void);
+
+/* ---------------------------------------------------------- registry.c -- */
+
+#define NTI_EVQ 256 /* per-comm event queues, power of two */
+
+/* Our private view of one communicator; cs lives in the ring mapping. */
+struct nti_comm {
+  struct ntr_comm_state *cs;
+  ncclComm_t handle;
+  int nonblocking;
+  int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
+  uint32_t nsplit;       /* splits of this parent on this rank (NCCL's childCount) */
+  uint32_t nshrink;
+  uint64_t *p2p_seq;     /* [2 * nranks]: send seq per peer, then recv seq per peer */
+  int np2p;
+  /* completion tracking (watchdog.c) */
+  void *cu_ctx;                   /* CUcontext the comm was created in */
+  uint64_t ev_free_head, ev_free_tail; /* SPMC free-event ring (atomics) */
+  void *ev_free[NTI_EVQ];
+  struct nti_pending {
+    uint64_t turn;                /* Vyukov cell sequence (atomic) */
+    void *ev;
+    uint64_t seq, pos, tsc;
+    uint64_t pos_first;           /* a group: its first record on this comm/stream */
+    uint64_t stream;
+    uint32_t tid, group_id;       /* which records of [pos_first, pos] are ours */
+    int p2p;
+  } pend[NTI_EVQ];
+  uint64_t pend_tail;             /* producers (atomic) */
+  uint64_t pend_head;             /* watchdog only */
+  uint64_t timeout_reported_seq;  /* watchdog only */
+  uint64_t life_reported_since;   /* watchdog only */
+  struct nti_comm *next_all;      /* list of every comm ever registered */
+};
+
+/* Lock-free lookup, async-signal-safe.  NULL when unknown. */
+struct nti_comm *nti_comm_lookup(ncclComm_t handle);
+/* Lifecycle only (under nti_life_lock). */
+struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind);
+int nti_comm_bind(struct nti_comm *c, ncclComm_t handle);
+void nti_comm_unbind(struct nti_comm *c);
+/* Fork child only: drop every entry (they pointed into the parent's ring). */
+void nti_registry_forget_all(void);
+/* Every comm (watchdog iteration), newest first; entries are never freed. */
+struct nti_comm *nti_comm_list(void);
+/* Shared by lifecycle wrappers and the watchdog: a comm handle is never
+ * handed to NCCL by the watchdog while a destroy/abort may be running. */
+extern pthread_mutex_t nti_life_lock;
+
+/* ------------------------------------------------------------- ident.c -- */
+
+uint64_t nti_hash_bytes(const void *p, size_t n);     /* NCCL getHash() */
+uint64_t nti_id_split(uint64_t parent, int nth, int color);
+uint64_t nti_id_shrink(uint64_t parent, int nth, const int *excl, int nexcl);
+uint64_t nti_id_init_all(int nth);
+uint64_t nti_id_scalable(const ncclUniqueId *ids, int n);
+/* Called once the first comm id is known: derive the job id if none. */
+void nti_job_from_comm(uint64_t comm_id);
+
+/* Fingerprint mix: a few multiplies, inline for the hot path. */
+static inline uint32_t nti_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdull;
+  return (uint32_t)(h ^ (h >> 32));
+}
+static inline uint32_t nti_fp_coll(unsigned kind, uint64_t count, int dtype, int redop, int root) {
+  uint64_t h = nti_mix(0x6e63636cull, ntr_kind_fp_op(kind));
+  h = nti_mix(h, count);
+  h = nti_mix(h, (uint32_t)dtype);
+  h = nti_mix(h, (uint32_t)redop);
+  return nti_mix(h, (uint32_t)root);
+}
+static inline uint32_t nti_fp_p2p(uint64_t seq, uint64_t count, int dtype, int peer, int dir) {
+  uint64_t h = nti_mix(0x70327032ull, seq);
+  h = nti_mix(h, count);
+  h = nti_mix(h, (uint32_t)dtype);
+  h = nti_mix(h, (uint32_t)peer);
+  return nti_mix(h, (uint32_t)dir);
+}
+
+/* ------------------------------------------------------------ record.c -- */
+
+/* Fill the common fields of a fresh record (time, tid, group, comm). */
+static inline struct ntr_record *nti_record_begin(uint64_t *pos, unsigned kind, unsigned phase,
+                                                  const struct nti_comm *c) {
+  struct ntr_record *r = ntr_ring_reserve(&nti_g.ring, pos);
+  r->tsc = ntr_clock_now();
+  r->tsc_done = 0;
+  r->kind = (uint16_t)kind;
+  r->phase = (uint8_t)phase;
+  r->dtype = 0xff;
+  r->redop = -1;
+  r->peer = -1;
+  r->result = -1;
+  r->count = 0;
+  r->seq = 0;
+  r->aux = 0;
+  r->fp = 0;
+  r->stack_id = 0;
+  r->u.buf.sendbuf = r->u.buf.recvbuf = r->u.buf.stream = 0;
+  r->tid = nti_tid();
+  r->group_depth = (uint16_t)nti_tls.group_depth;
+  r->group_id = nti_tls.group_id;
+  r->flags = nti_tls.group_depth ? NTR_REC_IN_GROUP : 0;
+  if (c) {
+    r->comm_id = c->cs->comm_id;
+    r->rank = c->cs->rank;
+    r->nranks = c->cs->nranks;
+    if (c->nonblocking)
+      r->flags |= NTR_REC_NONBLOCKING;
+  } else {
+    r->comm_id = 0;
+    r->rank = -1;
+    r->nranks = 0;
+  }
+  return r;
+}
+static inline void nti_record_end(struct ntr_record *r, uint64_t pos, const struct nti_comm *c) {
+  ntr_ring_commit(&nti_g.ring, r, pos, c ? c->cs : NULL);
+}
+/* Set the result of a record committed before the call, in the ring slot
+ * and in the comm's recent[] copy, if they still hold that position. */
+void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_comm *c, int result);
+/* Patch a committed record (ring slot and recent[] copy) if it still holds
+ * position pos: result (NTI_KEEP_RESULT = leave), flags OR'ed, tsc_done
+ * (0 = leave).  Async-signal-safe. */
+#define NTI_KEEP_RESULT (-0x7fffffff)
+void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16_t flags,
+                      uint64_t tsc_done);
+/* Name of a kind for messages: "AllReduce", "CommInitRank", "Mark". */
+const char *nti_kind_name(unsigned kind);
+/* A tracer event (MARK, TIMEOUT, ...) with text; async-signal-safe. */
+void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text,
+                      uint64_t count, uint64_t aux, uint64_t seq);
+/* Stack id for NCCLTRACE_STACKS=1 (0 when off). */
+uint32_t nti_stack_id(void);
+
+/* ------------------------------------------------------------- group.c -- */
+
+void nti_group_note_op(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos,
+                       uint64_t tsc, int p2p);
+/* One NCCL operation as the wrappers see it: enough to record it, and in
+ * strict mode to replay it later (wrappers.c: nti_replay). */
+struct nti_op {
+  enum nti_fn fn;
+  unsigned kind;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  int dtype, redop, root, peer; /* root for rooted collectives, peer for p2p */
+  int dir;                      /* p2p: 0 send, 1 recv */
+  ncclComm_t comm;
+  void *stream;
+  /* filled by the wrapper */
+  struct nti_comm *c;
+  uint64_t seq, pos, tsc;
+  uint64_t recent;             /* cs->rec_count after our commit: recent[] index + 1 */
+  struct ntr_record *rec;
+};
+ncclResult_t nti_replay(const struct nti_op *op); /* wrappers.c */
+
+/* Strict mode (group.c).  1 when calls must wait for the coordinator.
+ * The mode check comes first so the default path makes no call. */
+int nti_strict_connected(void);
+static inline int nti_strict_on(void) {
+  return NTI_UNLIKELY(ntr_cfg.check == NTR_CHECK_STRICT) && nti_strict_connected();
+}
+/* Outside a group: wait for agreement on one record.  0 go, -1 refused. */
+int nti_strict_single(struct nti_op *op);
+/* Inside a group: buffer the call (replayed at the outermost GroupEnd).
+ * 0 buffered, -ENOMEM when it could not be (the call is then forwarded). */
+int nti_strict_defer(const struct nti_op *op);
+/* At the outermost GroupEnd: wait over the buffered records, then forward
+ * GroupStart + replay + (the caller's) GroupEnd.  Returns ncclSuccess to go
+ * on, or ncclInvalidUsage when refused (nothing was enqueued). */
+ncclResult_t nti_strict_group_end(int *had_deferred);
+void nti_group_reset(void);
+
+/* ---------------------------------------------------------- watchdog.c -- */
+
+/* Attach a completion event after an op was enqueued (hot path). */
+void nti_complete_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos,
+                        uint64_t tsc, int p2p, struct ntr_record *r);
+/* Same for the ops of an outermost group on one (comm, stream): records
+ * pos_first..pos of this thread and group complete with the event. */
+void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first,
+                              uint64_t pos, uint64_t tsc, int p2p);
+/* 1 when ops of this comm get completion events (driver loaded, context
+ * known): otherwise records carry NTR_REC_NO_TRACKING from the start. */
+static inline int nti_tracked(const struct nti_comm *c) {
+  return c && c->cu_ctx;
+}
+/* Is the stream capturing?  1 yes, 0 no or unknown. */
+int nti_stream_capturing(void *stream);
+/* Per-comm event pool filled at init exit (app thread, context current). */
+void nti_watchdog_comm_ready(struct nti_comm *c);
+void nti_watchdog_start(void);
+void nti_watchdog_stop(void);
+/* Fork child: the watchdog thread did not survive; forget its state. */
+void nti_watchdog_forget(void);
+
+/* lifecycle.c: record an async-error change (CAS on cs->async_error, one
+ * recorder wins), finish nonblocking inits, dump on a new error. */
+void nti_async_transition(struct nti_comm *c, ncclResult_t now);
+
+/* ------------------------------------------------------------- other -- */
+
+void nti_signals_install(void);
+void nti_exit_install(void);
+void nti_fork_install(void);
+int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason);
+void nti_first_comm(void); /* start watchdog + exchange once */
+/* Create the ring on first use (lifecycle wrappers, nccltrace_dump); once
+ * per process image, thread-safe, not signal-safe. */
+void nti_activate(void);
+
+#endif /* NTI_H */

@@ -1,0 +1,96 @@
+/* record.c -- records written outside the generated wrappers: results
+ * stored after the call, tracer events, stack ids.
+ *
+ * Thread-safety: any thread.  Signal-safety: nti_record_set_result and
+ * nti_record_event are async-signal-safe (ring reserve/commit and plain
+ * stores); nti_stack_id is not (libunwind may take locks).
+ */
+#include "interpose/nti.h"
+#include "recorder/stack.h"
+
+static void patch(struct ntr_record *e, int result, uint16_t flags, uint64_t tsc_done) {
+  if (result != NTI_KEEP_RESULT)
+    __atomic_store_n(&e->result, result, __ATOMIC_RELAXED);
+  if (tsc_done)
+    __atomic_store_n(&e->tsc_done, tsc_done, __ATOMIC_RELAXED);
+  if (flags)
+    __atomic_fetch_or(&e->flags, flags, __ATOMIC_RELAXED);
+}
+
+void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16_t flags,
+                      uint64_t tsc_done) {
+  if (!nti_g.active)
+    return;
+  /* The slot may have been reused by a writer that lapped the ring while
+   * the call ran; only touch it while it still holds our position.  The
+   * window between the check and the store is a (documented) race worth one
+   * wrong field after slot_count records, never a crash: the mapping stays. */
+  struct ntr_record *r = &nti_g.ring.slots[pos & nti_g.ring.mask];
+  if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == pos + 1)
+    patch(r, result, flags, tsc_done);
+  if (!c)
+    return;
+  /* The copy in recent[] is most likely the newest one of this comm; look
+   * there first, then further back (64 entries at most). */
+  struct ntr_comm_state *cs = c->cs;
+  uint64_t n = __atomic_load_n(&cs->rec_count, __ATOMIC_ACQUIRE);
+  for (uint64_t k = 0; k < NTR_COMM_RECENT && k < n; k++) {
+    struct ntr_record *e = &cs->recent[(n - 1 - k) & (NTR_COMM_RECENT - 1)];
+    if (__atomic_load_n(&e->commit, __ATOMIC_ACQUIRE) == pos + 1) {
+      patch(e, result, flags, tsc_done);
+      return;
+    }
+  }
+}
+
+void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_comm *c, int result) {
+  (void)r;
+  nti_record_patch(pos, c, result, 0, 0);
+}
+
+void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text, uint64_t count,
+                      uint64_t aux, uint64_t seq) {
+  if (!nti_g.active)
+    return;
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, kind, NTR_PHASE_EVENT, c);
+  r->count = count;
+  r->aux = aux;
+  r->seq = seq;
+  if (text) {
+    /* NUL-padded, not necessarily terminated (format.h). */
+    size_t i = 0;
+    for (; i < sizeof r->u.text && text[i]; i++)
+      r->u.text[i] = text[i];
+    for (; i < sizeof r->u.text; i++)
+      r->u.text[i] = 0;
+  }
+  nti_record_end(r, pos, c);
+}
+
+uint32_t nti_stack_id(void) {
+  return ntr_stack_capture(&nti_g.ring);
+}
+
+const char *nti_kind_name(unsigned kind) {
+  /* NCCL's names without the "nccl" prefix, from the table. */
+  static const char *const names[] = {
+      "None",
+#define NT_COLL(name, ...) #name,
+#define NT_P2P NT_COLL
+#define NT_GROUP NT_COLL
+#define NT_LIFE NT_COLL
+#include "interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+  };
+  if (kind > 0 && kind < sizeof names / sizeof names[0])
+    return names[kind] + 4;
+  switch (kind) {
+  case NTR_KIND_MARK: return "Mark";
+  case NTR_KIND_TIMEOUT: return "Timeout";
+  default: return "Event";
+  }
+}

@@ -1,0 +1,152 @@
+/* registry.c -- ncclComm_t -> struct nti_comm, lock-free for readers.
+ *
+ * Thread-safety: nti_comm_lookup is lock-free and may run on any thread
+ * concurrently with everything; nti_comm_create/bind/unbind run only in
+ * lifecycle wrappers, serialized by nti_life_lock.
+ * Signal-safety: nti_comm_lookup is async-signal-safe (atomic loads only);
+ * the rest allocates and is not.
+ *
+ * Table: open addressing, linear probing, keyed by the handle pointer.
+ * A removed entry becomes a tombstone (key = NTI_TOMB) so probe chains stay
+ * intact; nti_comm structs are never freed, so a reader that raced with an
+ * unbind holds a pointer to a dead but valid struct (its live flag is 0).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "interpose/nti.h"
+
+#define NTI_REG_SLOTS 1024u /* > 4 x NTR_COMM_MAX: probes stay short */
+#define NTI_TOMB ((uintptr_t)1)
+
+struct reg_slot {
+  uintptr_t key;         /* handle, 0 = empty, NTI_TOMB = removed (atomic) */
+  struct nti_comm *comm; /* (atomic) */
+};
+
+static struct reg_slot table[NTI_REG_SLOTS];
+static struct nti_comm *all_comms; /* newest first (atomic head) */
+pthread_mutex_t nti_life_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline uint32_t slot_of(uintptr_t key) {
+  uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ull;
+  return (uint32_t)(h >> 40) & (NTI_REG_SLOTS - 1);
+}
+
+struct nti_comm *nti_comm_lookup(ncclComm_t handle) {
+  uintptr_t key = (uintptr_t)handle;
+  if (key <= NTI_TOMB)
+    return NULL;
+  uint32_t i = slot_of(key);
+  for (uint32_t n = 0; n < NTI_REG_SLOTS; n++, i = (i + 1) & (NTI_REG_SLOTS - 1)) {
+    /* Acquire pairs with the release store of key in nti_comm_bind: the
+     * comm pointer stored before it is visible. */
+    uintptr_t k = __atomic_load_n(&table[i].key, __ATOMIC_ACQUIRE);
+    if (k == key)
+      return __atomic_load_n(&table[i].comm, __ATOMIC_RELAXED);
+    if (k == 0)
+      return NULL;
+  }
+  return NULL;
+}
+
+struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind) {
+  if (!nti_g.active)
+    return NULL;
+  struct ntr_comm_state *cs = ntr_ring_comm_alloc(&nti_g.ring);
+  if (!cs) {
+    static int said;
+    if (!said++)
+      nti_say("more than %u communicators: later ones are recorded without a comm id", NTR_COMM_MAX);
+    return NULL;
+  }
+  struct nti_comm *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->cs = cs;
+  /* Vyukov queue: cell i is free for the producer of position i. */
+  for (uint64_t i = 0; i < NTI_EVQ; i++)
+    c->pend[i].turn = i;
+  cs->comm_id = comm_id;
+  cs->rank = rank;
+  cs->nranks = nranks;
+  cs->init_kind = init_kind;
+  cs->async_error = ncclSuccess;
+  __atomic_store_n(&cs->lifecycle, NTR_COMM_INIT, __ATOMIC_RELEASE);
+  if (nranks > 0 && nranks < (1 << 24)) {
+    c->p2p_seq = calloc(2 * (size_t)nranks, sizeof *c->p2p_seq);
+    if (c->p2p_seq)
+      c->np2p = nranks;
+  }
+  c->next_all = all_comms;
+  /* Release pairs with the watchdog's acquire of the list head. */
+  __atomic_store_n(&all_comms, c, __ATOMIC_RELEASE);
+  return c;
+}
+
+int nti_comm_bind(struct nti_comm *c, ncclComm_t handle) {
+  uintptr_t key = (uintptr_t)handle;
+  if (!c || key <= NTI_TOMB)
+    return -EINVAL;
+  c->handle = handle;
+  c->cs->handle = key;
+  /* A stale entry for the same address (NCCL reused a freed comm's memory
+   * and we missed the destroy) is replaced. */
+  uint32_t i = slot_of(key), tomb = UINT32_MAX;
+  for (uint32_t n = 0; n < NTI_REG_SLOTS; n++, i = (i + 1) & (NTI_REG_SLOTS - 1)) {
+    uintptr_t k = table[i].key;
+    if (k == key) {
+      __atomic_store_n(&table[i].comm, c, __ATOMIC_RELEASE);
+      __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
+      return 0;
+    }
+    if (k == NTI_TOMB && tomb == UINT32_MAX)
+      tomb = i;
+    if (k == 0) {
+      if (tomb != UINT32_MAX)
+        i = tomb;
+      /* comm first, then key with release (pairs with lookup's acquire). */
+      __atomic_store_n(&table[i].comm, c, __ATOMIC_RELAXED);
+      __atomic_store_n(&table[i].key, key, __ATOMIC_RELEASE);
+      __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
+      return 0;
+    }
+  }
+  if (tomb != UINT32_MAX) {
+    __atomic_store_n(&table[tomb].comm, c, __ATOMIC_RELAXED);
+    __atomic_store_n(&table[tomb].key, key, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
+    return 0;
+  }
+  return -ENOSPC;
+}
+
+void nti_comm_unbind(struct nti_comm *c) {
+  if (!c)
+    return;
+  __atomic_store_n(&c->live, 0, __ATOMIC_RELEASE);
+  uintptr_t key = (uintptr_t)c->handle;
+  if (key <= NTI_TOMB)
+    return;
+  uint32_t i = slot_of(key);
+  for (uint32_t n = 0; n < NTI_REG_SLOTS; n++, i = (i + 1) & (NTI_REG_SLOTS - 1)) {
+    uintptr_t k = table[i].key;
+    if (k == key && table[i].comm == c) {
+      /* Readers that already loaded the key keep a valid (dead) comm. */
+      __atomic_store_n(&table[i].key, NTI_TOMB, __ATOMIC_RELEASE);
+      return;
+    }
+    if (k == 0)
+      return;
+  }
+}
+
+struct nti_comm *nti_comm_list(void) {
+  return __atomic_load_n(&all_comms, __ATOMIC_ACQUIRE);
+}
+
+void nti_registry_forget_all(void) {
+  /* Fork child, single-threaded: plain stores are enough. */
+  memset(table, 0, sizeof table);
+  all_comms = NULL;
+}

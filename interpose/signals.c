@@ -1,0 +1,245 @@
+/* signals.c -- dump triggers on signals, and the application's view of its
+ * own handlers (interposed sigaction/signal).
+ *
+ * Thread-safety: the application's handlers per signal are kept in two
+ * copies; a writer (sigaction/signal from any thread, serialized by a
+ * mutex) fills the inactive copy and publishes it with one atomic store, so
+ * a handler never reads a half-written struct.
+ * Signal-safety: the handlers below use only async-signal-safe operations;
+ * each step says why.  sigaction()/signal() wrappers are as safe as the
+ * real ones except for the first call's dlsym (made before main, in our
+ * constructor, in practice).
+ *
+ * Chaining: our handler stays installed; what the application installs
+ * (before we loaded, saved at install time, or after, through these
+ * wrappers) is remembered and called after our work, and returned as
+ * oldact, so the application sees exactly the handlers it set.
+ */
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interpose/nti.h"
+#include "recorder/stack.h"
+
+static const int our_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
+                                  SIGTERM, SIGINT, SIGUSR1};
+#define NSIG_OURS (sizeof our_signals / sizeof our_signals[0])
+
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+static sighandler_t (*real_signal)(int, sighandler_t);
+
+static int installed[NSIG];          /* 1 once our handler is in place */
+static struct sigaction app_act[NSIG][2];
+static int app_idx[NSIG];            /* which copy is current (atomic) */
+static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fatal_taken;              /* first fatal signal wins (atomic) */
+
+static int resolve_real(void) {
+  if (!real_sigaction)
+    *(void **)&real_sigaction = nti_next_symbol("sigaction");
+  if (!real_signal)
+    *(void **)&real_signal = nti_next_symbol("signal");
+  return real_sigaction ? 0 : -ENOSYS;
+}
+
+static int ours(int sig) {
+  return sig > 0 && sig < NSIG && __atomic_load_n(&installed[sig], __ATOMIC_ACQUIRE);
+}
+
+static void app_set(int sig, const struct sigaction *act) {
+  int cur = __atomic_load_n(&app_idx[sig], __ATOMIC_ACQUIRE);
+  app_act[sig][!cur] = *act;
+  /* Release pairs with the handler's acquire load of app_idx. */
+  __atomic_store_n(&app_idx[sig], !cur, __ATOMIC_RELEASE);
+}
+
+static struct sigaction app_get(int sig) {
+  return app_act[sig][__atomic_load_n(&app_idx[sig], __ATOMIC_ACQUIRE)];
+}
+
+static const char *sig_text(int sig) {
+  switch (sig) {
+  case SIGSEGV: return "SIGSEGV";
+  case SIGBUS: return "SIGBUS";
+  case SIGILL: return "SIGILL";
+  case SIGFPE: return "SIGFPE";
+  case SIGABRT: return "SIGABRT";
+  case SIGTERM: return "SIGTERM";
+  case SIGINT: return "SIGINT";
+  case SIGUSR1: return "SIGUSR1";
+  default: return "signal";
+  }
+}
+
+/* Call what the application installed.  @return 1 when it had a function
+ * (called), 0 for SIG_DFL, -1 for SIG_IGN. */
+static int chain(int sig, siginfo_t *si, void *uc) {
+  struct sigaction a = app_get(sig);
+  if (a.sa_flags & SA_SIGINFO) {
+    if (!a.sa_sigaction)
+      return 0;
+    if (a.sa_flags & SA_RESETHAND) {
+      /* One-shot handler: the next delivery gets the default (plain store
+       * into our own table, async-signal-safe). */
+      struct sigaction dfl = {.sa_handler = SIG_DFL};
+      app_set(sig, &dfl);
+    }
+    a.sa_sigaction(sig, si, uc);
+    return 1;
+  }
+  if (a.sa_handler == SIG_IGN)
+    return -1;
+  if (a.sa_handler == SIG_DFL)
+    return 0;
+  if (a.sa_flags & SA_RESETHAND) {
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    app_set(sig, &dfl);
+  }
+  a.sa_handler(sig);
+  return 1;
+}
+
+/* Die of sig exactly as without us: default action restored (sigaction is
+ * async-signal-safe), the signal re-raised (raise is too); it is blocked
+ * while we run, so it is delivered when the handler returns. */
+static void die_by(int sig) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  if (real_sigaction)
+    real_sigaction(sig, &dfl, NULL);
+  __atomic_store_n(&installed[sig], 0, __ATOMIC_RELEASE);
+  raise(sig);
+}
+
+static void mark_signaled(int sig) {
+  /* Plain stores into the shared mapping: what `collect` reads if even the
+   * dump below fails. */
+  nti_g.ring.hdr->signo = sig;
+  __atomic_store_n(&nti_g.ring.hdr->proc_state, NTR_PROC_SIGNALED, __ATOMIC_RELEASE);
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *uc) {
+  int rc = -1;
+  /* Evidence once per process: a second fault (maybe inside our own dump,
+   * or on another thread) goes straight to the chaining below. */
+  if (nti_g.active && !__atomic_exchange_n(&fatal_taken, 1, __ATOMIC_ACQ_REL)) {
+    nti_record_event(NTR_KIND_SIGNAL, NULL, sig_text(sig), 0, (uint64_t)sig, 0);
+    mark_signaled(sig);
+    /* libunwind from the interrupted context; see recorder/stack.h for its
+     * signal-safety (local unwinding, preallocated, best-effort names). */
+    ntr_stack_fatal(nti_g.ring.hdr, sig, uc);
+    rc = nti_dump_now(NTR_TRIG_FATAL_SIGNAL, sig, 0, sig_text(sig));
+  }
+  /* The application's handler was designed for this signal: it runs. */
+  int c = chain(sig, si, uc);
+  if (c == 1)
+    return;
+  if (c == -1 && sig == SIGABRT)
+    return; /* abort() itself restores the default and raises again */
+  /* Default action (or an ignored fault, which the kernel would turn into
+   * the default too): the dump holds everything, unlink(2) is
+   * async-signal-safe, then die of the same signal. */
+  if (rc == 0)
+    unlink(nti_g.ring.path);
+  die_by(sig);
+}
+
+static void on_term(int sig, siginfo_t *si, void *uc) {
+  if (nti_g.active) {
+    nti_record_event(NTR_KIND_SIGNAL, NULL, sig_text(sig), 0, (uint64_t)sig, 0);
+    struct sigaction a = app_get(sig);
+    int default_action = !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL;
+    if (default_action)
+      mark_signaled(sig);
+    int rc = nti_dump_now(NTR_TRIG_SIGNAL, sig, 0, sig_text(sig));
+    if (default_action) {
+      if (rc == 0)
+        unlink(nti_g.ring.path);
+      die_by(sig);
+      return;
+    }
+  }
+  if (chain(sig, si, uc) == 0)
+    die_by(sig);
+}
+
+static void on_usr1(int sig, siginfo_t *si, void *uc) {
+  if (nti_g.active) {
+    nti_record_event(NTR_KIND_SIGNAL, NULL, "SIGUSR1", 0, (uint64_t)sig, 0);
+    nti_dump_now(NTR_TRIG_SIGUSR1, sig, 0, "SIGUSR1");
+  }
+  /* Dump and continue: SIGUSR1's default (terminate) is NOT applied; only
+   * an application handler is called. */
+  chain(sig, si, uc);
+}
+
+void nti_signals_install(void) {
+  if (resolve_real() < 0) {
+    nti_say("sigaction not found; signal triggers are off");
+    return;
+  }
+  for (size_t i = 0; i < NSIG_OURS; i++) {
+    int sig = our_signals[i];
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    sigemptyset(&act.sa_mask);
+    /* SA_ONSTACK: a stack overflow SIGSEGV can only be handled on the
+     * application's alternate stack, if it set one. */
+    act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    act.sa_sigaction = sig == SIGUSR1 ? on_usr1 : (sig == SIGTERM || sig == SIGINT) ? on_term : on_fatal;
+    pthread_mutex_lock(&app_lock);
+    if (real_sigaction(sig, &act, &old) == 0) {
+      if ((sig == SIGTERM || sig == SIGINT || sig == SIGUSR1) && !(old.sa_flags & SA_SIGINFO) &&
+          old.sa_handler == SIG_IGN) {
+        /* nohup'ed or ignored by the parent: keep it ignored, no dump. */
+        real_sigaction(sig, &old, NULL);
+        pthread_mutex_unlock(&app_lock);
+        continue;
+      }
+      app_set(sig, &old);
+      __atomic_store_n(&installed[sig], 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&app_lock);
+  }
+}
+
+NTI_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact) {
+  if (resolve_real() < 0) {
+    errno = ENOSYS;
+    return -1;
+  }
+  if (!ours(sig))
+    return real_sigaction(sig, act, oldact);
+  /* One of our signals: the application's handler becomes the chained one;
+   * ours stays installed.  SIGKILL/SIGSTOP never reach here (not ours). */
+  pthread_mutex_lock(&app_lock);
+  struct sigaction prev = app_get(sig);
+  if (act)
+    app_set(sig, act);
+  pthread_mutex_unlock(&app_lock);
+  if (oldact)
+    *oldact = prev;
+  return 0;
+}
+
+NTI_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
+  if (resolve_real() < 0 || !real_signal) {
+    errno = ENOSYS;
+    return SIG_ERR;
+  }
+  if (!ours(sig))
+    return real_signal(sig, handler);
+  /* glibc's signal() is BSD semantics: SA_RESTART, handler stays. */
+  struct sigaction act, old;
+  memset(&act, 0, sizeof act);
+  sigemptyset(&act.sa_mask);
+  act.sa_handler = handler;
+  act.sa_flags = SA_RESTART;
+  sigaction(sig, &act, &old);
+  /* An SA_SIGINFO handler is reported through signal() as its address, as
+   * glibc does (through void (*)(void), the generic function pointer). */
+  return (old.sa_flags & SA_SIGINFO) ? (sighandler_t)(void (*)(void))old.sa_sigaction : old.sa_handler;
+}

@@ -1,0 +1,399 @@
+/* watchdog.c -- completion tracking with CUDA driver events, timeouts, and
+ * the tracer's own ncclCommGetAsyncError poll.
+ *
+ * Thread-safety: producers (application threads, hot path) and the single
+ * watchdog thread share per-comm lock-free queues:
+ *   ev_free[]: free events, single producer (watchdog refills, or the app
+ *     thread at init before the comm is published), many consumers (CAS on
+ *     ev_free_head);
+ *   pend[]: recorded events, many producers (Vyukov bounded queue: per-cell
+ *     turn, CAS on pend_tail), single consumer (watchdog).
+ * The watchdog touches a comm handle only under nti_life_lock and while
+ * c->live is set; destroy/abort clear live under the same lock first.
+ * Signal-safety: nothing here runs in a signal handler.
+ *
+ * Cost on the hot path (per collective outside a group): one
+ * cuStreamIsCapturing, one CAS to take an event, one cuEventRecord, one CAS
+ * to queue it.  Inside a group the same happens once per (comm, stream) at
+ * the outermost GroupEnd.
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "interpose/nti.h"
+#include "interpose/trigger.h"
+
+typedef int cu_result; /* CUresult; 0 = CUDA_SUCCESS */
+#define CU_NOT_READY 600
+#define CU_EV_DISABLE_TIMING 0x2
+
+static struct {
+  int ok; /* driver loaded and every function found */
+  cu_result (*event_create)(void **, unsigned);
+  cu_result (*event_record)(void *, void *);
+  cu_result (*event_query)(void *);
+  cu_result (*event_destroy)(void *);
+  cu_result (*stream_is_capturing)(void *, int *);
+  cu_result (*ctx_get)(void **);
+  cu_result (*ctx_set)(void *);
+} cu;
+
+static pthread_t wd_thread;
+static int wd_running;           /* under wd_lock */
+static int wd_stop;              /* under wd_lock */
+static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
+
+static void load_driver(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    nti_say("libcuda.so.1 cannot be loaded; completion tracking is off (%s)", dlerror());
+    return;
+  }
+#define SYM(field, name) *(void **)&cu.field = dlsym(h, name)
+  SYM(event_create, "cuEventCreate");
+  SYM(event_record, "cuEventRecord");
+  SYM(event_query, "cuEventQuery");
+  SYM(event_destroy, "cuEventDestroy_v2");
+  if (!cu.event_destroy)
+    SYM(event_destroy, "cuEventDestroy");
+  SYM(stream_is_capturing, "cuStreamIsCapturing");
+  SYM(ctx_get, "cuCtxGetCurrent");
+  SYM(ctx_set, "cuCtxSetCurrent");
+#undef SYM
+  if (!cu.event_create || !cu.event_record || !cu.event_query || !cu.event_destroy ||
+      !cu.stream_is_capturing || !cu.ctx_get || !cu.ctx_set) {
+    nti_say("libcuda.so.1 lacks event functions; completion tracking is off");
+    return;
+  }
+  cu.ok = 1;
+}
+
+int nti_stream_capturing(void *stream) {
+  int st = 0;
+  if (!cu.ok || cu.stream_is_capturing(stream, &st) != 0)
+    return 0;
+  return st != 0; /* CU_STREAM_CAPTURE_STATUS_NONE = 0 */
+}
+
+/* ---------------------------------------------------------- event pool -- */
+
+static void *ev_take(struct nti_comm *c) {
+  for (;;) {
+    /* Acquire pairs with the release store of ev_free_tail in ev_give. */
+    uint64_t h = __atomic_load_n(&c->ev_free_head, __ATOMIC_ACQUIRE);
+    uint64_t t = __atomic_load_n(&c->ev_free_tail, __ATOMIC_ACQUIRE);
+    if (h == t)
+      return NULL;
+    void *ev = c->ev_free[h & (NTI_EVQ - 1)];
+    /* The slot cannot be refilled before head moves past h (the producer
+     * waits for space), so a successful CAS proves ev was valid. */
+    if (__atomic_compare_exchange_n(&c->ev_free_head, &h, h + 1, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED))
+      return ev;
+  }
+}
+
+/* Single producer (watchdog, or the init thread before publication). */
+static int ev_give(struct nti_comm *c, void *ev) {
+  uint64_t t = c->ev_free_tail;
+  uint64_t h = __atomic_load_n(&c->ev_free_head, __ATOMIC_ACQUIRE);
+  if (t - h >= NTI_EVQ)
+    return -ENOSPC;
+  c->ev_free[t & (NTI_EVQ - 1)] = ev;
+  __atomic_store_n(&c->ev_free_tail, t + 1, __ATOMIC_RELEASE);
+  return 0;
+}
+
+static void ev_fill(struct nti_comm *c, unsigned want) {
+  if (!c->cu_ctx)
+    return;
+  for (unsigned i = 0; i < want; i++) {
+    uint64_t t = c->ev_free_tail;
+    if (t - __atomic_load_n(&c->ev_free_head, __ATOMIC_ACQUIRE) >= NTI_EVQ / 2)
+      return;
+    void *ev = NULL;
+    if (cu.event_create(&ev, CU_EV_DISABLE_TIMING) != 0 || !ev)
+      return;
+    if (ev_give(c, ev) < 0) {
+      cu.event_destroy(ev);
+      return;
+    }
+  }
+}
+
+/* --------------------------------------------------------- pending ops -- */
+
+static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, uint64_t pos_first,
+                     uint64_t pos, uint64_t tsc, int p2p) {
+  uint64_t t = __atomic_load_n(&c->pend_tail, __ATOMIC_RELAXED);
+  for (;;) {
+    struct nti_pending *cell = &c->pend[t & (NTI_EVQ - 1)];
+    /* Acquire pairs with the consumer's release of turn: the cell is free. */
+    uint64_t turn = __atomic_load_n(&cell->turn, __ATOMIC_ACQUIRE);
+    int64_t dif = (int64_t)(turn - t);
+    if (dif == 0) {
+      if (__atomic_compare_exchange_n(&c->pend_tail, &t, t + 1, 1, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+        cell->ev = ev;
+        cell->seq = seq;
+        cell->pos = pos;
+        cell->pos_first = pos_first;
+        cell->stream = (uint64_t)(uintptr_t)stream;
+        cell->tid = nti_tid();
+        cell->group_id = nti_tls.group_id;
+        cell->tsc = tsc;
+        cell->p2p = p2p;
+        /* Release pairs with the watchdog's acquire: the fields are set. */
+        __atomic_store_n(&cell->turn, t + 1, __ATOMIC_RELEASE);
+        return 0;
+      }
+    } else if (dif < 0) {
+      return -ENOSPC; /* full: the watchdog is behind by NTI_EVQ ops */
+    } else {
+      t = __atomic_load_n(&c->pend_tail, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                  uint64_t tsc, int p2p) {
+  if (!cu.ok || !c->cu_ctx)
+    return; /* the record already says NTR_REC_NO_TRACKING */
+  if (nti_stream_capturing(stream)) {
+    /* Work captured into a graph runs when the graph is launched, maybe
+     * never, maybe many times: an event here would complete at once. */
+    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_CAPTURED, 0);
+    return;
+  }
+  void *ev = ev_take(c);
+  if (!ev) {
+    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
+    return;
+  }
+  /* An event that fails to record is still queued: the watchdog's query
+   * then fails too and returns the event to the pool. */
+  cu_result rr = cu.event_record(ev, stream);
+  (void)rr;
+  if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p) < 0) {
+    /* Rare: the event leaks (the watchdog creates new ones). */
+    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
+  }
+}
+
+void nti_complete_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc,
+                        int p2p, struct ntr_record *r) {
+  (void)r;
+  track(c, stream, seq, pos, pos, tsc, p2p);
+}
+
+void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first,
+                              uint64_t pos, uint64_t tsc, int p2p) {
+  track(c, stream, seq, pos_first, pos, tsc, p2p);
+}
+
+/* The event of a group stands for every op of that group on its (comm,
+ * stream): mark each of those records complete. */
+static void complete_records(struct nti_comm *c, const struct nti_pending *cell, uint64_t now) {
+  uint64_t first = cell->pos_first;
+  if (cell->pos - first > nti_g.ring.mask)
+    first = cell->pos - nti_g.ring.mask; /* older ones were overwritten anyway */
+  for (uint64_t p = first; p <= cell->pos; p++) {
+    if (p != cell->pos) {
+      struct ntr_record copy;
+      const struct ntr_record *r = &nti_g.ring.slots[p & nti_g.ring.mask];
+      if (ntr_ring_read_slot(r, &copy) != p + 1 || copy.comm_id != c->cs->comm_id ||
+          copy.tid != cell->tid || copy.group_id != cell->group_id ||
+          copy.u.buf.stream != cell->stream || copy.phase != NTR_PHASE_CALL)
+        continue;
+    }
+    nti_record_patch(p, c, NTI_KEEP_RESULT, NTR_REC_COMPLETED, now);
+  }
+}
+
+void nti_watchdog_comm_ready(struct nti_comm *c) {
+  if (!cu.ok || c->cu_ctx)
+    return;
+  void *ctx = NULL;
+  /* The init thread has the comm's device current (NCCL requires it): the
+   * events live in that context. */
+  if (cu.ctx_get(&ctx) != 0 || !ctx) {
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+      nti_say("no CUDA context current at communicator init; completion tracking is off for it");
+    return;
+  }
+  c->cu_ctx = ctx;
+  ev_fill(c, NTI_EVQ / 2);
+}
+
+/* ------------------------------------------------------------ watchdog -- */
+
+static double secs(uint64_t dt) {
+  uint64_t hz = nti_g.ring.hdr->tsc_hz;
+  return hz ? (double)dt / (double)hz : 0.0;
+}
+
+static void timeout_report(struct nti_comm *c, uint64_t seq, const char *op, double waited) {
+  struct ntr_comm_state *cs = c->cs;
+  char reason[96];
+  snprintf(reason, sizeof reason, "timeout: comm %016llx rank %d seq %llu %s not complete after %.0f s",
+           (unsigned long long)cs->comm_id, cs->rank, (unsigned long long)seq, op, waited);
+  nti_say("%s", reason);
+  nti_record_event(NTR_KIND_TIMEOUT, c, op, 0, (uint64_t)waited, seq);
+  nti_trigger_dump(NTR_TRIG_TIMEOUT, reason);
+}
+
+static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
+  if (!cu.ok || !c->cu_ctx)
+    return;
+  cu.ctx_set(c->cu_ctx);
+  for (;;) {
+    uint64_t h = c->pend_head;
+    struct nti_pending *cell = &c->pend[h & (NTI_EVQ - 1)];
+    if (__atomic_load_n(&cell->turn, __ATOMIC_ACQUIRE) != h + 1)
+      break; /* empty */
+    cu_result q = cu.event_query(cell->ev);
+    if (q == CU_NOT_READY) {
+      /* Events on one comm complete in order: the oldest pending one is the
+       * first op that has not finished. */
+      if (tmo && now > cell->tsc && now - cell->tsc > tmo && cell->pos + 1 > c->timeout_reported_seq) {
+        c->timeout_reported_seq = cell->pos + 1;
+        struct ntr_record *r = &nti_g.ring.slots[cell->pos & nti_g.ring.mask];
+        unsigned kind = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == cell->pos + 1 ? r->kind : 0;
+        timeout_report(c, cell->seq, kind ? nti_kind_name(kind) : "op", secs(now - cell->tsc));
+      }
+      break;
+    }
+    if (q == 0) {
+      if (!cell->p2p) {
+        uint64_t cur = __atomic_load_n(&c->cs->last_completed, __ATOMIC_RELAXED);
+        if (cell->seq > cur)
+          __atomic_store_n(&c->cs->last_completed, cell->seq, __ATOMIC_RELEASE);
+      }
+      __atomic_store_n(&c->cs->last_complete_tsc, now, __ATOMIC_RELAXED);
+      complete_records(c, cell, now);
+    }
+    /* Completed or failed: the event goes back to the pool. */
+    if (ev_give(c, cell->ev) < 0)
+      cu.event_destroy(cell->ev);
+    /* Release pairs with the producers' acquire: the cell is free again. */
+    __atomic_store_n(&cell->turn, h + NTI_EVQ, __ATOMIC_RELEASE);
+    c->pend_head = h + 1;
+  }
+  ev_fill(c, 16);
+}
+
+static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
+  struct ntr_comm_state *cs = c->cs;
+  uint64_t since = __atomic_load_n(&cs->blocked_since, __ATOMIC_ACQUIRE);
+  if (!tmo || !since || now <= since || now - since <= tmo || c->life_reported_since == since)
+    return;
+  c->life_reported_since = since;
+  timeout_report(c, __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED), nti_kind_name(cs->blocked_kind),
+                 secs(now - since));
+}
+
+static void poll_async(struct nti_comm *c) {
+  nti_fn_ncclCommGetAsyncError_t get = __atomic_load_n(&nti_real_ncclCommGetAsyncError, __ATOMIC_ACQUIRE);
+  if (!get)
+    get = (nti_fn_ncclCommGetAsyncError_t)nti_resolve(NTI_FN_ncclCommGetAsyncError);
+  if (!get)
+    return;
+  ncclResult_t err = ncclSuccess, res = ncclInternalError;
+  pthread_mutex_lock(&nti_life_lock);
+  if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE) && c->handle)
+    res = get(c->handle, &err);
+  pthread_mutex_unlock(&nti_life_lock);
+  if (res == ncclSuccess)
+    nti_async_transition(c, err);
+}
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  /* Everything this thread calls into NCCL passes through unrecorded. */
+  nti_tls.guard = 1;
+  uint64_t hz = nti_g.ring.hdr->tsc_hz;
+  uint64_t tmo = hz ? (uint64_t)(ntr_cfg.timeout_s * (double)hz) : 0;
+  pthread_mutex_lock(&wd_lock);
+  while (!wd_stop) {
+    pthread_mutex_unlock(&wd_lock);
+    uint64_t now = ntr_clock_now();
+    for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+      poll_events(c, now, tmo);
+      poll_lifecycle(c, now, tmo);
+      if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
+        poll_async(c);
+    }
+    pthread_mutex_lock(&wd_lock);
+    if (wd_stop)
+      break;
+    /* 15 ms between polls: completion latency well under a second, and a
+     * sleeping thread costs nothing on two shared cores. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 15 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&wd_cond, &wd_lock, &ts);
+  }
+  pthread_mutex_unlock(&wd_lock);
+  return NULL;
+}
+
+void nti_watchdog_start(void) {
+  load_driver();
+  pthread_mutex_lock(&wd_lock);
+  if (!wd_running) {
+    wd_stop = 0;
+    /* Signals are handled by application threads, never by ours: a
+     * SIGTERM delivered here would run the app's handler on our thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&wd_thread, NULL, watchdog_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+      wd_running = 1;
+    else
+      nti_say("cannot start the watchdog thread (%s); timeouts and completion are not tracked",
+              strerror(rc));
+  }
+  pthread_mutex_unlock(&wd_lock);
+}
+
+void nti_watchdog_stop(void) {
+  pthread_mutex_lock(&wd_lock);
+  if (!wd_running) {
+    pthread_mutex_unlock(&wd_lock);
+    return;
+  }
+  wd_stop = 1;
+  pthread_cond_signal(&wd_cond);
+  pthread_mutex_unlock(&wd_lock);
+  pthread_join(wd_thread, NULL);
+  pthread_mutex_lock(&wd_lock);
+  wd_running = 0;
+  pthread_mutex_unlock(&wd_lock);
+  /* Last pass (exit): ops that finished since the previous poll are marked
+   * complete before the exit dump.  No timeout reports here. */
+  uint64_t now = ntr_clock_now();
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+    poll_events(c, now, 0);
+}
+
+void nti_watchdog_forget(void) {
+  /* Fork child: only the forking thread exists; the locks may have been
+   * held by the parent's watchdog at fork time, so they are re-created. */
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  wd_lock = m;
+  wd_cond = cv;
+  wd_running = 0;
+  wd_stop = 0;
+  nti_life_lock = m;
+}

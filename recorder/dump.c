@@ -1,0 +1,577 @@
+/* dump.c -- snapshot a ring into preallocated memory, compress it with a
+ * static zstd context, and write it atomically (see dump.h; the format is in
+ * format.h and docs/dump-format.md).
+ *
+ * Everything on the ntr_dump_write path is async-signal-safe: memory comes
+ * from ntr_dump_init's mmaps, zstd works inside its static context (it never
+ * allocates once initialised with ZSTD_initStaticCCtx), XXH64 is pure
+ * computation, and the file is written with open/write/fsync/renameat2.
+ */
+#include "recorder/dump.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_estimateCCtxSize, ZSTD_initStaticCCtx */
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "recorder/clock.h"
+#include "recorder/util.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1u << 0)
+#endif
+
+#define NTR_SECTIONS 5u
+#define EXTRA_MAX ((size_t)NTR_COMM_MAX * NTR_COMM_RECENT)
+
+/* Preallocated state, written by ntr_dump_init only (single-threaded, before
+ * any dump); the dumping thread owns the buffers while it holds dump_busy. */
+static struct {
+  int ready;
+  uint32_t slots;
+  unsigned mode;
+  char dir[1024];
+  ZSTD_CCtx *cctx;
+  void *cctx_mem;
+  size_t cctx_size;
+  unsigned char *payload;
+  size_t payload_cap;
+  unsigned char *out;
+  size_t out_cap;
+  struct ntr_record *extra; /* recent[] records not found in the main ring */
+} g;
+
+static int dump_busy;        /* atomic: 1 while a dump runs (one at a time) */
+static unsigned dump_serial; /* atomic: per-process dump counter, the <n> of names */
+
+/* ------------------------------------------------------------ buffers -- */
+
+static void *map_anon(size_t len) {
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t payload_bytes(uint32_t slots) {
+  return NTR_SECTIONS * sizeof(struct ntr_section) + sizeof(struct ntr_ring_header) +
+         (size_t)NTR_COMM_MAX * sizeof(struct ntr_comm_state) +
+         (size_t)NTR_STACK_MAX * sizeof(struct ntr_stack) +
+         ((size_t)slots + EXTRA_MAX) * sizeof(struct ntr_record) + sizeof(struct ntr_trigger);
+}
+
+static void unmap_all(void) {
+  if (g.cctx_mem)
+    munmap(g.cctx_mem, g.cctx_size);
+  if (g.payload)
+    munmap(g.payload, g.payload_cap);
+  if (g.out)
+    munmap(g.out, g.out_cap);
+  if (g.extra)
+    munmap(g.extra, EXTRA_MAX * sizeof(struct ntr_record));
+  g.cctx_mem = g.payload = g.out = NULL;
+  g.extra = NULL;
+  g.cctx = NULL;
+  g.ready = 0;
+}
+
+int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
+  if (!ring || !ring->hdr || !dir || !*dir)
+    return -EINVAL;
+  if (strlen(dir) > 900)
+    return -ENAMETOOLONG; /* leaves room for the file name in PATH_MAX-ish buffers */
+  uint32_t slots = (uint32_t)(ring->mask + 1);
+  if (!g.ready || g.slots != slots) {
+    unmap_all();
+    g.cctx_size = ZSTD_estimateCCtxSize(1);
+    g.payload_cap = payload_bytes(slots);
+    g.out_cap = ZSTD_compressBound(g.payload_cap);
+    if (ZSTD_isError(g.out_cap) || g.out_cap < g.payload_cap)
+      return -EOVERFLOW;
+    g.cctx_mem = map_anon(g.cctx_size);
+    g.payload = map_anon(g.payload_cap);
+    g.out = map_anon(g.out_cap);
+    g.extra = map_anon(EXTRA_MAX * sizeof(struct ntr_record));
+    if (!g.cctx_mem || !g.payload || !g.out || !g.extra) {
+      unmap_all();
+      return -ENOMEM;
+    }
+    g.cctx = ZSTD_initStaticCCtx(g.cctx_mem, g.cctx_size);
+    if (!g.cctx) {
+      unmap_all();
+      return -ENOMEM;
+    }
+    g.slots = slots;
+  }
+  ntr_strlcpy(g.dir, dir, sizeof g.dir);
+  g.mode = mode & 0777;
+  g.ready = 1;
+  return 0;
+}
+
+void ntr_dump_reset_child(void) {
+  /* Relaxed: the child has one thread. */
+  __atomic_store_n(&dump_busy, 0, __ATOMIC_RELAXED);
+}
+
+/* -------------------------------------------------------------- names -- */
+
+const char *ntr_dump_trigger_name(unsigned kind) {
+  switch (kind) {
+  case NTR_TRIG_EXIT: return "exit";
+  case NTR_TRIG_SIGNAL: return "signal";
+  case NTR_TRIG_FATAL_SIGNAL: return "fatal";
+  case NTR_TRIG_TIMEOUT: return "timeout";
+  case NTR_TRIG_ASYNC_ERROR: return "async_error";
+  case NTR_TRIG_ABORT: return "abort";
+  case NTR_TRIG_MISMATCH: return "mismatch";
+  case NTR_TRIG_PEER_LOST: return "peer_lost";
+  case NTR_TRIG_USER: return "user";
+  case NTR_TRIG_COLLECTED: return "collected";
+  case NTR_TRIG_SIGUSR1: return "sigusr1";
+  default: return "unknown";
+  }
+}
+
+const char *ntr_dump_signal_name(int signo) {
+  switch (signo) {
+  case SIGTERM: return "sigterm";
+  case SIGINT: return "sigint";
+  case SIGHUP: return "sighup";
+  case SIGQUIT: return "sigquit";
+  case SIGUSR1: return "sigusr1";
+  case SIGUSR2: return "sigusr2";
+  case SIGSEGV: return "sigsegv";
+  case SIGBUS: return "sigbus";
+  case SIGILL: return "sigill";
+  case SIGFPE: return "sigfpe";
+  case SIGABRT: return "sigabrt";
+  case SIGKILL: return "sigkill";
+  case SIGXFSZ: return "sigxfsz";
+  default: return NULL;
+  }
+}
+
+/* <dir>/nccltrace-<job>-r<rank>-<host>-<pid>-<n>-<trigger>.zst, and the temp
+ * name <dir>/.nccltrace-....zst.tmp next to it. */
+static int dump_names(char *final, char *tmp, size_t cap, const char *dir,
+                      const struct ntr_ring_header *hdr, int32_t rank,
+                      const struct ntr_trigger *trig, unsigned n) {
+  char name[512];
+  struct ntr_sb sb;
+  ntr_sb_init(&sb, name, sizeof name);
+  ntr_sb_str(&sb, "nccltrace-");
+  ntr_sb_component(&sb, hdr->job_id[0] ? hdr->job_id : "nojob", sizeof hdr->job_id);
+  ntr_sb_str(&sb, "-r");
+  if (rank >= 0)
+    ntr_sb_i64(&sb, rank);
+  else
+    ntr_sb_str(&sb, "na");
+  ntr_sb_str(&sb, "-");
+  ntr_sb_component(&sb, hdr->host, sizeof hdr->host);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_i64(&sb, hdr->pid);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_u64(&sb, n);
+  ntr_sb_str(&sb, "-");
+  const char *tn = NULL;
+  if (trig->kind == NTR_TRIG_SIGNAL || trig->kind == NTR_TRIG_FATAL_SIGNAL)
+    tn = ntr_dump_signal_name(trig->signo);
+  ntr_sb_str(&sb, tn ? tn : ntr_dump_trigger_name(trig->kind));
+  ntr_sb_str(&sb, ".zst");
+  if (sb.overflow)
+    return -ENAMETOOLONG;
+
+  ntr_sb_init(&sb, final, cap);
+  ntr_sb_str(&sb, dir);
+  ntr_sb_str(&sb, "/");
+  ntr_sb_str(&sb, name);
+  if (sb.overflow)
+    return -ENAMETOOLONG;
+  ntr_sb_init(&sb, tmp, cap);
+  ntr_sb_str(&sb, dir);
+  ntr_sb_str(&sb, "/.");
+  ntr_sb_str(&sb, name);
+  ntr_sb_str(&sb, ".tmp");
+  return sb.overflow ? -ENAMETOOLONG : 0;
+}
+
+/* -------------------------------------------------------------- write -- */
+
+/* Rename without replacing: an existing dump (pid reuse, a second collect)
+ * is evidence too.  @return 0, -EEXIST, or -errno. */
+static int rename_noreplace(const char *from, const char *to) {
+  if (syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+    return 0;
+  if (errno != ENOSYS && errno != EINVAL)
+    return -errno;
+  /* kernel or filesystem without renameat2 flags: link fails on an existing
+   * name just the same */
+  if (link(from, to) == 0) {
+    unlink(from);
+    return 0;
+  }
+  if (errno == EEXIST)
+    return -EEXIST;
+  return rename(from, to) == 0 ? 0 : -errno;
+}
+
+static void fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd); /* best effort: the file itself is already on disk */
+    close(fd);
+  }
+}
+
+/* Write preamble + data as a new dump file.  Async-signal-safe. */
+static int write_dump_file(const char *dir, unsigned mode, const struct ntr_ring_header *hdr,
+                           int32_t rank, const struct ntr_trigger *trig,
+                           const struct ntr_dump_preamble *pre, const void *data, size_t len,
+                           unsigned n, char *path, size_t path_len) {
+  char final[1200], tmp[1200];
+  int rc = ntr_mkdir_p(dir, 0700);
+  if (rc)
+    return rc;
+
+  int fd = -1;
+  for (int attempt = 0; attempt < 64; attempt++, n++) {
+    rc = dump_names(final, tmp, sizeof final, dir, hdr, rank, trig, n);
+    if (rc)
+      return rc;
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0600);
+    if (fd >= 0 || errno != EEXIST)
+      break;
+  }
+  if (fd < 0)
+    return -errno;
+
+  /* RLIMIT_FSIZE: the kernel sends SIGXFSZ to this thread when a write
+   * crosses the limit, and its default action kills the process.  Blocked,
+   * the write fails with EFBIG instead; the signal we caused is then
+   * consumed, unless one was already pending for someone else. */
+  sigset_t xfsz, old, pending;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  sigemptyset(&pending);
+  sigpending(&pending);
+  int was_pending = sigismember(&pending, SIGXFSZ) == 1;
+  pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+
+  rc = ntr_write_all(fd, pre, sizeof *pre);
+  if (!rc)
+    rc = ntr_write_all(fd, data, len);
+  if (!rc) {
+    while (fsync(fd) != 0) {
+      if (errno != EINTR) {
+        /* EINVAL: a file system without fsync (some pseudo file systems);
+         * the data is written, durability is what it can be */
+        if (errno != EINVAL)
+          rc = -errno;
+        break;
+      }
+    }
+  }
+  if (close(fd) != 0 && !rc && errno != EINTR)
+    rc = -errno;
+
+  if (!was_pending) {
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&xfsz, NULL, &zero) == SIGXFSZ) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+  for (int attempt = 0; !rc; attempt++) {
+    rc = rename_noreplace(tmp, final);
+    if (rc != -EEXIST || attempt >= 63)
+      break;
+    char unused[1200];
+    rc = dump_names(final, unused, sizeof final, dir, hdr, rank, trig, ++n);
+  }
+  if (rc) {
+    unlink(tmp);
+    return rc;
+  }
+  fsync_dir(dir);
+  if (path && path_len)
+    ntr_strlcpy(path, final, path_len);
+  return 0;
+}
+
+/* Compress payload into out (or store it raw), fill the preamble.
+ * @return the bytes of frame data to write, pointing *data at them. */
+static size_t pack(ZSTD_CCtx *cctx, const unsigned char *payload, size_t len, unsigned char *out,
+                   size_t out_cap, struct ntr_dump_preamble *pre, const void **data) {
+  memset(pre, 0, sizeof *pre);
+  memcpy(pre->magic, NTR_DUMP_MAGIC, 8);
+  pre->version = NTR_FORMAT_VERSION;
+  pre->preamble_size = sizeof *pre;
+  pre->payload_size = len;
+  pre->checksum = XXH64(payload, len, 0);
+  pre->section_count = NTR_SECTIONS;
+  size_t z = cctx ? ZSTD_compressCCtx(cctx, out, out_cap, payload, len, 1) : 0;
+  if (!cctx || ZSTD_isError(z)) {
+    pre->flags |= 1u; /* stored raw: a dump without compression beats none */
+    pre->compressed_size = len;
+    *data = payload;
+    return len;
+  }
+  pre->compressed_size = z;
+  *data = out;
+  return z;
+}
+
+/* ----------------------------------------------------------- snapshot -- */
+
+/* Copies of live shared memory race with writers by design (counters move
+ * while we copy; records are re-validated by their seqlock): excluded from
+ * TSan, which cannot know that. */
+#if defined(__clang__)
+#define NTR_NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define NTR_NO_TSAN __attribute__((no_sanitize_thread))
+#endif
+
+NTR_NO_TSAN static void copy_live(void *dst, const void *src, size_t len) {
+  const volatile uint64_t *s = src;
+  uint64_t *d = dst;
+  for (size_t i = 0; i < len / 8; i++)
+    d[i] = s[i];
+}
+
+static unsigned char *put_section(unsigned char *p, uint32_t type, uint64_t len) {
+  struct ntr_section sec = {.type = type, .reserved = 0, .length = len};
+  memcpy(p, &sec, sizeof sec);
+  return p + sizeof sec;
+}
+
+static void rec_swap(struct ntr_record *a, struct ntr_record *b) {
+  struct ntr_record t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* Heapsort by commit: in place, no allocation (qsort may malloc). */
+static void sort_by_commit(struct ntr_record *r, size_t n) {
+  for (size_t start = n / 2; n > 1;) {
+    size_t root;
+    if (start > 0) {
+      root = --start;
+    } else {
+      rec_swap(&r[0], &r[--n]);
+      root = 0;
+    }
+    for (;;) {
+      size_t child = 2 * root + 1;
+      if (child >= n)
+        break;
+      if (child + 1 < n && r[child + 1].commit > r[child].commit)
+        child++;
+      if (r[root].commit >= r[child].commit)
+        break;
+      rec_swap(&r[root], &r[child]);
+      root = child;
+    }
+  }
+}
+
+static int has_commit(const struct ntr_record *r, size_t n, uint64_t c) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (r[mid].commit < c)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && r[lo].commit == c;
+}
+
+/* Records oldest first: the main ring's last lap in position order, plus the
+ * communicators' recent[] entries the ring no longer has, merged by commit.
+ * out has room for slots + EXTRA_MAX records.  @return records written. */
+static size_t snapshot_records(const struct ntr_ring *ring, uint32_t ncomms,
+                               struct ntr_record *out) {
+  uint64_t slots = ring->mask + 1;
+  /* Acquire: pairs with nothing in particular; slot commits are validated
+   * one by one below, head only bounds the scan. */
+  uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE);
+  uint64_t first = head > slots ? head - slots : 0;
+  size_t m = 0;
+  for (uint64_t pos = first; pos < head; pos++) {
+    uint64_t c = ntr_ring_read_slot(&ring->slots[pos & ring->mask], &out[m]);
+    if (c == pos + 1)
+      m++; /* else: a hole, being written, or overwritten since head was read */
+  }
+
+  size_t e = 0;
+  for (uint32_t i = 0; i < ncomms; i++)
+    for (uint32_t k = 0; k < NTR_COMM_RECENT && e < EXTRA_MAX; k++)
+      if (ntr_ring_read_slot(&ring->comms[i].recent[k], &g.extra[e]))
+        e++;
+  sort_by_commit(g.extra, e);
+  size_t keep = 0;
+  for (size_t i = 0; i < e; i++) {
+    if (keep && g.extra[keep - 1].commit == g.extra[i].commit)
+      continue;
+    if (has_commit(out, m, g.extra[i].commit))
+      continue;
+    if (keep != i)
+      g.extra[keep] = g.extra[i];
+    keep++;
+  }
+  e = keep;
+  if (!e)
+    return m;
+
+  /* Merge in place: move the main records up by e, then merge forward; the
+   * write index (i + j) never passes the main read index (e + j). */
+  memmove(out + e, out, m * sizeof *out);
+  size_t i = 0, j = 0, w = 0;
+  while (i < e || j < m) {
+    if (j >= m || (i < e && g.extra[i].commit < out[e + j].commit))
+      out[w++] = g.extra[i++];
+    else
+      out[w++] = out[e + j++];
+  }
+  return w;
+}
+
+int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, char *path,
+                   size_t path_len) {
+  if (!g.ready || !ring || !ring->hdr || !trig || (uint32_t)(ring->mask + 1) != g.slots)
+    return -EINVAL;
+  int expected = 0;
+  /* Acquire pairs with the release store that ends the previous dump: its
+   * buffer writes are done before ours start. */
+  if (!__atomic_compare_exchange_n(&dump_busy, &expected, 1, 0, __ATOMIC_ACQUIRE,
+                                   __ATOMIC_RELAXED))
+    return -EBUSY;
+
+  const struct ntr_ring_header *live = ring->hdr;
+  uint32_t ncomms = __atomic_load_n(&live->comm_count, __ATOMIC_ACQUIRE);
+  uint32_t nstacks = __atomic_load_n(&live->stack_count, __ATOMIC_ACQUIRE);
+  if (ncomms > NTR_COMM_MAX)
+    ncomms = NTR_COMM_MAX;
+  if (nstacks > NTR_STACK_MAX)
+    nstacks = NTR_STACK_MAX;
+
+  unsigned char *p = g.payload;
+  /* HEADER, with the counts made to match the sections that follow */
+  p = put_section(p, NTR_SEC_HEADER, sizeof(struct ntr_ring_header));
+  struct ntr_ring_header *h = (struct ntr_ring_header *)p;
+  copy_live(h, live, sizeof *h);
+  h->comm_count = ncomms;
+  h->stack_count = nstacks;
+  p += sizeof *h;
+
+  /* COMMS: each recent[] entry re-read through its seqlock so the copy holds
+   * only consistent records (torn ones get commit 0) */
+  p = put_section(p, NTR_SEC_COMMS, (uint64_t)ncomms * sizeof(struct ntr_comm_state));
+  struct ntr_comm_state *cs = (struct ntr_comm_state *)p;
+  for (uint32_t i = 0; i < ncomms; i++) {
+    copy_live(&cs[i], &ring->comms[i], offsetof(struct ntr_comm_state, recent));
+    for (uint32_t k = 0; k < NTR_COMM_RECENT; k++)
+      if (!ntr_ring_read_slot(&ring->comms[i].recent[k], &cs[i].recent[k]))
+        memset(&cs[i].recent[k], 0, sizeof cs[i].recent[k]);
+  }
+  p += (size_t)ncomms * sizeof(struct ntr_comm_state);
+
+  /* STACKS: allocated in order (stack.c), so the first stack_count are it */
+  p = put_section(p, NTR_SEC_STACKS, (uint64_t)nstacks * sizeof(struct ntr_stack));
+  copy_live(p, ring->stacks, (size_t)nstacks * sizeof(struct ntr_stack));
+  p += (size_t)nstacks * sizeof(struct ntr_stack);
+
+  unsigned char *rec_sec = p;
+  p += sizeof(struct ntr_section);
+  size_t nrecs = snapshot_records(ring, ncomms, (struct ntr_record *)p);
+  put_section(rec_sec, NTR_SEC_RECORDS, nrecs * sizeof(struct ntr_record));
+  p += nrecs * sizeof(struct ntr_record);
+
+  p = put_section(p, NTR_SEC_TRIGGER, sizeof(struct ntr_trigger));
+  struct ntr_trigger t = *trig;
+  if (!t.tsc)
+    t.tsc = ntr_clock_now();
+  t.lost = ntr_ring_lost(ring);
+  memcpy(p, &t, sizeof t);
+  p += sizeof t;
+
+  size_t len = (size_t)(p - g.payload);
+  struct ntr_dump_preamble pre;
+  const void *data;
+  size_t dlen = pack(g.cctx, g.payload, len, g.out, g.out_cap, &pre, &data);
+
+  int32_t rank = h->rank >= 0 ? h->rank : (ncomms ? cs[0].rank : -1);
+  /* Relaxed: the counter only has to be unique per dump. */
+  unsigned n = __atomic_fetch_add(&dump_serial, 1, __ATOMIC_RELAXED);
+  int rc = write_dump_file(g.dir, g.mode, h, rank, &t, &pre, data, dlen, n, path, path_len);
+
+  /* give the pages back: a dump is rare, the RSS should not stay */
+  madvise(g.payload, g.payload_cap, MADV_DONTNEED);
+  madvise(g.out, g.out_cap, MADV_DONTNEED);
+  madvise(g.extra, EXTRA_MAX * sizeof(struct ntr_record), MADV_DONTNEED);
+  /* Release pairs with the acquire CAS of the next dump. */
+  __atomic_store_n(&dump_busy, 0, __ATOMIC_RELEASE);
+  return rc;
+}
+
+int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
+                         const struct ntr_comm_state *comms, uint32_t ncomms,
+                         const struct ntr_stack *stacks, uint32_t nstacks,
+                         const struct ntr_record *recs, uint64_t nrecs,
+                         const struct ntr_trigger *trig, char *path, size_t path_len) {
+  if (!dir || !*dir || !hdr || !trig || (ncomms && !comms) || (nstacks && !stacks) ||
+      (nrecs && !recs) || ncomms > NTR_COMM_MAX || nstacks > NTR_STACK_MAX ||
+      nrecs > (UINT64_MAX / 2) / sizeof(struct ntr_record))
+    return -EINVAL;
+  size_t len = NTR_SECTIONS * sizeof(struct ntr_section) + sizeof *hdr +
+               (size_t)ncomms * sizeof *comms + (size_t)nstacks * sizeof *stacks +
+               (size_t)nrecs * sizeof *recs + sizeof *trig;
+  unsigned char *payload = malloc(len);
+  size_t out_cap = ZSTD_compressBound(len);
+  unsigned char *out = ZSTD_isError(out_cap) ? NULL : malloc(out_cap);
+  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  int rc = -ENOMEM;
+  if (payload && out && cctx) {
+    unsigned char *p = put_section(payload, NTR_SEC_HEADER, sizeof *hdr);
+    struct ntr_ring_header *h = (struct ntr_ring_header *)p;
+    memcpy(h, hdr, sizeof *h);
+    h->comm_count = ncomms;
+    h->stack_count = nstacks;
+    p += sizeof *h;
+    p = put_section(p, NTR_SEC_COMMS, (uint64_t)ncomms * sizeof *comms);
+    if (ncomms)
+      memcpy(p, comms, (size_t)ncomms * sizeof *comms);
+    p += (size_t)ncomms * sizeof *comms;
+    p = put_section(p, NTR_SEC_STACKS, (uint64_t)nstacks * sizeof *stacks);
+    if (nstacks)
+      memcpy(p, stacks, (size_t)nstacks * sizeof *stacks);
+    p += (size_t)nstacks * sizeof *stacks;
+    p = put_section(p, NTR_SEC_RECORDS, nrecs * sizeof *recs);
+    if (nrecs)
+      memcpy(p, recs, (size_t)nrecs * sizeof *recs);
+    p += (size_t)nrecs * sizeof *recs;
+    p = put_section(p, NTR_SEC_TRIGGER, sizeof *trig);
+    memcpy(p, trig, sizeof *trig);
+
+    struct ntr_dump_preamble pre;
+    const void *data;
+    size_t dlen = pack(cctx, payload, len, out, out_cap, &pre, &data);
+    int32_t rank = h->rank >= 0 ? h->rank : (ncomms ? comms[0].rank : -1);
+    rc = write_dump_file(dir, 0600, h, rank, trig, &pre, data, dlen, 0, path, path_len);
+  }
+  ZSTD_freeCCtx(cctx);
+  free(out);
+  free(payload);
+  return rc;
+}

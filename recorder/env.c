@@ -1,0 +1,135 @@
+/* env.c -- environment capture for the ring header (see env.h). */
+#include "recorder/env.h"
+
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Variables the launchers use to tell a process its place in the job; they
+ * are recorded so a dump names its rank without the coordinator. */
+static const char *const launcher_vars[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK",
+    "PMIX_RANK", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NODEID",
+};
+
+static const char *const secret_words[] = {
+    "KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
+};
+
+static size_t name_len(const char *s) {
+  size_t n = 0;
+  while (s[n] && s[n] != '=')
+    n++;
+  return n;
+}
+
+static char up(char c) { return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c; }
+
+int ntr_env_is_secret(const char *name) {
+  size_t n = name_len(name);
+  for (size_t w = 0; w < sizeof secret_words / sizeof secret_words[0]; w++) {
+    const char *word = secret_words[w];
+    size_t wl = strlen(word);
+    for (size_t i = 0; i + wl <= n; i++) {
+      size_t j = 0;
+      while (j < wl && up(name[i + j]) == word[j])
+        j++;
+      if (j == wl)
+        return 1;
+    }
+  }
+  return 0;
+}
+
+static int has_prefix(const char *name, size_t n, const char *prefix) {
+  size_t pl = strlen(prefix);
+  return n > pl && memcmp(name, prefix, pl) == 0;
+}
+
+int ntr_env_is_recorded(const char *name) {
+  size_t n = name_len(name);
+  if (n == 0 || ntr_env_is_secret(name))
+    return 0;
+  if (has_prefix(name, n, "NCCL_") || has_prefix(name, n, "CUDA_"))
+    return 1;
+  for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
+    if (strlen(launcher_vars[i]) == n && memcmp(name, launcher_vars[i], n) == 0)
+      return 1;
+  return 0;
+}
+
+uint32_t ntr_env_capture(char *buf, size_t cap) {
+  size_t used = 0;
+  if (!environ)
+    return 0;
+  for (char **e = environ; *e; e++) {
+    if (!ntr_env_is_recorded(*e) || !strchr(*e, '='))
+      continue;
+    size_t len = strlen(*e) + 1;
+    if (len > cap - used)
+      continue; /* whole entries only: a cut value would be a wrong value */
+    memcpy(buf + used, *e, len);
+    used += len;
+  }
+  return (uint32_t)used;
+}
+
+const char *ntr_env_get(const char *name) {
+  size_t n = strlen(name);
+  if (!environ)
+    return NULL;
+  for (char **e = environ; *e; e++)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+      return *e + n + 1;
+  return NULL;
+}
+
+int32_t ntr_env_int(const char *name, int32_t dflt) {
+  const char *v = ntr_env_get(name);
+  if (!v || !*v)
+    return dflt;
+  int neg = 0;
+  if (*v == '-') {
+    neg = 1;
+    v++;
+  }
+  int64_t x = 0;
+  if (!*v)
+    return dflt;
+  for (; *v; v++) {
+    if (*v < '0' || *v > '9')
+      return dflt;
+    x = x * 10 + (*v - '0');
+    if (x > INT32_MAX)
+      return dflt;
+  }
+  return (int32_t)(neg ? -x : x);
+}
+
+/* First variable of the list that is set and parses. */
+static int32_t first_int(const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int32_t v = ntr_env_int(names[i], -1);
+    if (v >= 0)
+      return v;
+  }
+  return -1;
+}
+
+void ntr_env_launcher(int32_t *rank, int32_t *local_rank, int32_t *world_size,
+                      int32_t *local_world_size) {
+  static const char *const r[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                  "SLURM_PROCID"};
+  static const char *const lr[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                   "PMI_LOCAL_RANK", "SLURM_LOCALID"};
+  static const char *const ws[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                   "SLURM_NTASKS"};
+  static const char *const lws[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+  *rank = first_int(r, sizeof r / sizeof r[0]);
+  *local_rank = first_int(lr, sizeof lr / sizeof lr[0]);
+  *world_size = first_int(ws, sizeof ws / sizeof ws[0]);
+  *local_world_size = first_int(lws, sizeof lws / sizeof lws[0]);
+}

@@ -1,0 +1,36 @@
+/* env.h -- what of the environment a ring header records: NCCL_*, CUDA_* and
+ * the launcher's rank variables, never anything whose name suggests a secret.
+ *
+ * Thread-safety: reads environ without copying; call while no thread calls
+ * setenv/putenv (library constructor, fork child).  Signal-safety: all
+ * functions are async-signal-safe (no malloc, no stdio, no locale).
+ */
+#ifndef NTR_ENV_H
+#define NTR_ENV_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 when NAME (the part before '=', or a NUL-terminated name) contains KEY,
+ * SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL or AUTH, case-insensitively. */
+int ntr_env_is_secret(const char *name);
+
+/* 1 when a variable of this name belongs in the ring header's env block. */
+int ntr_env_is_recorded(const char *name);
+
+/* Write "NAME=VALUE\0NAME=VALUE\0..." for the recorded variables into buf.
+ * An entry that does not fit whole is skipped, never truncated.
+ * @return bytes written (<= cap). */
+uint32_t ntr_env_capture(char *buf, size_t cap);
+
+/* getenv without locale or allocation: the value of NAME, or NULL. */
+const char *ntr_env_get(const char *name);
+
+/* Parse a decimal int from an environment variable.
+ * @return the value, or dflt when unset or not a number. */
+int32_t ntr_env_int(const char *name, int32_t dflt);
+
+/* The launcher's ranks, first found of RANK / OMPI_COMM_WORLD_* / PMI_* /
+ * SLURM_*; -1 when unknown. */
+void ntr_env_launcher(int32_t *rank, int32_t *local_rank, int32_t *world_size,
+                      int32_t *local_world_size);
+#endif

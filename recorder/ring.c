@@ -1,0 +1,323 @@
+/* ring.c -- create, map and fill the ring file; comm slots; the seqlock
+ * reader (see ring.h for the protocol and contracts). */
+#include "recorder/ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ntr_config.h"
+#include "recorder/clock.h"
+#include "recorder/env.h"
+#include "recorder/util.h"
+
+#define PAGE 4096u
+#define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
+/* Build <dir>/nccltrace-<job>-<host>-<pid>[~n].ring into out. */
+static int ring_name(char *out, size_t cap, const char *dir, const char *job, const char *host,
+                     int pid, int attempt) {
+  struct ntr_sb sb;
+  ntr_sb_init(&sb, out, cap);
+  ntr_sb_str(&sb, dir);
+  ntr_sb_str(&sb, "/nccltrace-");
+  ntr_sb_component(&sb, job && *job ? job : "nojob", 64);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_component(&sb, host, 64);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_i64(&sb, pid);
+  if (attempt) {
+    ntr_sb_str(&sb, "~");
+    ntr_sb_i64(&sb, attempt);
+  }
+  ntr_sb_str(&sb, ".ring");
+  return sb.overflow ? -ENAMETOOLONG : 0;
+}
+
+/* Make sure dir exists and is ours: the default lives in world-writable
+ * /dev/shm, where another user could pre-plant a directory or a symlink to
+ * read our rings or make us write elsewhere. */
+static int check_dir(const char *dir) {
+  int rc = ntr_mkdir_p(dir, 0700);
+  if (rc)
+    return rc;
+  struct stat st;
+  if (lstat(dir, &st) != 0)
+    return -errno;
+  if (S_ISLNK(st.st_mode))
+    return -ELOOP;
+  if (!S_ISDIR(st.st_mode))
+    return -ENOTDIR;
+  if (st.st_uid != geteuid())
+    return -EPERM;
+  return 0;
+}
+
+static void read_exe(char *out, size_t cap) {
+  int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n;
+    do
+      n = read(fd, out, cap - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n > 0) {
+      while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\0'))
+        n--;
+      out[n] = '\0';
+      if (n > 0)
+        return;
+    }
+  }
+  ntr_strlcpy(out, program_invocation_short_name ? program_invocation_short_name : "?", cap);
+}
+
+/* Layout: [header 16 KiB][comm table][stack table][slots], each section page
+ * aligned so a reader can map them independently. */
+static void layout(struct ntr_ring_header *h, uint32_t slots) {
+  h->comm_offset = NTR_RING_HEADER_BYTES;
+  h->stack_offset =
+      ALIGN_UP(h->comm_offset + (uint64_t)NTR_COMM_MAX * sizeof(struct ntr_comm_state), PAGE);
+  h->slot_offset =
+      ALIGN_UP(h->stack_offset + (uint64_t)NTR_STACK_MAX * sizeof(struct ntr_stack), PAGE);
+  h->file_size = ALIGN_UP(h->slot_offset + (uint64_t)slots * sizeof(struct ntr_record), PAGE);
+}
+
+static void fill_identity(struct ntr_ring_header *h, const char *job) {
+  memcpy(h->magic, NTR_RING_MAGIC, 8);
+  h->version = NTR_FORMAT_VERSION;
+  h->header_size = sizeof(struct ntr_ring_header);
+  h->record_size = sizeof(struct ntr_record);
+  h->comm_max = NTR_COMM_MAX;
+  h->comm_recent = NTR_COMM_RECENT;
+  h->stack_max = NTR_STACK_MAX;
+  h->stack_depth = NTR_STACK_DEPTH;
+  h->pid = getpid();
+  h->ppid = getppid();
+  ntr_env_launcher(&h->rank, &h->local_rank, &h->world_size, &h->local_world_size);
+  h->proc_state = NTR_PROC_RUNNING;
+  if (gethostname(h->host, sizeof h->host) != 0)
+    ntr_strlcpy(h->host, "unknown", sizeof h->host);
+  h->host[sizeof h->host - 1] = '\0';
+  ntr_strlcpy(h->job_id, job ? job : "", sizeof h->job_id);
+  ntr_strlcpy(h->tracer_version, NTR_VERSION, sizeof h->tracer_version);
+  read_exe(h->exe, sizeof h->exe);
+  h->env_len = ntr_env_capture(h->env, sizeof h->env);
+}
+
+/* Shared by open and reopen_child; clocks, when given, are copied instead of
+ * calibrated (a fork child inherits its parent's TSC rate). */
+static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
+                       const struct ntr_ring_header *clocks) {
+  memset(ring, 0, sizeof *ring);
+  uint32_t slots = cfg->slots;
+  if (slots < 64 || (slots & (slots - 1)) || !cfg->dir || !*cfg->dir)
+    return -EINVAL;
+  int rc = check_dir(cfg->dir);
+  if (rc)
+    return rc;
+  char host[64];
+  if (gethostname(host, sizeof host) != 0)
+    ntr_strlcpy(host, "unknown", sizeof host);
+  host[sizeof host - 1] = '\0';
+
+  int fd = -1;
+  for (int attempt = 0; attempt < 16 && fd < 0; attempt++) {
+    rc = ring_name(ring->path, sizeof ring->path, cfg->dir, cfg->job_id, host, getpid(), attempt);
+    if (rc)
+      return rc;
+    fd = open(ring->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      break;
+    if (errno != EEXIST)
+      return -errno;
+    /* A leftover regular file (an earlier process with our pid) is evidence:
+     * keep it and pick the next name.  Anything else was planted: refuse. */
+    struct stat st;
+    if (lstat(ring->path, &st) != 0 || !S_ISREG(st.st_mode))
+      return -EEXIST;
+  }
+  if (fd < 0)
+    return -EEXIST;
+
+  struct ntr_ring_header tmp;
+  memset(&tmp, 0, sizeof tmp);
+  layout(&tmp, slots);
+  rc = 0;
+  while (ftruncate(fd, (off_t)tmp.file_size) != 0) {
+    if (errno != EINTR) {
+      rc = -errno;
+      break;
+    }
+  }
+  void *map = MAP_FAILED;
+  if (!rc) {
+    map = mmap(NULL, tmp.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+      rc = -errno;
+  }
+  close(fd);
+  if (rc) {
+    unlink(ring->path);
+    ring->path[0] = '\0';
+    return rc;
+  }
+
+  struct ntr_ring_header *h = map;
+  fill_identity(h, cfg->job_id);
+  h->slot_count = slots;
+  h->comm_offset = tmp.comm_offset;
+  h->stack_offset = tmp.stack_offset;
+  h->slot_offset = tmp.slot_offset;
+  h->file_size = tmp.file_size;
+  if (clocks) {
+    h->tsc_base = clocks->tsc_base;
+    h->mono_base_ns = clocks->mono_base_ns;
+    h->real_base_ns = clocks->real_base_ns;
+    h->tsc_hz = clocks->tsc_hz;
+  } else {
+    ntr_clock_calibrate(h);
+  }
+
+  ring->hdr = h;
+  ring->comms = (struct ntr_comm_state *)((char *)map + h->comm_offset);
+  ring->stacks = (struct ntr_stack *)((char *)map + h->stack_offset);
+  ring->slots = (struct ntr_record *)((char *)map + h->slot_offset);
+  ring->mask = slots - 1;
+  ring->map_size = h->file_size;
+  ntr_strlcpy(ring->dir, cfg->dir, sizeof ring->dir);
+  return 0;
+}
+
+int ntr_ring_open(struct ntr_ring *ring, const struct ntr_ring_config *cfg) {
+  return ring_create(ring, cfg, NULL);
+}
+
+int ntr_ring_reopen_child(struct ntr_ring *ring, const struct ntr_ring_config *cfg) {
+  struct ntr_ring_header clocks;
+  int have_clocks = 0;
+  if (ring->hdr) {
+    /* read-only use of the parent's header: the clock bases */
+    clocks.tsc_base = ring->hdr->tsc_base;
+    clocks.mono_base_ns = ring->hdr->mono_base_ns;
+    clocks.real_base_ns = ring->hdr->real_base_ns;
+    clocks.tsc_hz = ring->hdr->tsc_hz;
+    have_clocks = 1;
+    munmap(ring->hdr, ring->map_size);
+    ring->hdr = NULL;
+  }
+  return ring_create(ring, cfg, have_clocks ? &clocks : NULL);
+}
+
+int ntr_ring_set_job(struct ntr_ring *ring, const char *job_id) {
+  if (!ring->hdr || !job_id)
+    return -EINVAL;
+  ntr_strlcpy(ring->hdr->job_id, job_id, sizeof ring->hdr->job_id);
+  char path[sizeof ring->path];
+  for (int attempt = 0; attempt < 16; attempt++) {
+    int rc = ring_name(path, sizeof path, ring->dir, job_id, ring->hdr->host, ring->hdr->pid,
+                       attempt);
+    if (rc)
+      return rc;
+    if (strcmp(path, ring->path) == 0)
+      return 0;
+    /* link + unlink instead of rename: never replaces another ring */
+    if (link(ring->path, path) == 0) {
+      unlink(ring->path);
+      memcpy(ring->path, path, sizeof path);
+      return 0;
+    }
+    if (errno != EEXIST)
+      return -errno;
+  }
+  return -EEXIST;
+}
+
+void ntr_ring_close(struct ntr_ring *ring, int remove) {
+  if (ring->hdr) {
+    munmap(ring->hdr, ring->map_size);
+    ring->hdr = NULL;
+  }
+  if (remove && ring->path[0])
+    unlink(ring->path);
+  ring->comms = NULL;
+  ring->stacks = NULL;
+  ring->slots = NULL;
+}
+
+struct ntr_comm_state *ntr_ring_comm_alloc(struct ntr_ring *ring) {
+  /* Relaxed: the index only has to be unique; the slot is zero in a fresh
+   * file and nobody reads it before the caller publishes its comm_id. */
+  uint32_t i = __atomic_fetch_add(&ring->hdr->comm_count, 1, __ATOMIC_RELAXED);
+  if (i >= NTR_COMM_MAX) {
+    /* keep comm_count meaningful for readers: they clamp, but do not let it
+     * wrap after 4 billion failed allocations */
+    __atomic_store_n(&ring->hdr->comm_count, NTR_COMM_MAX, __ATOMIC_RELAXED);
+    return NULL;
+  }
+  struct ntr_comm_state *cs = &ring->comms[i];
+  memset(cs, 0, sizeof *cs);
+  return cs;
+}
+
+void ntr_ring_commit_recent(struct ntr_comm_state *cs, const struct ntr_record *rec,
+                            uint64_t pos) {
+  /* Relaxed: the index only has to be unique per record. */
+  uint64_t n = __atomic_fetch_add(&cs->rec_count, 1, __ATOMIC_RELAXED);
+  struct ntr_record *dst = &cs->recent[n & (NTR_COMM_RECENT - 1)];
+  /* Same single-owner seqlock as the main ring (ring.h), with recent[]'s own
+   * lap; commit still carries the global position.  If another writer owns
+   * the entry, this copy is dropped: the main ring still has the record. */
+  uint64_t c = __atomic_load_n(&dst->commit, __ATOMIC_ACQUIRE);
+  if (c == 0 ? n >= NTR_COMM_RECENT : c - 1 > pos)
+    return;
+  /* Acquire pairs with the release store of the previous owner's commit. */
+  if (c != 0 &&
+      !__atomic_compare_exchange_n(&dst->commit, &c, 0, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    return;
+  NTR_FENCE_RELEASE(); /* commit = 0 before the body */
+  /* Word-atomic relaxed stores: readers copy concurrently, and this keeps the
+   * race defined behaviour (and what TSan sees matches the protocol). */
+  const uint64_t *src = (const uint64_t *)rec;
+  uint64_t *d = (uint64_t *)dst;
+  for (size_t w = 1; w < sizeof *rec / 8; w++)
+    __atomic_store_n(&d[w], src[w], __ATOMIC_RELAXED);
+  /* Release pairs with the acquire load in ntr_ring_read_slot. */
+  __atomic_store_n(&dst->commit, pos + 1, __ATOMIC_RELEASE);
+}
+
+/* The body copy races with writers by design (the seqlock detects it): it is
+ * excluded from TSan, which cannot see that a torn copy is discarded. */
+#if defined(__clang__)
+#define NTR_NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define NTR_NO_TSAN __attribute__((no_sanitize_thread))
+#endif
+
+NTR_NO_TSAN static void copy_body(struct ntr_record *out, const struct ntr_record *slot) {
+  const volatile uint64_t *s = (const volatile uint64_t *)slot;
+  uint64_t *d = (uint64_t *)out;
+  for (size_t w = 1; w < sizeof *slot / 8; w++)
+    d[w] = s[w];
+}
+
+uint64_t ntr_ring_read_slot(const struct ntr_record *slot, struct ntr_record *out) {
+  /* Acquire pairs with the writer's release store of commit: the body we
+   * copy is at least as new as that commit. */
+  uint64_t c1 = __atomic_load_n(&slot->commit, __ATOMIC_ACQUIRE);
+  if (c1 == 0)
+    return 0;
+  copy_body(out, slot);
+  /* Acquire fence pairs with the writer's release fence after commit = 0:
+   * if any body word we read came from a newer writer, the second load
+   * below sees that writer's commit = 0 (or later), not c1. */
+  NTR_FENCE_ACQUIRE();
+  uint64_t c2 = __atomic_load_n(&slot->commit, __ATOMIC_RELAXED);
+  if (c1 != c2)
+    return 0;
+  out->commit = c1;
+  return c1;
+}

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""accept_exchange.py -- acceptance tests of the cross-rank check with
+LD_PRELOAD=libnccltrace.so on the CPU emulator (tests/emu), 4 ranks started
+the way torchrun does (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), the
+coordinator discovered from MASTER_ADDR/MASTER_PORT and hosted by rank 0
+unless said otherwise.  One test per invocation:
+
+  strict        NCCLTRACE_CHECK=strict, rank 1 Broadcast where the others
+                AllReduce: ncclInvalidUsage on all 4, nothing enqueued (the
+                next AllReduce sums right), stderr names seq, ranks, field
+  async         NCCLTRACE_CHECK=async, NCCLTRACE_TIMEOUT=600, same mismatch:
+                every rank prints it once, records it within 100 ms of the
+                later rank's call (ring timestamps) and dumps
+  sigkill       SIGKILL of rank 2: ranks 0,1,3 name it within 1 s and dump
+  noinit        rank 3 never calls init: the others are told their init waits
+                for rank 3
+  coord_killed  standalone `nccltrace coord`, SIGKILLed mid-run: the ranks
+                finish their collectives correctly and exit 0
+
+Paths come from the environment (set by meson): NTX_LIB, NTX_EMU, NTX_TOOL,
+NTX_RANK.  Exit: 0 pass, 1 fail, 77 skip.
+"""
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+N = 4
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Job:
+    def __init__(self, tmp, mode, extra_env, coord=None):
+        self.tmp = tmp
+        self.procs = []
+        port = free_port()
+        idfile = os.path.join(tmp, "id")
+        for r in range(N):
+            env = dict(os.environ)
+            for k in list(env):
+                if k.startswith("NCCLTRACE_") or k in ("LD_PRELOAD", "NCCLEMU_FAULT"):
+                    del env[k]
+            env.update({
+                "LD_LIBRARY_PATH": os.environ["NTX_EMU"], "NCCLEMU_DEVICES": "8",
+                "LD_PRELOAD": os.environ["NTX_LIB"],
+                "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(N),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port - 17),
+                "NCCLTRACE_RING_DIR": os.path.join(tmp, "rings"),
+                "NCCLTRACE_DIR": os.path.join(tmp, "dumps"),
+                "NCCLTRACE_JOB": "xacc",
+            })
+            if coord:
+                env["NCCLTRACE_COORD"] = coord
+            env.update(extra_env)
+            err = open(os.path.join(tmp, "err.%d" % r), "w")
+            out = open(os.path.join(tmp, "out.%d" % r), "w")
+            self.procs.append(subprocess.Popen(
+                [os.environ["NTX_RANK"], mode, str(r), str(N), idfile],
+                env=env, stdout=out, stderr=err))
+
+    def text(self, kind, r):
+        with open(os.path.join(self.tmp, "%s.%d" % (kind, r))) as f:
+            return f.read()
+
+    def wait_text(self, kind, ranks, needle, timeout):
+        end = time.time() + timeout
+        while time.time() < end:
+            if all(needle in self.text(kind, r) for r in ranks):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def wait(self, timeout):
+        end = time.time() + timeout
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, end - time.time()))
+            except subprocess.TimeoutExpired:
+                pass
+        return [p.poll() for p in self.procs]
+
+    def kill_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def show(self):
+        for r in range(N):
+            print("--- rank %d stdout:\n%s--- rank %d stderr:\n%s" % (r, self.text("out", r), r, self.text("err", r)))
+
+
+def decode(path):
+    p = subprocess.run([os.environ["NTX_TOOL"], "decode", "--json", path],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "decode %s: %s" % (path, p.stderr.strip()))
+    return json.loads(p.stdout)
+
+
+def rings(tmp):
+    return sorted(glob.glob(os.path.join(tmp, "rings", "*.ring")))
+
+
+def dump_triggers(tmp):
+    out = []
+    for d in glob.glob(os.path.join(tmp, "dumps", "*")):
+        j = decode(d)
+        out.append((j.get("header", {}).get("rank"), j.get("trigger", {}).get("kind")))
+    return out
+
+
+def t_strict(tmp):
+    job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20"})
+    codes = job.wait(40)
+    job.kill_all()
+    job.show()
+    check(codes == [0] * N, "exit codes %s" % codes)
+    for r in range(N):
+        out, err = job.text("out", r), job.text("err", r)
+        check("seq4 invalid usage" in out.lower() or "seq4 ncclinvalidusage" in out.lower(),
+              "rank %d: seq 4 not refused: %s" % (r, out))
+        check("after ok" in out, "rank %d: the AllReduce after the refusal failed" % r)
+        check("seq 4 field op: rank 1 Broadcast(count=64, float32, root=0) vs ranks 0,2,3 "
+              "AllReduce(count=64, float32, sum)" in err, "rank %d stderr lacks the verdict" % r)
+
+
+def t_async(tmp):
+    job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600"})
+    ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm", 20)
+    job.wait_text("out", range(N), "hung", 5)
+    time.sleep(0.5)  # the dumps follow the line
+    job.kill_all()
+    job.show()
+    check(ok, "not every rank printed the mismatch")
+    for r in range(N):
+        err = job.text("err", r)
+        check(err.count("nccltrace: mismatch on comm") == 1, "rank %d: not exactly one line" % r)
+        check("seq 4 field op: rank 1 Broadcast" in err, "rank %d: wrong verdict" % r)
+    calls, verdicts = [], []
+    for path in rings(tmp):
+        j = decode(path)
+        recs = j["records"]
+        c = [x["t_ns"] for x in recs if x.get("seq") == 4 and x["kind"] in ("AllReduce", "Broadcast")]
+        v = [x["t_ns"] for x in recs if x["kind"] == "Mismatch"]
+        check(c and v, "%s: call %s verdict %s" % (path, c, v))
+        calls.append(min(c))
+        verdicts.append(min(v))
+    check(len(calls) == N, "expected %d rings, got %d" % (N, len(calls)))
+    later = max(calls)
+    for v in verdicts:
+        ms = (v - later) / 1e6
+        print("verdict recorded %.2f ms after the later rank's call" % ms)
+        check(0 <= ms < 100, "verdict %.2f ms after the later call" % ms)
+    trig = dump_triggers(tmp)
+    check(sum(1 for _, k in trig if k == "mismatch") >= N, "mismatch dumps: %s" % trig)
+
+
+def t_sigkill(tmp):
+    job = Job(tmp, "idle", {"NCCLTRACE_CHECK": "async"})
+    check(job.wait_text("out", range(N), "ready", 30), "ranks not ready")
+    time.sleep(0.3)
+    t0 = time.time()
+    job.procs[2].send_signal(signal.SIGKILL)
+    ok = job.wait_text("err", [0, 1, 3], "nccltrace: lost rank 2 (host", 5)
+    dt = time.time() - t0
+    time.sleep(0.5)
+    job.kill_all()
+    job.show()
+    check(ok and dt < 1.0, "survivors told after %.3f s" % dt)
+    print("survivors named rank 2 within %.0f ms" % (dt * 1e3))
+    trig = dump_triggers(tmp)
+    check(sum(1 for _, k in trig if k == "peer_lost") >= 3, "peer_lost dumps: %s" % trig)
+
+
+def t_noinit(tmp):
+    job = Job(tmp, "noinit", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_SKEW_S": "2"})
+    ok = job.wait_text("err", [0, 1, 2], "init: waiting for rank 3 (never joined)", 15)
+    job.kill_all()
+    job.show()
+    check(ok, "ranks 0-2 were not told that rank 3 never joined")
+
+
+def t_coord_killed(tmp):
+    port = free_port()
+    env = dict(os.environ, NCCLTRACE_SECRET="acceptance")
+    coord = subprocess.Popen([os.environ["NTX_TOOL"], "coord", "--listen", "127.0.0.1:%d" % port, "--quiet"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    job = Job(tmp, "steady", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_SECRET": "acceptance"},
+              coord="127.0.0.1:%d" % port)
+    ready = job.wait_text("out", range(N), "ready", 30)
+    coord.kill()
+    coord.wait()
+    codes = job.wait(30)
+    job.kill_all()
+    job.show()
+    check(ready, "ranks not ready")
+    check(codes == [0] * N, "exit codes %s" % codes)
+    for r in range(N):
+        check("done" in job.text("out", r), "rank %d did not finish" % r)
+        check("lost the coordinator" in job.text("err", r), "rank %d did not say the coordinator went" % r)
+
+
+def main():
+    for k in ("NTX_LIB", "NTX_EMU", "NTX_TOOL", "NTX_RANK"):
+        if not os.environ.get(k):
+            print("skip: %s not set" % k)
+            sys.exit(77)
+    test = sys.argv[1]
+    tmp = tempfile.mkdtemp(prefix="ntx-acc-")
+    os.chmod(tmp, 0o700)
+    try:
+        {"strict": t_strict, "async": t_async, "sigkill": t_sigkill, "noinit": t_noinit,
+         "coord_killed": t_coord_killed}[test](tmp)
+    finally:
+        if os.environ.get("NTX_KEEP"):
+            print("kept " + tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("%s: ok" % test)
+
+
+if __name__ == "__main__":
+    main()

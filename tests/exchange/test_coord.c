@@ -1,0 +1,292 @@
+/* test_coord.c -- the coordinator over real sockets, driven by simulated
+ * clients that speak the wire protocol directly: a mismatch reaches every
+ * rank; a client that disappears without BYE is named to the others within
+ * 1 s and a BYE is silent; garbage, wrong keys, replays, oversized and
+ * dribbled (slowloris) frames are cut off while the others are served on;
+ * the client limit holds. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "interpose/exchange/coord.h"
+#include "interpose/exchange/wire.h"
+#include "recorder/format.h"
+
+static int failures;
+#define EXPECT(c)                                                                  \
+  do {                                                                             \
+    if (!(c)) {                                                                    \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);             \
+      failures++;                                                                  \
+    }                                                                              \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int port;
+static struct ntx_key key = {0x1111, 0x2222};
+#define COMM 0x9f2c0123456789abull
+
+struct rc {
+  int fd;
+  struct ntx_session s;
+  uint64_t tx, rx;
+  uint8_t in[NTX_FRAME_MAX * 2];
+  size_t in_len;
+  uint8_t frame[NTX_FRAME_MAX];
+};
+
+static int raw_connect(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+    close(fd);
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+/* @return 1 with a message (payload copied to c->frame), 0 on timeout, -1 when closed. */
+static int rc_recv(struct rc *c, struct ntx_msg *m, int timeout_ms) {
+  double end = now_s() + timeout_ms / 1000.0;
+  for (;;) {
+    struct ntx_frame f;
+    int r = ntx_frame_parse(c->in, c->in_len, &c->s, NTX_DIR_TO_CLIENT, c->rx, &f);
+    if (r < 0)
+      return -1;
+    if (r > 0) {
+      memcpy(c->frame, f.payload, f.len);
+      f.payload = c->frame;
+      memmove(c->in, c->in + r, c->in_len - (size_t)r);
+      c->in_len -= (size_t)r;
+      c->rx++;
+      return ntx_msg_decode(&f, m) == 0 ? 1 : -1;
+    }
+    int left = (int)((end - now_s()) * 1000);
+    if (left <= 0)
+      return 0;
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (poll(&p, 1, left) <= 0)
+      return 0;
+    ssize_t n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, 0);
+    if (n <= 0)
+      return -1;
+    c->in_len += (size_t)n;
+  }
+}
+
+static void rc_send(struct rc *c, uint8_t type, const void *p, size_t n) {
+  uint8_t buf[NTX_FRAME_MAX];
+  size_t l = ntx_frame_encode(buf, sizeof buf, type, c->tx++, p, n, &c->s, NTX_DIR_TO_COORD);
+  ssize_t w = send(c->fd, buf, l, MSG_NOSIGNAL);
+  (void)w;
+}
+
+static int rc_open(struct rc *c, const struct ntx_key *k, int lrank) {
+  memset(c, 0, sizeof *c);
+  c->fd = raw_connect();
+  c->s.key = *k;
+  struct ntx_msg m;
+  if (c->fd < 0 || rc_recv(c, &m, 2000) != 1 || m.type != NTX_MSG_CHALLENGE)
+    return -1;
+  memcpy(c->s.nonce, m.u.challenge.nonce, NTX_NONCE);
+  uint8_t nonce[NTX_NONCE], p[256];
+  for (int i = 0; i < (int)NTX_NONCE; i++)
+    nonce[i] = (uint8_t)(rand());
+  size_t n = ntx_enc_hello(p, sizeof p, nonce, 4000 + lrank, lrank, 0, "simhost", "job");
+  rc_send(c, NTX_MSG_HELLO, p, n);
+  memcpy(c->s.nonce + NTX_NONCE, nonce, NTX_NONCE);
+  if (rc_recv(c, &m, 2000) != 1 || m.type != NTX_MSG_WELCOME)
+    return -1;
+  return 0;
+}
+
+static void rc_register(struct rc *c, uint64_t comm, int rank, int nranks) {
+  uint8_t p[256];
+  size_t n = ntx_enc_register(p, sizeof p, comm, rank, nranks, 22809, "NCCL_PROTO=Simple", 18);
+  rc_send(c, NTX_MSG_REGISTER, p, n);
+}
+
+static void rc_fp(struct rc *c, int rank, uint64_t seq, unsigned kind) {
+  uint8_t p[128];
+  size_t n = ntx_enc_fp_head(p, sizeof p, 0, 1);
+  struct ntx_fp fp = {.comm_id = COMM, .seq = seq, .count = 64, .kind = (uint16_t)kind, .dtype = 7,
+                      .dir = NTX_FP_COLL, .redop = kind == NTR_KIND_ALLREDUCE ? 0 : -1,
+                      .peer = kind == NTR_KIND_ALLREDUCE ? -1 : 0, .rank = rank};
+  ntx_fp_put(p + 8, 0, &fp);
+  rc_send(c, NTX_MSG_FP, p, n);
+}
+
+/* Wait for a verdict of this kind (other messages are skipped). */
+static int wait_verdict(struct rc *c, uint32_t kind, int timeout_ms, char *text, size_t tl) {
+  double end = now_s() + timeout_ms / 1000.0;
+  struct ntx_msg m;
+  while (now_s() < end) {
+    int r = rc_recv(c, &m, (int)((end - now_s()) * 1000) + 1);
+    if (r < 0)
+      return -1;
+    if (r == 1 && m.type == NTX_MSG_VERDICT && m.u.verdict.kind == kind) {
+      if (text)
+        snprintf(text, tl, "%.*s", (int)m.u.verdict.text_len, m.u.verdict.text);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* 1 when the coordinator closed this raw socket within timeout_ms. */
+static int closed_within(int fd, int timeout_ms) {
+  double end = now_s() + timeout_ms / 1000.0;
+  char b[4096];
+  while (now_s() < end) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 50) > 0) {
+      ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+static struct rc cl[4];
+
+int main(void) {
+  struct ntx_coord_cfg cfg;
+  ntx_coord_default_cfg(&cfg);
+  cfg.host = "127.0.0.1";
+  cfg.port = "0";
+  cfg.key = key;
+  cfg.hs_timeout_s = 1;
+  cfg.slow_timeout_s = 1;
+  cfg.lim.max_clients = 12;
+  struct ntx_coord *co;
+  char err[256];
+  if (ntx_coord_listen(&co, &cfg, err, sizeof err) < 0) {
+    fprintf(stderr, "listen: %s\n", err);
+    return 77;
+  }
+  port = ntx_coord_port(co);
+  ntx_coord_start(co);
+
+  for (int r = 0; r < 4; r++) {
+    EXPECT(rc_open(&cl[r], &key, r) == 0);
+    rc_register(&cl[r], COMM, r, 4);
+  }
+  /* hostile neighbours connect while the job runs */
+  int garbage = raw_connect();
+  const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ssize_t w = send(garbage, junk, sizeof junk, MSG_NOSIGNAL);
+  (void)w;
+  struct rc wrong;
+  struct ntx_key bad = {0x1111, 0x2223};
+  EXPECT(rc_open(&wrong, &bad, 9) < 0); /* CHALLENGE fails to verify client-side ... */
+  int slow = raw_connect();
+  w = send(slow, "NX\1", 3, MSG_NOSIGNAL); /* ... and a frame that never completes */
+  int big = raw_connect();
+  uint8_t hdr[16] = {'N', 'X', 1, NTX_MSG_HELLO, 0, 0, 0, 0x10}; /* 256 MiB payload */
+  w = send(big, hdr, sizeof hdr, MSG_NOSIGNAL);
+  /* an impostor that knows the protocol but not the key sends a HELLO */
+  struct rc imp;
+  memset(&imp, 0, sizeof imp);
+  imp.fd = raw_connect();
+  imp.s.key = bad;
+  struct ntx_msg m;
+  rc_recv(&imp, &m, 0); /* CHALLENGE arrives; its tag fails with the wrong key */
+  uint8_t p[256], nonce[NTX_NONCE] = {1};
+  size_t n = ntx_enc_hello(p, sizeof p, nonce, 1, 1, 0, "evil", "job");
+  rc_send(&imp, NTX_MSG_HELLO, p, n);
+
+  EXPECT(closed_within(garbage, 1500));
+  EXPECT(closed_within(big, 1500));
+  EXPECT(closed_within(imp.fd, 1500));
+  EXPECT(closed_within(slow, 2500)); /* slowloris: cut at the 1 s handshake/partial limit */
+
+  /* the job is served all along: seq 1 agrees, seq 2 rank 1 differs */
+  for (int r = 0; r < 4; r++)
+    rc_fp(&cl[r], r, 1, NTR_KIND_ALLREDUCE);
+  for (int r = 0; r < 4; r++)
+    rc_fp(&cl[r], r, 2, r == 1 ? NTR_KIND_BROADCAST : NTR_KIND_ALLREDUCE);
+  double t0 = now_s();
+  char text[2048];
+  for (int r = 0; r < 4; r++) {
+    EXPECT(wait_verdict(&cl[r], NTX_V_MISMATCH, 1000, text, sizeof text) == 1);
+    EXPECT(strstr(text, "seq 2 field op: rank 1 Broadcast") != NULL);
+  }
+  printf("mismatch to all 4 in %.1f ms: %s\n", (now_s() - t0) * 1e3, text);
+
+  /* replay: client 3 resends an old frame verbatim -> cut off (and reported lost) */
+  {
+    uint8_t buf[NTX_FRAME_MAX];
+    size_t l = ntx_frame_encode(buf, sizeof buf, NTX_MSG_PING, cl[3].tx - 1, NULL, 0, &cl[3].s, NTX_DIR_TO_COORD);
+    w = send(cl[3].fd, buf, l, MSG_NOSIGNAL);
+    EXPECT(closed_within(cl[3].fd, 1500));
+    close(cl[3].fd);
+  }
+  for (int r = 0; r < 3; r++)
+    EXPECT(wait_verdict(&cl[r], NTX_V_PEER_LOST, 1000, NULL, 0) == 1);
+
+  /* clean exit: BYE, nobody is told */
+  uint8_t bye[4] = {0};
+  rc_send(&cl[2], NTX_MSG_BYE, bye, 4);
+  close(cl[2].fd);
+  /* killed: the socket just closes; the survivors hear it within 1 s */
+  t0 = now_s();
+  close(cl[1].fd);
+  EXPECT(wait_verdict(&cl[0], NTX_V_PEER_LOST, 1000, text, sizeof text) == 1);
+  double lost_ms = (now_s() - t0) * 1e3;
+  EXPECT(strstr(text, "lost rank 1 (host simhost, pid 4001)") != NULL);
+  EXPECT(lost_ms < 1000);
+  printf("peer lost reported in %.1f ms: %s\n", lost_ms, text);
+  EXPECT(!strstr(text, "rank 2"));
+
+  /* the client limit: 12 slots, 1 in use: 11 more fit, the 12th is refused */
+  int extra[12];
+  for (int i = 0; i < 12; i++)
+    extra[i] = raw_connect();
+  EXPECT(closed_within(extra[11], 1000));
+  for (int i = 0; i < 12; i++)
+    close(extra[i]);
+  struct ntx_coord_stats st;
+  struct ntx_check_stats cst;
+  ntx_coord_get_stats(co, &st, &cst);
+  /* before authentication every rule broken counts as auth: garbage, oversized,
+   * impostor, slowloris; after it the replay counts as malformed */
+  EXPECT(st.rejected_full >= 1 && st.rejected_auth >= 4 && st.rejected_malformed >= 1);
+  printf("stats: accepted %llu, auth %llu, malformed %llu, slow %llu, full %llu, lost %llu\n",
+         (unsigned long long)st.accepted, (unsigned long long)st.rejected_auth,
+         (unsigned long long)st.rejected_malformed, (unsigned long long)st.slow_closed,
+         (unsigned long long)st.rejected_full, (unsigned long long)cst.lost);
+  EXPECT(cst.lost == 2);
+
+  /* and it still serves a newcomer once the extra connections are gone */
+  usleep(300 * 1000);
+  struct rc late;
+  EXPECT(rc_open(&late, &key, 5) == 0);
+  close(late.fd);
+  close(cl[0].fd);
+  close(garbage);
+  close(slow);
+  close(big);
+  close(imp.fd);
+  ntx_coord_stop(co, 0);
+  if (failures)
+    fprintf(stderr, "test_coord: %d failures\n", failures);
+  else
+    printf("test_coord: ok\n");
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,150 @@
+/* xrank.c -- one rank of the exchange acceptance tests on the CPU emulator
+ * with LD_PRELOAD=libnccltrace.so (driver: accept_exchange.py).
+ *
+ *   xrank MODE RANK NRANKS IDFILE
+ *
+ * MODE:
+ *   mismatch  3 AllReduce, then collective #4: rank 1 Broadcast(root 0),
+ *             the others AllReduce; prints "seq4 <ncclResult_t>".  When the
+ *             call was refused everywhere (strict), a 5th AllReduce must give
+ *             the right sum: proof that nothing of #4 was enqueued.  When it
+ *             was not refused (async) the ranks hang there; "hung" is printed
+ *             and the driver kills them.
+ *   idle      3 AllReduce, "ready", then sleep (the driver kills some ranks)
+ *   noinit    rank NRANKS-1 never calls init; the others block in it
+ *   steady    60 AllReduce, 20 ms apart, "ready" after 10; exits 0
+ *
+ * Exit: 0 done, 1 failure (message on stderr).
+ * Thread-safety / signal-safety: single-threaded, no handlers.
+ */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int g_rank;
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    fprintf(stderr, "xrank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);      \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fprintf(stderr, "\n");                                                     \
+    exit(1);                                                                   \
+  } while (0)
+#define NCCL(call)                                                             \
+  do {                                                                         \
+    ncclResult_t r_ = (call);                                                  \
+    if (r_ != ncclSuccess)                                                     \
+      FAIL("%s -> %s", #call, ncclGetErrorString(r_));                         \
+  } while (0)
+#define CUDA(call)                                                             \
+  do {                                                                         \
+    if ((call) != cudaSuccess)                                                 \
+      FAIL("%s failed", #call);                                                \
+  } while (0)
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+static void unique_id(const char *path, int rank, ncclUniqueId *id) {
+  if (rank == 0) {
+    NCCL(ncclGetUniqueId(id));
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
+      FAIL("cannot publish the unique id");
+    return;
+  }
+  for (int i = 0; i < 3000; i++, sleep_ms(10)) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t n = fread(id, sizeof *id, 1, f);
+      fclose(f);
+      if (n == 1)
+        return;
+    }
+  }
+  FAIL("no unique id");
+}
+
+static float *dbuf;
+static cudaStream_t stream;
+
+/* AllReduce of rank+1 over n ranks: every element must be n(n+1)/2. */
+static void allreduce_checked(ncclComm_t comm, int nranks) {
+  float h[64];
+  for (int i = 0; i < 64; i++)
+    h[i] = (float)(g_rank + 1);
+  CUDA(cudaMemcpy(dbuf, h, sizeof h, cudaMemcpyHostToDevice));
+  NCCL(ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream));
+  CUDA(cudaStreamSynchronize(stream));
+  CUDA(cudaMemcpy(h, dbuf, sizeof h, cudaMemcpyDeviceToHost));
+  float want = (float)(nranks * (nranks + 1) / 2);
+  for (int i = 0; i < 64; i++)
+    if (h[i] != want)
+      FAIL("allreduce element %d = %g, want %g", i, (double)h[i], (double)want);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 5)
+    FAIL("usage: xrank MODE RANK NRANKS IDFILE");
+  const char *mode = argv[1];
+  g_rank = atoi(argv[2]);
+  int nranks = atoi(argv[3]);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  CUDA(cudaSetDevice(g_rank % 8));
+  CUDA(cudaStreamCreate(&stream));
+  CUDA(cudaMalloc((void **)&dbuf, 64 * sizeof(float)));
+  ncclUniqueId id;
+  unique_id(argv[4], g_rank, &id);
+  if (!strcmp(mode, "noinit") && g_rank == nranks - 1) {
+    printf("not joining\n");
+    sleep_ms(60000);
+    return 0;
+  }
+  ncclComm_t comm;
+  NCCL(ncclCommInitRank(&comm, nranks, id, g_rank));
+  if (!strcmp(mode, "steady")) {
+    for (int i = 0; i < 60; i++) {
+      allreduce_checked(comm, nranks);
+      if (i == 10)
+        printf("ready\n");
+      sleep_ms(20);
+    }
+    printf("done\n");
+    NCCL(ncclCommDestroy(comm));
+    return 0;
+  }
+  for (int i = 0; i < 3; i++)
+    allreduce_checked(comm, nranks);
+  if (!strcmp(mode, "idle")) {
+    printf("ready\n");
+    sleep_ms(60000);
+    return 0;
+  }
+  if (!strcmp(mode, "mismatch")) {
+    ncclResult_t r;
+    if (g_rank == 1)
+      r = ncclBroadcast(dbuf, dbuf, 64, ncclFloat32, 0, comm, stream);
+    else
+      r = ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream);
+    printf("seq4 %s\n", ncclGetErrorString(r));
+    if (r == ncclInvalidUsage) {
+      allreduce_checked(comm, nranks); /* nothing of #4 was enqueued anywhere */
+      printf("after ok\n");
+      NCCL(ncclCommDestroy(comm));
+      return 0;
+    }
+    printf("hung\n");
+    sleep_ms(60000);
+    return 0;
+  }
+  FAIL("unknown mode %s", mode);
+}

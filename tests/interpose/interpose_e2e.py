@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""interpose_e2e.py -- end-to-end tests of libnccltrace.so (tests/interpose).
+
+Each test runs programs with LD_PRELOAD=libnccltrace.so (on the CPU emulator
+unless said otherwise), then decodes what was left behind with
+`nccltrace decode --json` and checks it.  One test per invocation:
+
+  interpose_e2e.py TEST   (paths come from the environment, see main())
+
+Exit: 0 pass, 1 fail, 77 skip.  Every test cleans up its processes and its
+temporary directory.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ENV = {}
+TMP = None
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def base_env(preload=True, emu=True):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("NCCLTRACE_") or k in ("LD_PRELOAD", "NCCLEMU_FAULT"):
+            del env[k]
+    if emu:
+        env["LD_LIBRARY_PATH"] = ENV["emu"]
+        env["NCCLEMU_DEVICES"] = "8"
+    if preload:
+        env["LD_PRELOAD"] = ENV["lib"]
+    env["NCCLTRACE_RING_DIR"] = os.path.join(TMP, "rings")
+    env["NCCLTRACE_DIR"] = os.path.join(TMP, "dumps")
+    env["NCCLTRACE_CHECK"] = "off"
+    return env
+
+
+def decode(path):
+    p = subprocess.run([ENV["tool"], "decode", "--json", path], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "nccltrace decode %s failed: %s" % (path, p.stderr.strip()))
+    return json.loads(p.stdout)
+
+
+def dumps(pattern="*"):
+    return sorted(glob.glob(os.path.join(TMP, "dumps", "nccltrace-" + pattern + ".zst")))
+
+
+def dump_of(pid, trigger):
+    for f in dumps("*-%d-*-%s" % (pid, trigger)):
+        return f
+    fail("no %s dump of pid %d among %s" % (trigger, pid, [os.path.basename(x) for x in dumps()]))
+
+
+def start_ranks(mode, n, env, extra=None):
+    # a fresh rendezvous directory per launch: stale unique-id files of an
+    # earlier launch must never be read
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+    procs = []
+    for r in range(n):
+        e = dict(env)
+        e["RANK"] = str(r)
+        e["WORLD_SIZE"] = str(n)
+        if extra:
+            e.update(extra)
+        procs.append(subprocess.Popen([ENV["rank"], mode, str(r), str(n), iddir], env=e,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def finish(procs, timeout=60):
+    out = []
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            kill_all(procs)
+            fail("rank %d timed out" % procs.index(p))
+        out.append((p.returncode, o, e))
+    return out
+
+
+LEFT = {}  # pid -> (stdout, stderr) read by kill_all
+
+
+def kill_all(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        try:
+            LEFT[p.pid] = p.communicate(timeout=10)
+        except Exception:
+            pass
+
+
+def wait_line(p, text, timeout=30):
+    """Read p's stdout until a line equals text."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        if line.strip() == text:
+            return
+    fail("no %r from pid %d" % (text, p.pid))
+
+
+def calls(d, phase="call"):
+    return [r for r in d["records"] if r["phase"] == phase]
+
+
+COLL = {"AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather", "Scatter"}
+
+# ----------------------------------------------------------------- tests --
+
+
+def t_all():
+    n = 4
+    res = finish(start_ranks("all", n, base_env()))
+    for r, (rc, o, e) in enumerate(res):
+        check(rc == 0, "rank %d exited %d: %s" % (r, rc, e))
+    decoded = []
+    for r, (rc, o, e) in enumerate(res):
+        pids = set(re.findall(r"-(\d+)-\d+-exit\.zst", " ".join(dumps())))
+        d = None
+        for f in dumps("*-exit"):
+            dd = decode(f)
+            if dd["header"]["rank"] == r:
+                d = dd
+        check(d is not None, "no exit dump for rank %d (dumps of pids %s)" % (r, sorted(pids)))
+        decoded.append(d)
+        expect = [ln.split() for ln in o.splitlines() if ln.strip()]
+        recs = [x for x in calls(d) if x["kind"] in COLL or x["kind"] in ("Send", "Recv")]
+        check(len(recs) == len(expect), "rank %d: %d op records, program made %d:\n%s" %
+              (r, len(recs), len(expect), "\n".join("%s %s" % (x["kind"], x["seq"]) for x in recs)))
+        main_comm = recs[0]["comm"]
+        seq = 0
+        for x, ex in zip(recs, expect):
+            tag = ex[0] if ex[0] not in ("split", "nb") else ex[1]
+            fields = ex[1:] if ex[0] not in ("split", "nb") else ex[2:]
+            check(x["kind"] == tag, "rank %d: record %s, expected %s" % (r, x["kind"], tag))
+            check(str(x["count"]) == fields[0], "rank %d %s: count %s != %s" % (r, tag, x["count"], fields[0]))
+            check(x["dtype"] == fields[1], "rank %d %s: dtype %s != %s" % (r, tag, x["dtype"], fields[1]))
+            if tag in COLL:
+                want_redop = None if fields[2] == "-" else fields[2]
+                check(x["redop"] == want_redop, "rank %d %s: redop %s != %s" % (r, tag, x["redop"], want_redop))
+                want_root = None if fields[3] == "-" else int(fields[3])
+                check(x["root"] == want_root, "rank %d %s: root %s != %s" % (r, tag, x["root"], want_root))
+                if ex[0] not in ("split", "nb"):
+                    seq += 1
+                    check(x["comm"] == main_comm and x["seq"] == seq,
+                          "rank %d %s: comm %s seq %s, expected seq %d" % (r, tag, x["comm"], x["seq"], seq))
+                else:
+                    check(x["comm"] != main_comm and x["seq"] == 1, "rank %d %s on %s: seq %s" % (r, ex[0], x["comm"], x["seq"]))
+            else:
+                check(x["peer"] == int(fields[3]) and x["seq"] == 1, "rank %d %s: peer %s seq %s" % (r, tag, x["peer"], x["seq"]))
+                check("in_group" in x["flags"] and x["group_id"] > 0, "rank %d %s not marked in a group" % (r, tag))
+            check(x["result"] == "ncclSuccess" or (ex[0] == "nb" and x["result"] == "ncclInProgress"),
+                  "rank %d %s: result %s" % (r, tag, x["result"]))
+            check(x["completed"], "rank %d %s seq %s: not completed at exit" % (r, tag, x["seq"]))
+            if ex[0] == "nb":
+                check("nonblocking" in x["flags"], "rank %d: nonblocking comm's op not flagged" % r)
+        # nested group: both AllReduces share one group id, depths 2 and 1
+        g = [x for x in recs if x["kind"] == "AllReduce" and x["count"] in (4, 8) and x["dtype"] == "int32"]
+        check(len(g) == 2 and g[0]["group_id"] == g[1]["group_id"] and g[0]["group_depth"] == 2 and
+              g[1]["group_depth"] == 1, "rank %d: nested group records wrong: %s" % (r, g))
+        starts = [x for x in calls(d) if x["kind"] == "GroupStart"]
+        ends = [x for x in calls(d) if x["kind"] == "GroupEnd"]
+        check(len(starts) == 3 and len(ends) == 3, "rank %d: %d GroupStart, %d GroupEnd" % (r, len(starts), len(ends)))
+        # lifecycle: enter and exit of each
+        for kind, k in (("CommInitRank", 1), ("CommInitRankConfig", 1), ("CommSplit", 1),
+                        ("CommFinalize", 2), ("CommDestroy", 3)):
+            en = [x for x in d["records"] if x["kind"] == kind and x["phase"] == "enter"]
+            ex_ = [x for x in d["records"] if x["kind"] == kind and x["phase"] == "exit"]
+            check(len(en) == k and len(ex_) == k, "rank %d: %s enter %d exit %d, want %d" % (r, kind, len(en), len(ex_), k))
+        check(not [x for x in d["records"] if x["kind"] == "CommGetAsyncError"],
+              "rank %d: ncclCommGetAsyncError polls were recorded" % r)
+        check([x for x in d["records"] if x["kind"] == "Broadcast"].__len__() == 1,
+              "rank %d: Bcast produced a Broadcast record too" % r)
+        comms = {c["id"]: c for c in d["comms"]}
+        mc = comms.get(main_comm)
+        check(mc and mc["coll_seq"] == 11 and mc["last_enqueued"] == 11 and mc["last_completed"] == 11,
+              "rank %d: main comm state %s" % (r, mc))
+        check(mc["lifecycle"] == "destroyed", "rank %d: main comm lifecycle %s" % (r, mc["lifecycle"]))
+        check(d["trigger"]["kind"] == "exit" and d["trigger"]["exit_code"] == 0, "rank %d: trigger %s" % (r, d["trigger"]))
+    # identity across ranks
+    def op_comm(d, tag):
+        return [x["comm"] for x in calls(d) if x["kind"] == "AllReduce"]
+    ids = [op_comm(d, "") for d in decoded]
+    check(all(i[0] == ids[0][0] for i in ids), "main comm ids differ across ranks: %s" % [i[0] for i in ids])
+    split = [i[-2] for i in ids]
+    nb = [i[-1] for i in ids]
+    check(split[0] == split[2] and split[1] == split[3] and split[0] != split[1],
+          "split comm ids not by color: %s" % split)
+    check(len(set(nb)) == 1 and nb[0] != ids[0][0], "nonblocking comm ids: %s" % nb)
+    check(not glob.glob(os.path.join(TMP, "rings", "*.ring")), "ring files left after exit dumps")
+
+
+def t_kill():
+    procs = start_ranks("kill", 1, base_env())
+    try:
+        wait_line(procs[0], "ready")
+        time.sleep(0.1)
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(timeout=10)
+    finally:
+        kill_all(procs)
+    rings = glob.glob(os.path.join(TMP, "rings", "*.ring"))
+    check(len(rings) == 1, "expected one ring file, found %s" % rings)
+    check(not dumps(), "a SIGKILLed process cannot have dumped: %s" % dumps())
+    d = decode(rings[0])
+    ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
+    check([x["seq"] for x in ar] == [1, 2, 3, 4, 5], "ring holds AllReduce seqs %s" % [x["seq"] for x in ar])
+    check(all(x["result"] == "ncclSuccess" for x in ar), "results %s" % [x["result"] for x in ar])
+    check(d["header"]["proc_state"] == "running", "proc_state %s" % d["header"]["proc_state"])
+
+
+def t_hang():
+    env = base_env()
+    env["NCCLTRACE_TIMEOUT"] = "1"
+    procs = start_ranks("hang", 2, env)
+    try:
+        deadline = time.time() + 20
+        f = None
+        while time.time() < deadline and not f:
+            f = next(iter(dumps("*-%d-*-timeout" % procs[0].pid)), None)
+            time.sleep(0.2)
+        check(f, "no timeout dump from rank 0 within 20 s")
+        time.sleep(0.3)  # the dump is renamed into place complete
+    finally:
+        kill_all(procs)
+    err = LEFT.get(procs[0].pid, ("", ""))[1] or ""
+    d = decode(f)
+    ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
+    comm = ar[0]["comm"]
+    c = [x for x in d["comms"] if x["id"] == comm][0]
+    check(c["last_enqueued"] == 3 and c["last_completed"] == 2,
+          "comm state: enqueued %s completed %s" % (c["last_enqueued"], c["last_completed"]))
+    check(not ar[2]["completed"] and ar[1]["completed"], "completion flags %s" % [x["completed"] for x in ar])
+    check(d["trigger"]["kind"] == "timeout" and "seq 3 AllReduce" in d["trigger"]["reason"],
+          "trigger %s" % d["trigger"])
+    to = [x for x in d["records"] if x["kind"] == "Timeout"]
+    check(len(to) == 1 and to[0]["seq"] == 3, "timeout records %s" % to)
+    want = "nccltrace: timeout: comm %s rank 0 seq 3 AllReduce not complete after" % comm
+    check(want in err, "stderr lacks %r: %s" % (want, err))
+
+
+def t_segv():
+    res = finish(start_ranks("segv", 1, base_env()))
+    rc, o, e = res[0]
+    check(rc == -signal.SIGSEGV, "exit status %s, expected death by SIGSEGV" % rc)
+    f = dumps("*-sigsegv")
+    check(len(f) == 1, "dumps: %s" % dumps())
+    d = decode(f[0])
+    frames = [fr["sym"] for fr in d["backtrace"]["frames"]]
+    check(any(s.startswith("crash_here") for s in frames[:3]), "backtrace does not start at crash_here: %s" % frames)
+    check(d["header"]["proc_state"] == "signaled" and d["header"]["signo"] == 11, "header %s" % d["header"])
+    check(len([x for x in calls(d) if x["kind"] == "AllReduce"]) == 5, "records lost")
+
+
+def t_term():
+    procs = start_ranks("term", 1, base_env())
+    try:
+        wait_line(procs[0], "ready")
+        procs[0].send_signal(signal.SIGTERM)
+        procs[0].wait(timeout=20)
+    finally:
+        kill_all(procs)
+    check(procs[0].returncode == -signal.SIGTERM, "exit status %s, expected death by SIGTERM" % procs[0].returncode)
+    f = dumps("*-sigterm")
+    check(len(f) == 1, "dumps: %s" % dumps())
+    d = decode(f[0])
+    check(d["trigger"]["signo"] == 15, "trigger %s" % d["trigger"])
+    check(len([x for x in calls(d) if x["kind"] == "AllReduce"]) == 5, "records lost")
+
+
+def t_exit42():
+    res = finish(start_ranks("exit42", 1, base_env()))
+    check(res[0][0] == 42, "exit status %s, expected 42" % res[0][0])
+    f = dumps("*-exit")
+    check(len(f) == 1, "dumps: %s" % dumps())
+    d = decode(f[0])
+    check(d["trigger"]["exit_code"] == 42 and d["header"]["exit_code"] == 42 and
+          d["header"]["proc_state"] == "exited", "trigger %s header %s" % (d["trigger"], d["header"]))
+
+
+def t_disable():
+    outs = []
+    for pre in (False, True):
+        env = base_env(preload=pre)
+        if pre:
+            env["NCCLTRACE_DISABLE"] = "1"
+        res = finish(start_ranks("all", 2, env))
+        outs.append([(rc, o, e) for rc, o, e in res])
+    check(outs[0] == outs[1], "output differs with NCCLTRACE_DISABLE=1:\n%s\n---\n%s" % (outs[0], outs[1]))
+    check(not os.path.exists(os.path.join(TMP, "rings")) and not os.path.exists(os.path.join(TMP, "dumps")),
+          "NCCLTRACE_DISABLE=1 left files: %s" % [x for x in os.listdir(TMP) if not x.startswith("ids-")])
+
+
+def t_handlers():
+    results = []
+    for pre in (False, True):
+        env = base_env(preload=pre)
+        res = finish(start_ranks("handlers", 1, env, {"RANK_EARLY_HANDLERS": "1"}))
+        results.append(res[0])
+    for rc, o, e in results:
+        check(rc == 3, "exit status %s (stderr %s)" % (rc, e))
+        check("app SIGUSR1 handler (after)" in o and "app SIGTERM handler" in o, "app handlers did not run: %r" % o)
+    check(results[0][1] == results[1][1], "stdout differs under nccltrace: %r vs %r" % (results[0][1], results[1][1]))
+    check(dumps("*-sigusr1") and dumps("*-sigterm"), "no sigusr1/sigterm dumps: %s" % dumps())
+    f = dumps("*-exit")
+    check(len(f) == 1 and decode(f[0])["trigger"]["exit_code"] == 3, "exit dump: %s" % f)
+
+
+def t_real():
+    if not ENV.get("real_prog") or not os.path.exists(ENV["real_prog"]):
+        print("SKIP: no real libnccl.so.2")
+        sys.exit(77)
+    outs = []
+    for pre in (False, True):
+        env = base_env(preload=pre, emu=False)
+        p = subprocess.run([ENV["real_prog"]], env=env, capture_output=True, text=True, timeout=120)
+        outs.append((p.returncode, p.stdout))
+    check(outs[0] == outs[1], "real NCCL results differ under nccltrace: %s vs %s" % (outs[0], outs[1]))
+    check("ncclGetVersion=0" in outs[0][1] and "ncclGetUniqueId=0" in outs[0][1], "unexpected %s" % outs[0][1])
+    f = dumps("*-exit")
+    check(len(f) == 1, "dumps: %s" % dumps())
+    d = decode(f[0])
+    init = [x for x in d["records"] if x["kind"] == "CommInitRank" and x["phase"] == "exit"]
+    m = re.search(r"ncclCommInitRank=(\d+)", outs[0][1])
+    check(init and m, "no CommInitRank exit record")
+    check(d["header"]["nccl_version"] > 0, "nccl_version not recorded")
+
+
+def t_exports():
+    p = subprocess.run(["nm", "-D", "--defined-only", ENV["lib"]], capture_output=True, text=True)
+    check(p.returncode == 0, "nm failed: %s" % p.stderr)
+    got = {ln.split()[-1] for ln in p.stdout.splitlines() if ln.strip()}
+    rows = re.findall(r"^NT_(?:COLL|P2P|GROUP|LIFE)\((\w+),", open(ENV["def"]).read(), re.M)
+    want = set(rows) | {"nccltrace_mark", "nccltrace_dump", "nccltrace_version", "nccltrace_enabled",
+                        "sigaction", "signal", "_exit", "_Exit"}
+    check(got == want, "exported symbols differ: extra %s missing %s" % (sorted(got - want), sorted(want - got)))
+
+
+def t_nested():
+    env = base_env(emu=False)
+    env["LD_LIBRARY_PATH"] = ENV["nested"]
+    p = subprocess.run([ENV["nested_prog"]], env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "nested done" in p.stdout, "nested program failed: %s" % p.stderr)
+    child = int(re.search(r"child (\d+)", p.stdout).group(1))
+    d = decode(dump_of(p.pid, "exit"))
+    kinds = [x["kind"] for x in calls(d)]
+    check(kinds.count("Bcast") == 3, "Bcast records: %d" % kinds.count("Bcast"))
+    check(kinds.count("Broadcast") == 0, "the nested ncclBroadcast was recorded")
+    check(not [x for x in d["records"] if x["kind"] == "CommGetAsyncError"], "GetAsyncError recorded")
+    known = [x for x in calls(d) if x["kind"] in COLL and x["comm"]]
+    check([x["seq"] for x in known] == [1, 2, 3, 4, 5], "collective seqs wrong: %s" % [x["seq"] for x in known])
+    unknown = [x for x in calls(d) if x["kind"] in COLL and not x["comm"]]
+    check(len(unknown) == 1 and unknown[0]["rank"] == -1 and unknown[0]["seq"] == 0 and
+          unknown[0]["result"] == "ncclSuccess", "op on an unknown comm: %s" % unknown)
+    check(d["header"]["pid"] == p.pid, "parent dump pid %s" % d["header"]["pid"])
+    # the fork child: its own dump with its own calls, none in the parent's
+    c = decode(dump_of(child, "exit"))
+    ck = [(x["kind"], x["seq"]) for x in calls(c) if x["kind"] in COLL]
+    check(ck == [("AllReduce", 1), ("AllReduce", 2)], "fork child records %s" % ck)
+    check(c["header"]["pid"] == child and c["header"]["ppid"] == p.pid, "child header %s" % c["header"])
+    check(not [x for x in calls(d) if x["kind"] == "AllReduce" and x["dtype"] == "int32"],
+          "the child's records landed in the parent's ring")
+
+
+def t_dropin():
+    for real in (None, os.path.join(ENV["emu"], "libnccl.so.2")):
+        shutil.rmtree(os.path.join(TMP, "dumps"), ignore_errors=True)
+        env = base_env(preload=False)
+        if real:
+            env["NCCLTRACE_REAL_NCCL"] = real
+            env["LD_LIBRARY_PATH"] = ENV["emu"]  # cudart/cuda only; NCCL via the variable
+        p = subprocess.run([ENV["dropin_prog"], ENV["lib"]], env=env, capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and "dropin ok" in p.stdout and "enabled=1" in p.stdout,
+              "drop-in run failed (REAL_NCCL=%s): %s %s" % (real, p.stdout, p.stderr))
+        f = dumps("*-exit")
+        check(len(f) == 1, "dumps: %s" % dumps())
+        d = decode(f[0])
+        ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
+        check(len(ar) == 3 and all(x["result"] == "ncclSuccess" for x in ar), "drop-in records %s" % ar)
+
+
+TESTS = {n[2:]: f for n, f in globals().items() if n.startswith("t_")}
+
+
+def main():
+    global TMP
+    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
+        print("usage: interpose_e2e.py {%s}" % ",".join(sorted(TESTS)), file=sys.stderr)
+        return 1
+    for k in ("lib", "emu", "tool", "rank", "def", "real_prog", "nested", "nested_prog", "dropin_prog"):
+        ENV[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
+    if not ENV["tool"] or not os.path.exists(ENV["tool"]):
+        print("SKIP: nccltrace tool not built")
+        return 77
+    TMP = tempfile.mkdtemp(prefix="nti-" + sys.argv[1] + "-")
+    try:
+        TESTS[sys.argv[1]]()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print("PASS " + sys.argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

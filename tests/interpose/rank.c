@@ -1,0 +1,279 @@
+/* rank.c -- one rank of the interposer's end-to-end tests, run on the CPU
+ * emulator (or anything that looks like CUDA + NCCL).  The test driver
+ * (interpose_e2e.py) starts N of these as separate processes, the way a
+ * launcher does; rank 0 publishes the ncclUniqueId through a file.
+ *
+ *   rank MODE RANK NRANKS DIR
+ *
+ * MODE:
+ *   all      every wrapped kind of call (test 1); prints the calls it made
+ *   kill     N=5 collectives, synchronize, print "ready", sleep (SIGKILL)
+ *   hang     rank 1 skips collective #3: rank 0 waits for it forever
+ *   segv     5 collectives, then a NULL write in crash_here()
+ *   term     5 collectives, "ready", wait for SIGTERM
+ *   exit42   5 collectives, then _exit(42)
+ *   handlers app SIGTERM/SIGUSR1 handlers before (constructor) and after
+ *            init; raises SIGUSR1 then SIGTERM; each handler prints a line
+ *
+ * Exit: 0 done, 1 failure (message on stderr).
+ * Thread-safety / signal-safety: single-threaded; the handlers only write(2).
+ */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);       \
+    fprintf(stderr, __VA_ARGS__);                                              \
+    fprintf(stderr, "\n");                                                     \
+    exit(1);                                                                   \
+  } while (0)
+#define NCCL(call)                                                             \
+  do {                                                                         \
+    ncclResult_t r_ = (call);                                                  \
+    if (r_ != ncclSuccess && r_ != ncclInProgress)                             \
+      FAIL("%s -> %d", #call, (int)r_);                                        \
+  } while (0)
+#define CUDA(call)                                                             \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess)                                                     \
+      FAIL("%s -> %d", #call, (int)e_);                                        \
+  } while (0)
+
+static int g_rank = -1;
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+/* Rank 0 creates the id and publishes it atomically (write + rename);
+ * the others wait for the file. */
+static ncclUniqueId share_id(const char *dir, const char *name, int rank) {
+  char path[1024], tmp[1100];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  ncclUniqueId id;
+  if (rank == 0) {
+    NCCL(ncclGetUniqueId(&id));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
+      FAIL("cannot publish %s", path);
+    return id;
+  }
+  for (int i = 0; i < 2000; i++) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+      size_t n = fread(&id, sizeof id, 1, f);
+      fclose(f);
+      if (n == 1)
+        return id;
+    }
+    sleep_ms(10);
+  }
+  FAIL("no unique id at %s", path);
+}
+
+static void say(const char *s) {
+  ssize_t w = write(1, s, strlen(s));
+  (void)w;
+}
+
+/* ---------------------------------------------------------- handlers -- */
+
+static void app_term(int sig) {
+  (void)sig;
+  say("app SIGTERM handler\n");
+  _exit(3);
+}
+static void app_usr1_before(int sig) {
+  (void)sig;
+  say("app SIGUSR1 handler (before)\n");
+}
+static void app_usr1_after(int sig, siginfo_t *si, void *uc) {
+  (void)sig; (void)si; (void)uc;
+  say("app SIGUSR1 handler (after)\n");
+}
+
+/* Installed while the libraries load, before nccltrace's constructor?  No:
+ * a preloaded library's constructor runs before the program's.  This one
+ * stands for "installed before any NCCL call". */
+__attribute__((constructor)) static void early_handlers(void) {
+  if (getenv("RANK_EARLY_HANDLERS"))
+    signal(SIGUSR1, app_usr1_before);
+}
+
+/* ------------------------------------------------------------ modes -- */
+
+struct ctx {
+  int rank, nranks;
+  ncclComm_t comm;
+  cudaStream_t s;
+  float *a, *b;
+};
+
+static void setup(struct ctx *c, const char *dir) {
+  CUDA(cudaSetDevice(c->rank));
+  CUDA(cudaStreamCreate(&c->s));
+  CUDA(cudaMalloc((void **)&c->a, 1 << 20));
+  CUDA(cudaMalloc((void **)&c->b, 1 << 20));
+  CUDA(cudaMemset(c->a, 0, 1 << 20));
+  ncclUniqueId id = share_id(dir, "id0", c->rank);
+  NCCL(ncclCommInitRank(&c->comm, c->nranks, id, c->rank));
+}
+
+static void allreduces(struct ctx *c, int n) {
+  for (int i = 0; i < n; i++)
+    NCCL(ncclAllReduce(c->a, c->b, 256, ncclFloat, ncclSum, c->comm, c->s));
+  CUDA(cudaStreamSynchronize(c->s));
+}
+
+static void wait_async(ncclComm_t comm) {
+  ncclResult_t e = ncclInProgress;
+  for (int i = 0; i < 3000 && e == ncclInProgress; i++) {
+    NCCL(ncclCommGetAsyncError(comm, &e));
+    if (e == ncclInProgress)
+      sleep_ms(2);
+  }
+  if (e != ncclSuccess)
+    FAIL("comm state %d", (int)e);
+}
+
+/* Test 1: each call is printed as one line the driver compares with the
+ * decoded dump: "kind seq count dtype redop root/peer". */
+static int mode_all(struct ctx *c, const char *dir) {
+  int r = c->rank, n = c->nranks;
+  allreduces(c, 0);
+  NCCL(ncclAllReduce(c->a, c->b, 1024, ncclFloat, ncclSum, c->comm, c->s));
+  printf("AllReduce 1024 float32 sum -\n");
+  NCCL(ncclBroadcast(c->a, c->b, 512, ncclFloat, 1 % n, c->comm, c->s));
+  printf("Broadcast 512 float32 - %d\n", 1 % n);
+  NCCL(ncclBcast(c->b, 256, ncclInt32, 0, c->comm, c->s));
+  printf("Bcast 256 int32 - 0\n");
+  NCCL(ncclReduce(c->a, c->b, 128, ncclFloat, ncclMax, 2 % n, c->comm, c->s));
+  printf("Reduce 128 float32 max %d\n", 2 % n);
+  NCCL(ncclAllGather(c->a, c->b, 64, ncclFloat, c->comm, c->s));
+  printf("AllGather 64 float32 - -\n");
+  NCCL(ncclReduceScatter(c->a, c->b, 32, ncclDouble, ncclProd, c->comm, c->s));
+  printf("ReduceScatter 32 float64 prod -\n");
+  NCCL(ncclAlltoAll(c->a, c->b, 16, ncclInt8, c->comm, c->s));
+  printf("AlltoAll 16 int8 - -\n");
+  NCCL(ncclGather(c->a, c->b, 8, ncclUint8, 3 % n, c->comm, c->s));
+  printf("Gather 8 uint8 - %d\n", 3 % n);
+  NCCL(ncclScatter(c->a, c->b, 8, ncclInt64, 0, c->comm, c->s));
+  printf("Scatter 8 int64 - 0\n");
+  /* p2p ring in a group */
+  NCCL(ncclGroupStart());
+  NCCL(ncclSend(c->a, 100, ncclInt32, (r + 1) % n, c->comm, c->s));
+  NCCL(ncclRecv(c->b, 100, ncclInt32, (r + n - 1) % n, c->comm, c->s));
+  NCCL(ncclGroupEnd());
+  printf("Send 100 int32 - %d\n", (r + 1) % n);
+  printf("Recv 100 int32 - %d\n", (r + n - 1) % n);
+  /* nested group of collectives */
+  NCCL(ncclGroupStart());
+  NCCL(ncclGroupStart());
+  NCCL(ncclAllReduce(c->a, c->b, 4, ncclInt32, ncclMin, c->comm, c->s));
+  NCCL(ncclGroupEnd());
+  NCCL(ncclAllReduce(c->a, c->b, 8, ncclInt32, ncclSum, c->comm, c->s));
+  NCCL(ncclGroupEnd());
+  printf("AllReduce 4 int32 min -\n");
+  printf("AllReduce 8 int32 sum -\n");
+  CUDA(cudaStreamSynchronize(c->s));
+  /* split by parity */
+  ncclComm_t sub;
+  NCCL(ncclCommSplit(c->comm, r % 2, r, &sub, NULL));
+  NCCL(ncclAllReduce(c->a, c->b, 2, ncclDouble, ncclSum, sub, c->s));
+  printf("split AllReduce 2 float64 sum -\n");
+  CUDA(cudaStreamSynchronize(c->s));
+  /* nonblocking init of a second comm */
+  ncclUniqueId id1 = share_id(dir, "id1", r);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t nb;
+  NCCL(ncclCommInitRankConfig(&nb, n, id1, r, &cfg));
+  wait_async(nb);
+  NCCL(ncclAllReduce(c->a, c->b, 3, ncclFloat, ncclAvg, nb, c->s));
+  wait_async(nb);
+  printf("nb AllReduce 3 float32 avg -\n");
+  CUDA(cudaStreamSynchronize(c->s));
+  fflush(stdout);
+  NCCL(ncclCommDestroy(sub));
+  NCCL(ncclCommFinalize(nb));
+  wait_async(nb);
+  NCCL(ncclCommDestroy(nb));
+  NCCL(ncclCommFinalize(c->comm));
+  NCCL(ncclCommDestroy(c->comm));
+  return 0;
+}
+
+static __attribute__((noinline)) void crash_here(volatile int *p) {
+  *p = 42;
+}
+
+static int mode_handlers(struct ctx *c) {
+  /* After init: the app replaces SIGUSR1's handler and adds SIGTERM's. */
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = app_usr1_after;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGUSR1, &sa, &old) != 0)
+    FAIL("sigaction");
+  /* The app must see what it installed before, not nccltrace's handler. */
+  if (getenv("RANK_EARLY_HANDLERS") && (old.sa_flags & SA_SIGINFO || old.sa_handler != app_usr1_before))
+    FAIL("oldact is not the app's previous SIGUSR1 handler");
+  if (signal(SIGTERM, app_term) != SIG_DFL)
+    FAIL("previous SIGTERM handler is not SIG_DFL");
+  allreduces(c, 2);
+  raise(SIGUSR1);
+  raise(SIGTERM); /* app_term exits 3 */
+  FAIL("still alive after SIGTERM");
+}
+
+int main(int argc, char **argv) {
+  if (argc != 5)
+    FAIL("usage: rank MODE RANK NRANKS DIR");
+  const char *mode = argv[1], *dir = argv[4];
+  struct ctx c = {.rank = atoi(argv[2]), .nranks = atoi(argv[3])};
+  g_rank = c.rank;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  setup(&c, dir);
+  if (!strcmp(mode, "all"))
+    return mode_all(&c, dir);
+  if (!strcmp(mode, "handlers"))
+    return mode_handlers(&c);
+  if (!strcmp(mode, "hang")) {
+    allreduces(&c, 2);
+    if (c.rank != 1) {
+      /* Collective #3: rank 1 never issues it, so it cannot complete. */
+      NCCL(ncclAllReduce(c.a, c.b, 256, ncclFloat, ncclSum, c.comm, c.s));
+      say("issued\n");
+      CUDA(cudaStreamSynchronize(c.s));
+    } else {
+      say("issued\n");
+    }
+    for (;;)
+      sleep_ms(1000);
+  }
+  allreduces(&c, 5);
+  if (!strcmp(mode, "kill") || !strcmp(mode, "term")) {
+    say("ready\n");
+    for (;;)
+      sleep_ms(1000);
+  }
+  if (!strcmp(mode, "segv"))
+    crash_here((volatile int *)(uintptr_t)(argc - 5)); /* NULL, opaque to the compiler */
+  if (!strcmp(mode, "exit42"))
+    _exit(42);
+  FAIL("unknown mode %s", mode);
+}

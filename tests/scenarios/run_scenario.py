@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""run_scenario.py -- one end-to-end scenario: run N ranks of an example on
+the CPU emulator with libnccltrace.so preloaded, let the launcher fail-fast or
+time out (SIGTERM, then SIGKILL, like torchrun), collect the rings of killed
+ranks, run `nccltrace analyze --json` on everything left behind and check the
+verdict.
+
+Exit: 0 pass, 1 fail, 77 skip (a required build product is missing).
+Every rank is dead when this returns: the launcher kills its ranks, and the
+launcher itself runs in its own session that is killed on a runaway.
+
+  run_scenario.py --name NAME --launch launch.sh --nccltrace EXE --lib SO
+      --emu-libdir DIR --ranks N [--timeout S] [--env K=V]... [--rank-env R:K=V]...
+      [--expect-class C] [--expect-field F] [--expect-seq N] [--expect-ranks 1,2]
+      [--expect-exit-code N] [--expect-signal N] [--expect-error NAME]
+      [--expect-comm-nranks N] [--min-procs N] -- PROG [ARGS...]
+Set NCCLTRACE_SCENARIO_KEEP=1 to keep the temporary directory.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+
+def parse():
+    p = argparse.ArgumentParser()
+    p.add_argument("--name", required=True)
+    p.add_argument("--launch", required=True)
+    p.add_argument("--nccltrace", required=True)
+    p.add_argument("--lib", required=True)
+    p.add_argument("--emu-libdir", required=True)
+    p.add_argument("--ranks", type=int, required=True)
+    p.add_argument("--timeout", type=float, default=4.0)
+    p.add_argument("--trace-timeout", default="1")
+    p.add_argument("--env", action="append", default=[])
+    p.add_argument("--rank-env", action="append", default=[])
+    p.add_argument("--expect-class", required=True)
+    p.add_argument("--expect-field")
+    p.add_argument("--expect-seq", type=int)
+    p.add_argument("--expect-ranks")
+    p.add_argument("--expect-exit-code", type=int)
+    p.add_argument("--expect-signal", type=int)
+    p.add_argument("--expect-error")
+    p.add_argument("--expect-comm-nranks", type=int)
+    p.add_argument("--min-procs", type=int,
+                   help="processes that must have left evidence (default: every rank)")
+    p.add_argument("prog", nargs=argparse.REMAINDER)
+    a = p.parse_args()
+    if a.prog and a.prog[0] == "--":
+        a.prog = a.prog[1:]
+    if not a.prog:
+        p.error("no program given after --")
+    return a
+
+
+def run(cmd, env, timeout):
+    """Run cmd in its own session; on a runaway kill the whole session."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += "\n[run_scenario: killed after %.0fs]" % timeout
+    return proc.returncode, out, err
+
+
+def main():
+    a = parse()
+    for path in (a.launch, a.nccltrace, a.lib, a.prog[0]):
+        if not os.path.exists(path):
+            print("SKIP: %s not built" % path)
+            return 77
+    tmp = tempfile.mkdtemp(prefix="nccltrace-scn-%s-" % a.name)
+    dumps, rings = os.path.join(tmp, "dumps"), os.path.join(tmp, "rings")
+    env = dict(os.environ)
+    env.update({
+        "LD_LIBRARY_PATH": a.emu_libdir,
+        "LD_PRELOAD": os.path.abspath(a.lib),
+        "NCCLTRACE_DIR": dumps,
+        "NCCLTRACE_RING_DIR": rings,
+        "NCCLTRACE_TIMEOUT": a.trace_timeout,
+        "NCCLTRACE_CHECK": "off",
+        "NCCLEMU_DEVICES": "8",
+        "UNIQUE_ID_FILE": os.path.join(tmp, "unique-id"),
+        "LAUNCH_TIMEOUT": str(int(a.timeout)),
+        "LAUNCH_GRACE": "2",
+        # as torchrun's TORCHELASTIC_RUN_ID would: a rank that never creates
+        # a communicator (lazy) must still land in the same job
+        "NCCLTRACE_JOB": "scenario-%s-%d" % (a.name, os.getpid()),
+    })
+    for k in ("NCCLEMU_FAULT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+        env.pop(k, None)
+    for kv in a.env:
+        k, v = kv.split("=", 1)
+        env[k] = v
+    for rkv in a.rank_env:
+        r, kv = rkv.split(":", 1)
+        key = "RANKENV_" + r
+        env[key] = (env.get(key, "") + " " + kv).strip()
+    ok = False
+    log = []
+    try:
+        rc, out, err = run([a.launch, str(a.ranks)] + a.prog, env, a.timeout + 30)
+        log.append("launcher rc=%s\n--- stdout\n%s--- stderr\n%s" % (rc, out, err))
+        tenv = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+        rc, out, err = run([a.nccltrace, "collect", "--rings", rings, "--dir", dumps], tenv, 30)
+        log.append("collect rc=%s\n%s%s" % (rc, out, err))
+        rc, out, err = run([a.nccltrace, "analyze", tmp], tenv, 30)
+        log.append("analyze (text) rc=%s\n%s%s" % (rc, out, err))
+        rc, out, err = run([a.nccltrace, "analyze", "--json", tmp], tenv, 30)
+        if rc != 0:
+            log.append("analyze --json exited %s: %s" % (rc, err))
+        try:
+            doc = json.loads(out)
+        except ValueError as e:
+            log.append("analyze --json printed no JSON (%s): %r" % (e, out[:2000]))
+            doc = None
+        if doc is not None:
+            ok = check(a, doc, log) and rc == 0
+    finally:
+        if not ok:
+            sys.stdout.write("\n".join(log) + "\n")
+        if os.environ.get("NCCLTRACE_SCENARIO_KEEP"):
+            print("kept %s" % tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if ok:
+        print([l for l in log if l.startswith("verdict: ")][0])
+    print("%s: %s" % (a.name, "PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+def check(a, doc, log):
+    v = doc.get("verdict", {})
+    bad = []
+
+    def want(name, got, exp):
+        if exp is not None and got != exp:
+            bad.append("%s: got %r, want %r" % (name, got, exp))
+
+    want("class", v.get("class"), a.expect_class)
+    want("field", v.get("field"), a.expect_field)
+    want("seq", v.get("seq"), a.expect_seq)
+    if a.expect_ranks is not None:
+        exp = sorted(int(x) for x in a.expect_ranks.split(",") if x != "")
+        want("ranks", sorted(v.get("ranks", [])), exp)
+    want("exit_code", v.get("exit_code"), a.expect_exit_code)
+    want("signal", v.get("signal"), a.expect_signal)
+    want("error", v.get("error"), a.expect_error)
+    if a.expect_comm_nranks is not None:
+        comm = [c for c in doc.get("comms", []) if c.get("id") == v.get("comm")]
+        want("verdict comm nranks", comm[0].get("nranks") if comm else None, a.expect_comm_nranks)
+    if a.expect_class != "healthy" and not v.get("comm") and a.expect_class not in (
+            "rank_exit", "rank_crash", "rank_killed"):
+        bad.append("verdict names no communicator")
+    for key in ("ranks", "comms", "evidence", "inputs"):
+        if key not in doc:
+            bad.append("JSON lacks %r" % key)
+    nproc = len(doc.get("ranks", []))
+    need = a.ranks if a.min_procs is None else a.min_procs
+    if nproc < need or nproc > a.ranks:
+        bad.append("%d processes analyzed, %d ranks ran, %d needed" % (nproc, a.ranks, need))
+    log.append("verdict: %s" % json.dumps(v))
+    for b in bad:
+        log.append("MISMATCH " + b)
+    return not bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+/* fixture.c -- see fixture.h. */
+#include "fixture.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#define FX_COMM_MAX 4u
+#define FX_STACK_MAX 4u
+#define FX_PAGE 4096u
+#define ALIGN(x) (((x) + FX_PAGE - 1) & ~(uint64_t)(FX_PAGE - 1))
+
+static void fill_header(const struct fx_opts *o, struct ntr_ring_header *h, uint32_t slots, uint64_t nrec) {
+  memset(h, 0, sizeof *h);
+  memcpy(h->magic, NTR_RING_MAGIC, 8);
+  h->version = NTR_FORMAT_VERSION;
+  h->header_size = sizeof *h;
+  h->record_size = sizeof(struct ntr_record);
+  h->slot_count = slots;
+  h->comm_max = FX_COMM_MAX;
+  h->comm_recent = NTR_COMM_RECENT;
+  h->stack_max = FX_STACK_MAX;
+  h->stack_depth = NTR_STACK_DEPTH;
+  h->comm_offset = NTR_RING_HEADER_BYTES;
+  h->stack_offset = ALIGN(h->comm_offset + FX_COMM_MAX * sizeof(struct ntr_comm_state));
+  h->slot_offset = ALIGN(h->stack_offset + FX_STACK_MAX * sizeof(struct ntr_stack));
+  h->file_size = ALIGN(h->slot_offset + (uint64_t)slots * sizeof(struct ntr_record));
+  h->head = nrec;
+  h->comm_count = 1;
+  h->stack_count = 1;
+  h->pid = o->pid ? o->pid : getpid();
+  h->ppid = 1;
+  h->rank = o->rank;
+  h->local_rank = o->rank;
+  h->world_size = 2;
+  h->local_world_size = 2;
+  h->nccl_version = 22809;
+  h->proc_state = NTR_PROC_RUNNING;
+  if (o->host)
+    snprintf(h->host, sizeof h->host, "%s", o->host);
+  else if (gethostname(h->host, sizeof h->host) != 0)
+    snprintf(h->host, sizeof h->host, "unknown");
+  h->host[sizeof h->host - 1] = '\0';
+  snprintf(h->job_id, sizeof h->job_id, "job-test");
+  snprintf(h->tracer_version, sizeof h->tracer_version, "0.1.0");
+  snprintf(h->exe, sizeof h->exe, "fixture");
+  h->tsc_base = 1000;
+  h->mono_base_ns = 5000000000ull;
+  h->real_base_ns = FX_REAL_BASE;
+  h->tsc_hz = 1000000000ull;
+  if (o->bt) {
+    h->bt_depth = 2;
+    h->bt_signo = SIGSEGV;
+    h->bt_tid = 4242;
+    h->bt_ip[0] = 0x401000;
+    h->bt_ip[1] = 0x402000;
+    snprintf(h->bt_sym[0], sizeof h->bt_sym[0], "crash_here+0x12");
+    snprintf(h->bt_sym[1], sizeof h->bt_sym[1], "main+0x40");
+  }
+  static const char env[] = "NCCL_PROTO=Simple\0NCCL_DEBUG=WARN";
+  memcpy(h->env, env, sizeof env);
+  h->env_len = sizeof env;
+}
+
+static void fill_comm(struct ntr_comm_state *c, int rank) {
+  memset(c, 0, sizeof *c);
+  c->comm_id = FX_COMM_ID;
+  c->rank = rank;
+  c->nranks = 2;
+  c->lifecycle = NTR_COMM_READY;
+  c->async_error = 0;
+  c->coll_seq = 3;
+  c->last_enqueued = 3;
+  c->last_completed = 2;
+  c->init_kind = NTR_KIND_COMM_INIT_RANK;
+}
+
+/* Record number i of the canonical sequence (fixture.h). */
+static void fill_record(uint64_t i, int rank, struct ntr_record *r) {
+  memset(r, 0, sizeof *r);
+  r->commit = i + 1;
+  r->tsc = 1000 + (i + 1) * 1000000ull;
+  r->comm_id = FX_COMM_ID;
+  r->dtype = 0xff;
+  r->redop = -1;
+  r->rank = rank;
+  r->nranks = 2;
+  r->peer = -1;
+  r->result = -1;
+  r->tid = 777;
+  r->fp = (uint32_t)(0xc0de0000u + i);
+  switch (i) {
+  case 0:
+  case 1:
+    r->kind = NTR_KIND_COMM_INIT_RANK;
+    r->phase = i == 0 ? NTR_PHASE_ENTER : NTR_PHASE_EXIT;
+    r->result = i == 0 ? -1 : 0;
+    r->fp = 0;
+    return;
+  case 3:
+    r->kind = NTR_KIND_BROADCAST;
+    r->count = 1;
+    r->dtype = 7;
+    r->peer = 0;
+    r->seq = 2;
+    r->result = 0;
+    r->flags = NTR_REC_COMPLETED;
+    r->tsc_done = r->tsc + 500000;
+    return;
+  case 4:
+    r->kind = NTR_KIND_SEND;
+    r->count = 8;
+    r->dtype = 7;
+    r->peer = 1;
+    r->seq = 1;
+    r->result = 0;
+    return;
+  case 5:
+    r->kind = NTR_KIND_MARK;
+    r->phase = NTR_PHASE_EVENT;
+    r->comm_id = 0;
+    r->rank = -1;
+    r->nranks = 0;
+    r->count = 1234;
+    r->fp = 0;
+    snprintf(r->u.text, sizeof r->u.text, "step");
+    return;
+  default:
+    r->kind = NTR_KIND_ALLREDUCE;
+    r->count = 64;
+    r->dtype = 7;
+    r->redop = 0;
+    r->seq = i == 2 ? 1 : i - 3;
+    r->result = 0;
+    if (i == 2) {
+      r->flags = NTR_REC_COMPLETED;
+      r->tsc_done = r->tsc + 250000;
+    }
+    return;
+  }
+}
+
+size_t fx_build_ring(const struct fx_opts *o, unsigned char **out) {
+  uint32_t slots = o->slots ? o->slots : 64;
+  uint64_t nrec = 7 + o->extra;
+  struct ntr_ring_header h;
+  fill_header(o, &h, slots, nrec);
+  unsigned char *b = calloc(1, (size_t)h.file_size);
+  if (!b)
+    return 0;
+  struct ntr_comm_state *c = (struct ntr_comm_state *)(b + h.comm_offset);
+  fill_comm(c, o->rank);
+  if (o->extra)
+    c->coll_seq = c->last_enqueued = 3 + o->extra;
+  struct ntr_stack *st = (struct ntr_stack *)(b + h.stack_offset);
+  st->hash = 0x1234;
+  st->depth = 2;
+  st->ip[0] = 0x401000;
+  st->ip[1] = 0x402000;
+  struct ntr_record *slot = (struct ntr_record *)(b + h.slot_offset);
+  for (uint64_t i = 0; i < nrec; i++) {
+    struct ntr_record r;
+    fill_record(i, o->rank, &r);
+    slot[i & (slots - 1)] = r;
+    if (r.comm_id)
+      c->recent[c->rec_count++ & (NTR_COMM_RECENT - 1)] = r;
+  }
+  memcpy(b, &h, sizeof h);
+  *out = b;
+  return (size_t)h.file_size;
+}
+
+static unsigned char *put_section(unsigned char *p, uint32_t type, const void *data, uint64_t len) {
+  struct ntr_section s = {.type = type, .length = len};
+  memcpy(p, &s, sizeof s);
+  memcpy(p + sizeof s, data, (size_t)len);
+  return p + sizeof s + len;
+}
+
+size_t fx_build_dump(const struct fx_opts *o, unsigned char **out) {
+  uint32_t slots = o->slots ? o->slots : 64;
+  uint64_t nrec = 7 + o->extra;
+  uint64_t keep = nrec > slots ? slots : nrec; /* the dump keeps what the main ring holds */
+  struct ntr_ring_header h;
+  fill_header(o, &h, slots, nrec);
+  struct ntr_comm_state *c = calloc(1, sizeof *c);
+  struct ntr_record *recs = calloc((size_t)keep, sizeof *recs);
+  struct ntr_stack st = {.hash = 0x1234, .depth = 2, .ip = {0x401000, 0x402000}};
+  struct ntr_trigger trig = {.kind = o->trigger ? o->trigger : NTR_TRIG_EXIT, .tsc = 1000 + 20000000ull};
+  size_t plen = 5 * sizeof(struct ntr_section) + sizeof h + sizeof *c + sizeof st + keep * sizeof *recs + sizeof trig;
+  unsigned char *pl = malloc(plen);
+  if (!c || !recs || !pl) {
+    free(c);
+    free(recs);
+    free(pl);
+    return 0;
+  }
+  fill_comm(c, o->rank);
+  for (uint64_t i = nrec - keep; i < nrec; i++) {
+    fill_record(i, o->rank, &recs[i - (nrec - keep)]);
+    c->recent[c->rec_count++ & (NTR_COMM_RECENT - 1)] = recs[i - (nrec - keep)];
+  }
+  trig.lost = nrec - keep;
+  if (trig.kind == NTR_TRIG_EXIT)
+    snprintf(trig.reason, sizeof trig.reason, "process exit");
+  else
+    snprintf(trig.reason, sizeof trig.reason, "fixture trigger %u", trig.kind);
+  if (trig.kind == NTR_TRIG_SIGNAL)
+    trig.signo = SIGTERM;
+  unsigned char *p = pl;
+  p = put_section(p, NTR_SEC_HEADER, &h, sizeof h);
+  p = put_section(p, NTR_SEC_COMMS, c, sizeof *c);
+  p = put_section(p, NTR_SEC_STACKS, &st, sizeof st);
+  p = put_section(p, NTR_SEC_RECORDS, recs, keep * sizeof *recs);
+  p = put_section(p, NTR_SEC_TRIGGER, &trig, sizeof trig);
+  free(c);
+  free(recs);
+  size_t cap = ZSTD_compressBound(plen);
+  unsigned char *b = malloc(sizeof(struct ntr_dump_preamble) + cap);
+  if (!b) {
+    free(pl);
+    return 0;
+  }
+  size_t z = ZSTD_compress(b + sizeof(struct ntr_dump_preamble), cap, pl, plen, 3);
+  if (ZSTD_isError(z)) {
+    free(pl);
+    free(b);
+    return 0;
+  }
+  struct ntr_dump_preamble pre = {.version = NTR_FORMAT_VERSION, .preamble_size = sizeof pre,
+                                  .payload_size = plen, .compressed_size = z,
+                                  .checksum = XXH64(pl, plen, 0), .section_count = 5};
+  memcpy(pre.magic, NTR_DUMP_MAGIC, 8);
+  memcpy(b, &pre, sizeof pre);
+  free(pl);
+  *out = b;
+  return sizeof pre + z;
+}
+
+int fx_write(const char *path, const unsigned char *buf, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -1;
+  size_t off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, buf + off, len - off);
+    if (n <= 0) {
+      close(fd);
+      return -1;
+    }
+    off += (size_t)n;
+  }
+  return close(fd);
+}

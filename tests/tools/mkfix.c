@@ -1,0 +1,66 @@
+/* mkfix.c -- write a synthetic ring file or dump (fixture.h) for the
+ * script-driven tests.
+ *
+ *   mkfix ring|dump OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--trigger K] [--rank R]
+ *   mkfix live OUT ...   write a ring of this process, print "ready", sleep until killed
+ *
+ * Exit status: 0 written, 1 failure.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "fixture.h"
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: mkfix ring|dump|live OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--trigger K] [--rank R]\n");
+    return 1;
+  }
+  struct fx_opts o = {0};
+  for (int i = 3; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--bt")) {
+      o.bt = 1;
+      continue;
+    }
+    if (!v) {
+      fprintf(stderr, "mkfix: %s wants a value\n", a);
+      return 1;
+    }
+    i++;
+    if (!strcmp(a, "--pid"))
+      o.pid = atoi(v);
+    else if (!strcmp(a, "--host"))
+      o.host = v;
+    else if (!strcmp(a, "--slots"))
+      o.slots = (uint32_t)strtoul(v, NULL, 0);
+    else if (!strcmp(a, "--extra"))
+      o.extra = (uint32_t)strtoul(v, NULL, 0);
+    else if (!strcmp(a, "--rank"))
+      o.rank = atoi(v);
+    else if (!strcmp(a, "--trigger"))
+      o.trigger = (uint32_t)strtoul(v, NULL, 0);
+    else {
+      fprintf(stderr, "mkfix: unknown option %s\n", a);
+      return 1;
+    }
+  }
+  int live = !strcmp(argv[1], "live");
+  unsigned char *buf = NULL;
+  size_t len = !strcmp(argv[1], "dump") ? fx_build_dump(&o, &buf) : fx_build_ring(&o, &buf);
+  if (!len || fx_write(argv[2], buf, len)) {
+    perror("mkfix");
+    free(buf);
+    return 1;
+  }
+  free(buf);
+  if (live) {
+    printf("ready\n");
+    fflush(stdout);
+    for (;;)
+      pause();
+  }
+  return 0;
+}

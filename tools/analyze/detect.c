@@ -1,0 +1,813 @@
+/* detect.c -- findings on aligned communicators: every candidate cause with
+ * the time it happened.  Nothing here decides; verdict.c weighs candidates by
+ * time and priority.  Each detector reads only the aligned view (align.c).
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tools/analyze/analyze.h"
+
+#define NTA_VICTIM_GRACE_NS 1000000000ull /* pending this long before dying: already stuck */
+#define NTA_MARKS_SHOWN 4                  /* application markers per process in the chain */
+
+struct nta_cand *nta_cand_add(struct nta_job *job, enum nta_class cls, uint64_t t_ns) {
+  if (job->ncands == job->cap_cands) {
+    int cap = job->cap_cands ? 2 * job->cap_cands : 16;
+    struct nta_cand *v = realloc(job->cands, (size_t)cap * sizeof(*v));
+    if (!v)
+      return NULL;
+    job->cands = v;
+    job->cap_cands = cap;
+  }
+  struct nta_cand *c = &job->cands[job->ncands++];
+  memset(c, 0, sizeof(*c));
+  c->cls = cls;
+  c->t_ns = t_ns;
+  return c;
+}
+
+void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind, const char *fmt, ...) {
+  if (job->nev == job->cap_ev) {
+    int cap = job->cap_ev ? 2 * job->cap_ev : 64;
+    struct nta_event *v = realloc(job->ev, (size_t)cap * sizeof(*v));
+    if (!v)
+      return;
+    job->ev = v;
+    job->cap_ev = cap;
+  }
+  struct nta_event *e = &job->ev[job->nev++];
+  e->t_ns = t_ns;
+  e->rank = rank;
+  e->order = job->nev - 1;
+  snprintf(e->kind, sizeof(e->kind), "%s", kind);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->text, sizeof(e->text), fmt, ap);
+  va_end(ap);
+}
+
+void nta_describe_op(const struct nta_op *o, char *buf, size_t len) {
+  const struct ntr_record *r = o->rec;
+  const char *name = ntr_kind_name(o->op);
+  if (ntr_kind_is_p2p(r->kind)) {
+    snprintf(buf, len, "%s(count=%llu, %s, peer=%d)", name, (unsigned long long)r->count,
+             ntr_dtype_name(r->dtype), r->peer);
+  } else if (r->redop >= 0 && r->peer >= 0) {
+    snprintf(buf, len, "%s(count=%llu, %s, %s, root=%d)", name, (unsigned long long)r->count,
+             ntr_dtype_name(r->dtype), ntr_redop_name(r->redop), r->peer);
+  } else if (r->redop >= 0) {
+    snprintf(buf, len, "%s(count=%llu, %s, %s)", name, (unsigned long long)r->count,
+             ntr_dtype_name(r->dtype), ntr_redop_name(r->redop));
+  } else if (r->peer >= 0) {
+    snprintf(buf, len, "%s(count=%llu, %s, root=%d)", name, (unsigned long long)r->count,
+             ntr_dtype_name(r->dtype), r->peer);
+  } else {
+    snprintf(buf, len, "%s(count=%llu, %s)", name, (unsigned long long)r->count, ntr_dtype_name(r->dtype));
+  }
+}
+
+static void rank_list(const int *r, int n, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && o + 12 < len; i++)
+    o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "", r[i]);
+}
+
+static const struct nta_op *op_at(const struct nta_member *m, uint64_t seq) {
+  uint64_t lo = 0, hi = m->ncolls;
+  while (lo < hi) {
+    uint64_t mid = (lo + hi) / 2;
+    if (m->colls[mid].rec->seq < seq)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < m->ncolls && m->colls[lo].rec->seq == seq ? &m->colls[lo] : NULL;
+}
+
+/* Fingerprint fields, in the order a report names the first that differs. */
+static const char *fp_diff(const struct nta_op *a, const struct nta_op *b) {
+  if (a->op != b->op)
+    return "op";
+  if (a->rec->count != b->rec->count)
+    return "count";
+  if (a->rec->dtype != b->rec->dtype)
+    return "dtype";
+  if (a->rec->redop != b->rec->redop)
+    return "redop";
+  if (a->rec->peer != b->rec->peer)
+    return "root";
+  return NULL;
+}
+
+static const char *plural(int n) {
+  return n == 1 ? "rank" : "ranks";
+}
+
+/* ------------------------------------------------- collective mismatch -- */
+
+static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
+  uint64_t maxseq = 0;
+  for (int i = 0; i < c->nmembers; i++)
+    if (c->members[i].ncolls && c->members[i].colls[c->members[i].ncolls - 1].rec->seq > maxseq)
+      maxseq = c->members[i].colls[c->members[i].ncolls - 1].rec->seq;
+  const struct nta_op **ops = calloc((size_t)c->nranks, sizeof(*ops));
+  int *grp = calloc((size_t)c->nranks, sizeof(*grp));
+  int *gsize = calloc((size_t)c->nranks, sizeof(*gsize));
+  if (!ops || !grp || !gsize)
+    goto out;
+  for (uint64_t s = 1; s <= maxseq; s++) {
+    int n = 0, ng = 0;
+    for (int r = 0; r < c->nranks; r++) {
+      ops[r] = c->by_rank[r] ? op_at(c->by_rank[r], s) : NULL;
+      grp[r] = -1;
+      if (ops[r])
+        n++;
+    }
+    if (n < 2)
+      continue;
+    /* Group ranks by identical fingerprint; group g is led by rank lead[g]. */
+    int lead[64];
+    for (int r = 0; r < c->nranks; r++) {
+      if (!ops[r])
+        continue;
+      int g = 0;
+      for (; g < ng; g++)
+        if (!fp_diff(ops[lead[g]], ops[r]))
+          break;
+      if (g == ng) {
+        if (ng == 64)
+          break;
+        lead[ng] = r;
+        gsize[ng++] = 0;
+      }
+      grp[r] = g;
+      gsize[g]++;
+    }
+    if (ng < 2)
+      continue;
+    /* Majority decides the culprits; without a strict majority (two ranks,
+     * or a tie) every disagreeing rank is named. */
+    int maj = 0, tie = 0;
+    for (int g = 1; g < ng; g++)
+      if (gsize[g] > gsize[maj])
+        maj = g;
+    for (int g = 0; g < ng; g++)
+      if (g != maj && gsize[g] == gsize[maj])
+        tie = 1;
+    int culprit = -1;
+    for (int r = 0; r < c->nranks && culprit < 0; r++)
+      if (grp[r] >= 0 && grp[r] != maj)
+        culprit = r;
+    uint64_t t = 0;
+    for (int r = 0; r < c->nranks; r++)
+      if (ops[r] && ops[r]->t_ns > t)
+        t = ops[r]->t_ns;
+    struct nta_cand *k = nta_cand_add(job, NTA_COLL_MISMATCH, t);
+    if (!k)
+      break;
+    k->comm = c;
+    k->seq = s;
+    snprintf(k->field, sizeof(k->field), "%s", fp_diff(ops[lead[maj]], ops[culprit]));
+    for (int r = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++)
+      if (grp[r] >= 0 && (tie || grp[r] != maj))
+        k->ranks[k->nranks++] = r;
+    char hex[17], a[160], b[160], ra[256], rb[256];
+    nta_comm_hex(c->id, hex);
+    int other[NTA_MAX_VRANKS] = {0}, no = 0, cul[NTA_MAX_VRANKS] = {0}, nc = 0;
+    int cg = grp[culprit];
+    for (int r = 0; r < c->nranks; r++) {
+      if (grp[r] == cg && nc < NTA_MAX_VRANKS)
+        cul[nc++] = r;
+      else if (grp[r] == maj && no < NTA_MAX_VRANKS)
+        other[no++] = r;
+    }
+    nta_describe_op(ops[culprit], a, sizeof(a));
+    nta_describe_op(ops[lead[maj]], b, sizeof(b));
+    rank_list(cul, nc, ra, sizeof(ra));
+    rank_list(other, no, rb, sizeof(rb));
+    int in_group = (ops[culprit]->rec->flags | ops[lead[maj]]->rec->flags) & NTR_REC_IN_GROUP;
+    snprintf(k->summary, sizeof(k->summary),
+             "collective mismatch on comm %s seq %llu%s: %s %s called %s while %s %s called %s%s",
+             hex, (unsigned long long)s, in_group ? " (inside a group)" : "", plural(nc), ra, a,
+             plural(no), rb, b, ng > 2 ? " (and more variants)" : "");
+    for (int r = 0; r < c->nranks; r++)
+      if (ops[r]) {
+        char d[160];
+        nta_describe_op(ops[r], d, sizeof(d));
+        nta_event_add(job, ops[r]->t_ns, c->by_rank[r]->proc->lrank, "call",
+                      "comm %.8s rank %d seq %llu: %s%s", hex, r, (unsigned long long)s, d,
+                      ops[r]->done_ns ? " (completed)" : " (never completed)");
+      }
+    break; /* the first differing seq is the one that matters */
+  }
+out:
+  free(ops);
+  free(grp);
+  free(gsize);
+}
+
+/* ------------------------------------------------------ p2p mismatch -- */
+
+static const struct nta_p2p *p2p_find(const struct nta_member *m, int peer, int dir, uint64_t seq) {
+  for (uint64_t i = 0; i < m->np2p; i++)
+    if (m->p2p[i].peer == peer && m->p2p[i].dir == dir && m->p2p[i].seq == seq)
+      return &m->p2p[i];
+  return NULL;
+}
+
+static void detect_p2p(struct nta_job *job, const struct nta_comm *c) {
+  const struct nta_p2p *best_s = NULL, *best_r = NULL;
+  const char *best_field = NULL;
+  int best_a = -1;
+  uint64_t best_t = 0;
+  for (int a = 0; a < c->nranks; a++) {
+    const struct nta_member *m = c->by_rank[a];
+    if (!m)
+      continue;
+    for (uint64_t i = 0; i < m->np2p; i++) {
+      const struct nta_p2p *s = &m->p2p[i];
+      if (s->dir != 0 || s->peer < 0 || s->peer >= c->nranks || !c->by_rank[s->peer])
+        continue;
+      const struct nta_p2p *r = p2p_find(c->by_rank[s->peer], a, 1, s->seq);
+      if (!r)
+        continue;
+      const char *f = s->op.rec->count != r->op.rec->count ? "count"
+                      : s->op.rec->dtype != r->op.rec->dtype ? "dtype" : NULL;
+      if (!f)
+        continue;
+      uint64_t t = s->op.t_ns > r->op.t_ns ? s->op.t_ns : r->op.t_ns;
+      if (!best_s || t < best_t) {
+        best_s = s;
+        best_r = r;
+        best_field = f;
+        best_a = a;
+        best_t = t;
+      }
+    }
+  }
+  if (!best_s)
+    return;
+  struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, best_t);
+  if (!k)
+    return;
+  int b = best_s->peer;
+  k->comm = c;
+  k->seq = best_s->seq;
+  snprintf(k->field, sizeof(k->field), "%s", best_field);
+  k->ranks[k->nranks++] = best_a < b ? best_a : b;
+  k->ranks[k->nranks++] = best_a < b ? b : best_a;
+  char hex[17], ds[160], dr[160];
+  nta_comm_hex(c->id, hex);
+  nta_describe_op(&best_s->op, ds, sizeof(ds));
+  nta_describe_op(&best_r->op, dr, sizeof(dr));
+  snprintf(k->summary, sizeof(k->summary),
+           "p2p mismatch on comm %s: rank %d's send #%llu to rank %d is %s but rank %d's matching "
+           "receive is %s (%s differs)",
+           hex, best_a, (unsigned long long)best_s->seq, b, ds, b, dr, best_field);
+  nta_event_add(job, best_s->op.t_ns, c->by_rank[best_a]->proc->lrank, "call", "comm %.8s rank %d: %s",
+                hex, best_a, ds);
+  nta_event_add(job, best_r->op.t_ns, c->by_rank[b]->proc->lrank, "call", "comm %.8s rank %d: %s", hex,
+                b, dr);
+}
+
+/* ------------------------------------- missing collective, init hang -- */
+
+/* Every rank with evidence agrees and waits at seq lo, but some ranks of the
+ * comm left no evidence at all: they are the ones that never came. */
+static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_t issued) {
+  uint64_t maxdone = 0;
+  int absent[NTA_MAX_VRANKS], na = 0, proof = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_member *m = c->by_rank[r];
+    if (!m) {
+      if (na < NTA_MAX_VRANKS)
+        absent[na++] = r;
+      continue;
+    }
+    if (m->completed > maxdone)
+      maxdone = m->completed;
+    proof |= m->proc->timeout_ns != 0 || m->proc->fate != NTA_ALIVE;
+  }
+  uint64_t s = maxdone + 1;
+  if (!na || !proof || s > issued)
+    return;
+  const struct nta_op *first = NULL;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_op *o = c->by_rank[r] ? op_at(c->by_rank[r], s) : NULL;
+    if (o && (!first || o->t_ns < first->t_ns))
+      first = o;
+  }
+  struct nta_cand *k = nta_cand_add(job, NTA_MISSING_COLL, first ? first->t_ns : c->first_ns);
+  if (!k)
+    return;
+  k->comm = c;
+  k->seq = s;
+  memcpy(k->ranks, absent, sizeof(int) * (size_t)na);
+  k->nranks = na;
+  char hex[17], d[160] = "it", rl[256];
+  nta_comm_hex(c->id, hex);
+  if (first)
+    nta_describe_op(first, d, sizeof(d));
+  rank_list(absent, na, rl, sizeof(rl));
+  snprintf(k->summary, sizeof(k->summary),
+           "missing collective on comm %s seq %llu: %s %s left no evidence at all while every other "
+           "rank issued %s and waited",
+           hex, (unsigned long long)s, plural(na), rl, d);
+}
+
+static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_member *m = c->by_rank[r];
+    if (!m || m->in_init)
+      continue;
+    if (m->issued < lo)
+      lo = m->issued;
+    if (m->issued > hi)
+      hi = m->issued;
+  }
+  if (lo == UINT64_MAX)
+    return;
+  if (hi == lo) {
+    detect_silent(job, c, lo);
+    return;
+  }
+  uint64_t s = lo + 1, t = 0;
+  const struct nta_op *first = NULL;
+  int waiting[NTA_MAX_VRANKS], nw = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_member *m = c->by_rank[r];
+    if (!m || m->issued < s)
+      continue;
+    const struct nta_op *o = op_at(m, s);
+    if (o && (!first || o->t_ns < t)) {
+      first = o;
+      t = o->t_ns;
+    }
+    if (nw < NTA_MAX_VRANKS)
+      waiting[nw++] = r;
+  }
+  struct nta_cand *k = nta_cand_add(job, NTA_MISSING_COLL, t);
+  if (!k)
+    return;
+  k->comm = c;
+  k->seq = s;
+  for (int r = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++)
+    if (c->by_rank[r] && !c->by_rank[r]->in_init && c->by_rank[r]->issued < s)
+      k->ranks[k->nranks++] = r;
+  char hex[17], d[160] = "it", rm[256], rw[256];
+  nta_comm_hex(c->id, hex);
+  if (first)
+    nta_describe_op(first, d, sizeof(d));
+  rank_list(k->ranks, k->nranks, rm, sizeof(rm));
+  rank_list(waiting, nw, rw, sizeof(rw));
+  snprintf(k->summary, sizeof(k->summary),
+           "missing collective on comm %s seq %llu: %s %s never issued %s, which %s %s issued", hex,
+           (unsigned long long)s, plural(k->nranks), rm, d, plural(nw), rw);
+  for (int i = 0; i < k->nranks; i++) {
+    const struct nta_member *m = c->by_rank[k->ranks[i]];
+    const struct nta_op *last = m->ncolls ? &m->colls[m->ncolls - 1] : NULL;
+    char ld[160] = "none";
+    if (last)
+      nta_describe_op(last, ld, sizeof(ld));
+    nta_event_add(job, last ? last->t_ns : m->first_ns, m->proc->lrank, "behind",
+                  "comm %.8s rank %d: last collective issued #%llu %s", hex, k->ranks[i],
+                  (unsigned long long)m->issued, ld);
+  }
+  for (int i = 0; i < nw; i++) {
+    const struct nta_op *o = op_at(c->by_rank[waiting[i]], s);
+    if (o)
+      nta_event_add(job, o->t_ns, c->by_rank[waiting[i]]->proc->lrank, "call",
+                    "comm %.8s rank %d seq %llu: %s%s", hex, waiting[i], (unsigned long long)s, d,
+                    o->done_ns ? " (completed)" : "");
+  }
+}
+
+static void detect_init(struct nta_job *job, const struct nta_comm *c) {
+  int in_init = 0, present = 0;
+  uint64_t t = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_member *m = c->by_rank[r];
+    if (!m)
+      continue;
+    present++;
+    if (m->in_init) {
+      in_init++;
+      if (!t || (m->init_enter_ns && m->init_enter_ns < t))
+        t = m->init_enter_ns;
+    }
+  }
+  if (!in_init)
+    return;
+  struct nta_cand *k = nta_cand_add(job, NTA_INIT_HANG, t);
+  if (!k)
+    return;
+  k->comm = c;
+  int waiting[NTA_MAX_VRANKS], nw = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    if (!c->by_rank[r]) {
+      if (k->nranks < NTA_MAX_VRANKS)
+        k->ranks[k->nranks++] = r;
+    } else if (c->by_rank[r]->in_init && nw < NTA_MAX_VRANKS) {
+      waiting[nw++] = r;
+    }
+  }
+  char hex[17], rm[256], rw[256];
+  nta_comm_hex(c->id, hex);
+  rank_list(waiting, nw, rw, sizeof(rw));
+  unsigned kind = 0;
+  for (int r = 0; r < c->nranks && !kind; r++)
+    if (c->by_rank[r] && c->by_rank[r]->cs)
+      kind = c->by_rank[r]->cs->init_kind;
+  if (k->nranks) {
+    rank_list(k->ranks, k->nranks, rm, sizeof(rm));
+    snprintf(k->summary, sizeof(k->summary),
+             "init of comm %s (%d ranks) never completed: %s %s never joined while %s %s waited in %s",
+             hex, c->nranks, plural(k->nranks), rm, plural(nw), rw,
+             kind ? ntr_kind_name(kind) : "communicator init");
+  } else {
+    /* Everyone arrived and init still did not finish: name them all. */
+    for (int i = 0; i < nw; i++)
+      k->ranks[k->nranks++] = waiting[i];
+    snprintf(k->summary, sizeof(k->summary),
+             "init of comm %s (%d ranks) never completed although every rank joined (%s waited in %s)",
+             hex, c->nranks, rw, kind ? ntr_kind_name(kind) : "communicator init");
+  }
+  for (int i = 0; i < nw; i++) {
+    const struct nta_member *m = c->by_rank[waiting[i]];
+    nta_event_add(job, m->init_enter_ns, m->proc->lrank, "init",
+                  "comm %.8s rank %d entered %s and never returned", hex, waiting[i],
+                  kind ? ntr_kind_name(kind) : "init");
+  }
+  (void)present;
+}
+
+/* ------------------------------------------------------ env mismatch -- */
+
+/* Value of NAME in an image's env block, or NULL. */
+static const char *env_get(const struct ntr_image *img, const char *name, size_t nlen) {
+  uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
+  const char *e = img->hdr.env, *end = e + len;
+  while (e < end && *e) {
+    size_t l = strnlen(e, (size_t)(end - e));
+    if (l > nlen && strncmp(e, name, nlen) == 0 && e[nlen] == '=')
+      return e + nlen + 1;
+    e += l + 1;
+  }
+  return NULL;
+}
+
+static void detect_env(struct nta_job *job, const struct nta_comm *c) {
+  /* Candidate variable names: every NCCL_* name any member has. */
+  char best[64] = "";
+  for (int i = 0; i < c->nmembers; i++) {
+    const struct ntr_image *img = c->members[i].proc->img;
+    uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
+    const char *e = img->hdr.env, *end = e + len;
+    while (e < end && *e) {
+      size_t l = strnlen(e, (size_t)(end - e));
+      const char *eq = memchr(e, '=', l);
+      if (eq && strncmp(e, "NCCL_", 5) == 0 && (size_t)(eq - e) < sizeof(best)) {
+        size_t nl = (size_t)(eq - e);
+        for (int j = 0; j < c->nmembers; j++) {
+          const char *v = env_get(c->members[j].proc->img, e, nl);
+          if (!v || strcmp(v, eq + 1) != 0) {
+            char name[64];
+            memcpy(name, e, nl);
+            name[nl] = 0;
+            if (!best[0] || strcmp(name, best) < 0)
+              snprintf(best, sizeof(best), "%s", name);
+            break;
+          }
+        }
+      }
+      e += l + 1;
+    }
+  }
+  if (!best[0])
+    return;
+  /* Majority value decides who differs. */
+  size_t nl = strlen(best);
+  const char *maj = NULL;
+  int majn = -1;
+  for (int i = 0; i < c->nmembers; i++) {
+    const char *v = env_get(c->members[i].proc->img, best, nl);
+    int n = 0;
+    for (int j = 0; j < c->nmembers; j++) {
+      const char *w = env_get(c->members[j].proc->img, best, nl);
+      n += (v == NULL && w == NULL) || (v && w && strcmp(v, w) == 0);
+    }
+    if (n > majn) {
+      majn = n;
+      maj = v;
+    }
+  }
+  struct nta_cand *k = nta_cand_add(job, NTA_ENV_MISMATCH, c->first_ns);
+  if (!k)
+    return;
+  k->comm = c;
+  snprintf(k->field, sizeof(k->field), "%s", best);
+  char diff[256] = "", hex[17], rl[256];
+  nta_comm_hex(c->id, hex);
+  for (int r = 0; r < c->nranks; r++) {
+    if (!c->by_rank[r])
+      continue;
+    const char *v = env_get(c->by_rank[r]->proc->img, best, nl);
+    if ((v == NULL) != (maj == NULL) || (v && strcmp(v, maj) != 0)) {
+      if (k->nranks < NTA_MAX_VRANKS)
+        k->ranks[k->nranks++] = r;
+      if (!diff[0])
+        snprintf(diff, sizeof(diff), "%s", v ? v : "(unset)");
+      nta_event_add(job, c->first_ns, c->by_rank[r]->proc->lrank, "env", "comm %.8s rank %d: %s=%s",
+                    hex, r, best, v ? v : "(unset)");
+    }
+  }
+  rank_list(k->ranks, k->nranks, rl, sizeof(rl));
+  snprintf(k->summary, sizeof(k->summary), "%s differs on comm %s: %s %s %s %s=%s while the others have %s",
+           best, hex, plural(k->nranks), rl, k->nranks == 1 ? "has" : "have", best, diff,
+           maj ? maj : "(unset)");
+}
+
+/* ------------------------------------------------------------- stall -- */
+
+static void detect_stall(struct nta_job *job, const struct nta_comm *c) {
+  uint64_t maxdone = 0, minenq = UINT64_MAX, miniss = UINT64_MAX, maxiss = 0;
+  int tracked = 1, clean_exit = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_member *m = c->by_rank[r];
+    if (!m || m->in_init)
+      return; /* a rank without evidence, or init: not "everyone issued it" */
+    tracked &= m->tracking;
+    if (m->completed > maxdone)
+      maxdone = m->completed;
+    if (m->enqueued < minenq)
+      minenq = m->enqueued;
+    if (m->issued < miniss)
+      miniss = m->issued;
+    if (m->issued > maxiss)
+      maxiss = m->issued;
+    clean_exit |= m->proc->fate == NTA_EXITED && m->proc->exit_code == 0;
+  }
+  /* With completion tracking: the first seq nobody completed, issued by all.
+   * Without it (no CUDA driver, events unavailable): the last collective,
+   * issued identically by every rank, after which nobody went on and nobody
+   * finished normally. */
+  uint64_t s = tracked ? maxdone + 1 : maxiss;
+  if (!c->nranks || !s || s > minenq || (!tracked && (miniss != maxiss || clean_exit)))
+    return;
+  const struct nta_op *ref = NULL;
+  uint64_t t = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_op *o = op_at(c->by_rank[r], s);
+    if (!o)
+      continue;
+    if (ref && fp_diff(ref, o))
+      return; /* a mismatch, found by detect_mismatch */
+    ref = ref ? ref : o;
+    if (o->t_ns > t)
+      t = o->t_ns;
+  }
+  /* A live job between issue and completion is not a stall: require proof
+   * that it stayed stuck (a watchdog timeout, or the processes are gone). */
+  int proof = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_proc *p = c->by_rank[r]->proc;
+    if (p->timeout_ns || p->fate != NTA_ALIVE)
+      proof = 1;
+  }
+  if (!proof)
+    return;
+  struct nta_cand *k = nta_cand_add(job, NTA_STALL, t);
+  if (!k)
+    return;
+  k->comm = c;
+  k->seq = s;
+  for (int r = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++)
+    k->ranks[k->nranks++] = r;
+  char hex[17], d[160] = "it";
+  nta_comm_hex(c->id, hex);
+  if (ref)
+    nta_describe_op(ref, d, sizeof(d));
+  snprintf(k->summary, sizeof(k->summary), "stall on comm %s seq %llu: all %d ranks issued %s identically and %s",
+           hex, (unsigned long long)s, c->nranks, d,
+           tracked ? "none completed" : "none went further (completion was not tracked)");
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_op *o = op_at(c->by_rank[r], s);
+    if (o)
+      nta_event_add(job, o->t_ns, c->by_rank[r]->proc->lrank, "call", "comm %.8s rank %d seq %llu: %s%s", hex, r,
+                    (unsigned long long)s, d, o->done_ns ? " (completed)" : "");
+  }
+}
+
+/* --------------------------------------------- process fates, errors -- */
+
+int nta_proc_comm_rank(const struct nta_comm *c, const struct nta_proc *p) {
+  const struct nta_member *m = nta_member_of(c, p);
+  return m ? m->rank : -1;
+}
+
+/* Was the process already stuck itself when it died or aborted at t? */
+static int victim_at(const struct nta_job *job, const struct nta_proc *p, uint64_t t) {
+  if (p->timeout_ns && p->timeout_ns <= t)
+    return 1;
+  if (p->async_ns && p->async_ns < t)
+    return 1;
+  for (int ci = 0; ci < job->ncomms; ci++) {
+    const struct nta_member *m = nta_member_of(&job->comms[ci], p);
+    if (!m || !m->tracking)
+      continue;
+    if (m->in_init && m->init_enter_ns && m->init_enter_ns + NTA_VICTIM_GRACE_NS < t)
+      return 1;
+    for (uint64_t i = m->ncolls; i-- > 0;) {
+      const struct nta_op *o = &m->colls[i];
+      if (o->rec->seq <= m->completed)
+        break;
+      if (!o->done_ns && o->t_ns + NTA_VICTIM_GRACE_NS < t && o->rec->result <= 0)
+        return 1;
+    }
+  }
+  return 0;
+}
+
+static const char *sig_name(int s) {
+  switch (s) {
+  case SIGSEGV: return "SIGSEGV";
+  case SIGBUS: return "SIGBUS";
+  case SIGILL: return "SIGILL";
+  case SIGFPE: return "SIGFPE";
+  case SIGABRT: return "SIGABRT";
+  case SIGTERM: return "SIGTERM";
+  case SIGINT: return "SIGINT";
+  case SIGKILL: return "SIGKILL";
+  case SIGHUP: return "SIGHUP";
+  case SIGQUIT: return "SIGQUIT";
+  case SIGSYS: return "SIGSYS";
+  default: return "signal";
+  }
+}
+
+static void proc_where(const struct nta_proc *p, char *buf, size_t len) {
+  snprintf(buf, len, "pid %d on %.64s", p->img->hdr.pid, p->img->hdr.host);
+}
+
+static void detect_fates(struct nta_job *job) {
+  for (int i = 0; i < job->nprocs; i++) {
+    const struct nta_proc *p = &job->procs[i];
+    char where[128];
+    proc_where(p, where, sizeof(where));
+    struct nta_cand *k = NULL;
+    if (p->fate == NTA_EXITED) {
+      nta_event_add(job, p->fate_ns, p->lrank, "exit", "%s exited with code %d", where, p->exit_code);
+      if (p->exit_code != 0 && (k = nta_cand_add(job, NTA_RANK_EXIT, p->fate_ns)) != NULL) {
+        k->exit_code = p->exit_code;
+        snprintf(k->summary, sizeof(k->summary), "rank %d (%s) exited with code %d", p->lrank, where,
+                 p->exit_code);
+      }
+    } else if (p->fate == NTA_SIGNALED) {
+      const struct ntr_ring_header *h = &p->img->hdr;
+      char bt[400] = "";
+      size_t o = 0;
+      for (uint32_t f = 0; f < h->bt_depth && f < NTR_BT_DEPTH && f < 6 && o + 80 < sizeof(bt); f++)
+        o += (size_t)snprintf(bt + o, sizeof(bt) - o, "%s%.*s", f ? " < " : "", (int)NTR_SYM_BYTES,
+                              h->bt_sym[f][0] ? h->bt_sym[f] : "?");
+      nta_event_add(job, p->fate_ns, p->lrank, "signal", "%s died of %s (%d)%s%s", where,
+                    sig_name(p->signo), p->signo, bt[0] ? "; backtrace: " : "", bt);
+      if ((k = nta_cand_add(job, NTA_RANK_CRASH, p->fate_ns)) != NULL) {
+        k->signo = p->signo;
+        k->noise = !p->fatal;
+        snprintf(k->summary, sizeof(k->summary), "rank %d (%s) %s %s%s%s", p->lrank, where,
+                 p->fatal ? "crashed with" : "was terminated by", sig_name(p->signo),
+                 bt[0] ? "; backtrace: " : "", bt);
+      }
+    } else if (p->fate == NTA_VANISHED) {
+      nta_event_add(job, p->fate_ns, p->lrank, "vanished",
+                    "%s left no exit record and is gone (SIGKILL or OOM killer); last record here", where);
+      if ((k = nta_cand_add(job, NTA_RANK_KILLED, p->fate_ns)) != NULL)
+        snprintf(k->summary, sizeof(k->summary),
+                 "rank %d (%s) vanished without an exit record (SIGKILL or the OOM killer)", p->lrank,
+                 where);
+    }
+    if (k) {
+      k->proc = p;
+      k->victim = victim_at(job, p, p->fate_ns);
+    }
+    if (p->lost)
+      nta_event_add(job, p->first_ns, p->lrank, "lost",
+                    "%s: ring wrapped, %llu older records were overwritten", where,
+                    (unsigned long long)p->lost);
+    /* Tracer events worth seeing on the timeline; of the application's
+     * markers only the last few per process (a training loop marks every
+     * step). */
+    uint64_t marks = 0, seen = 0;
+    for (uint64_t j = 0; j < p->nrecs; j++)
+      marks += p->recs[j].kind == NTR_KIND_MARK;
+    for (uint64_t j = 0; j < p->nrecs; j++) {
+      const struct ntr_record *r = &p->recs[j];
+      uint64_t t = nta_rec_ns(p, r);
+      char txt[25];
+      memcpy(txt, r->u.text, 24);
+      txt[24] = 0;
+      char hex[17];
+      nta_comm_hex(r->comm_id, hex);
+      switch (r->kind) {
+      case NTR_KIND_TIMEOUT:
+        nta_event_add(job, t, p->lrank, "timeout", "comm %.8s rank %d: seq %llu did not complete in time",
+                      hex, r->rank, (unsigned long long)r->seq);
+        break;
+      case NTR_KIND_ASYNC_ERROR:
+        nta_event_add(job, t, p->lrank, "async_error", "comm %.8s rank %d: %s (was %s)", hex, r->rank,
+                      ntr_result_name((int)r->aux), ntr_result_name(r->result));
+        break;
+      case NTR_KIND_MISMATCH:
+        nta_event_add(job, t, p->lrank, "mismatch", "coordinator: comm %.8s seq %llu: %s differs from rank %d",
+                      hex, (unsigned long long)r->seq, txt, (int)r->aux);
+        break;
+      case NTR_KIND_PEER_LOST:
+        nta_event_add(job, t, p->lrank, "peer_lost", "coordinator: comm %.8s lost rank %d", hex, r->peer);
+        break;
+      case NTR_KIND_ENV_DIFF:
+        nta_event_add(job, t, p->lrank, "env_diff", "coordinator: %s differs on comm %.8s", txt, hex);
+        break;
+      case NTR_KIND_MARK:
+        if (++seen + NTA_MARKS_SHOWN > marks)
+          nta_event_add(job, t, p->lrank, "mark", "%s = %lld", txt, (long long)r->count);
+        break;
+      case NTR_KIND_DUMP:
+        nta_event_add(job, t, p->lrank, "dump", "dump written (%s)", txt);
+        break;
+      case NTR_KIND_COMM_ABORT:
+        if (r->phase != NTR_PHASE_EXIT)
+          nta_event_add(job, t, p->lrank, "abort", "comm %.8s rank %d: ncclCommAbort", hex, r->rank);
+        break;
+      default:
+        break;
+      }
+    }
+  }
+}
+
+static void detect_aborts_errors(struct nta_job *job) {
+  for (int ci = 0; ci < job->ncomms; ci++) {
+    const struct nta_comm *c = &job->comms[ci];
+    for (int i = 0; i < c->nmembers; i++) {
+      const struct nta_member *m = &c->members[i];
+      char hex[17];
+      nta_comm_hex(c->id, hex);
+      if (m->abort_ns) {
+        struct nta_cand *k = nta_cand_add(job, NTA_APP_ABORT, m->abort_ns);
+        if (k) {
+          k->comm = c;
+          k->proc = m->proc;
+          k->ranks[k->nranks++] = m->rank;
+          k->victim = victim_at(job, m->proc, m->abort_ns);
+          snprintf(k->summary, sizeof(k->summary), "rank %d aborted comm %s (ncclCommAbort)", m->rank, hex);
+        }
+      }
+      int err = m->cs ? m->cs->async_error : 0;
+      uint64_t t = 0;
+      for (uint64_t j = 0; j < m->proc->nrecs; j++) {
+        const struct ntr_record *r = &m->proc->recs[j];
+        if (r->kind == NTR_KIND_ASYNC_ERROR && r->comm_id == c->id && r->aux != 0 && r->aux != 7) {
+          t = nta_rec_ns(m->proc, r);
+          err = (int)r->aux;
+          break;
+        }
+      }
+      if (err == 0 || err == 7)
+        continue;
+      if (!t)
+        t = m->proc->last_ns;
+      struct nta_cand *k = nta_cand_add(job, NTA_NCCL_ERROR, t);
+      if (!k)
+        continue;
+      k->comm = c;
+      k->proc = m->proc;
+      k->error = err;
+      k->ranks[k->nranks++] = m->rank;
+      /* A peer's death shows up as ncclRemoteError: only a cause when
+       * nothing came before it (verdict.c compares times). */
+      snprintf(k->summary, sizeof(k->summary), "rank %d of comm %s got %s from NCCL", m->rank, hex,
+               ntr_result_name(err));
+    }
+  }
+}
+
+int nta_detect(struct nta_job *job) {
+  for (int i = 0; i < job->nprocs; i++)
+    if (job->procs[i].timeout_ns && (!job->stuck_ns || job->procs[i].timeout_ns < job->stuck_ns))
+      job->stuck_ns = job->procs[i].timeout_ns;
+  for (int ci = 0; ci < job->ncomms; ci++) {
+    const struct nta_comm *c = &job->comms[ci];
+    detect_init(job, c);
+    detect_mismatch(job, c);
+    detect_p2p(job, c);
+    detect_missing(job, c);
+    detect_env(job, c);
+    detect_stall(job, c);
+  }
+  detect_fates(job);
+  detect_aborts_errors(job);
+  return 0;
+}

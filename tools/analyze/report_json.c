@@ -1,0 +1,145 @@
+/* report_json.c -- `analyze --json`: exactly one JSON object (design §7;
+ * keys documented in docs/analyze.md).  Built with jansson so strings from
+ * hostile inputs (host names, env values) are always escaped correctly.
+ */
+#include <jansson.h>
+#include <string.h>
+#include "tools/analyze/analyze.h"
+
+static json_t *hexid(uint64_t id) {
+  char h[17];
+  nta_comm_hex(id, h);
+  return json_string(h);
+}
+
+/* Host names and texts come from files: keep only valid, bounded strings. */
+static json_t *str(const char *s, size_t max) {
+  char buf[4096];
+  size_t n = strnlen(s, max < sizeof(buf) - 1 ? max : sizeof(buf) - 1);
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  json_t *j = json_string(buf);
+  return j ? j : json_string("(invalid utf-8)");
+}
+
+static json_t *verdict_json(const struct nta_job *job) {
+  const struct nta_verdict *v = &job->v;
+  json_t *o = json_object();
+  json_object_set_new(o, "class", json_string(nta_class_name(v->cls)));
+  json_object_set_new(o, "field", v->field[0] ? json_string(v->field) : json_null());
+  json_object_set_new(o, "comm", v->comm ? hexid(v->comm->id) : json_null());
+  json_object_set_new(o, "seq", v->seq ? json_integer((json_int_t)v->seq) : json_null());
+  json_t *r = json_array();
+  for (int i = 0; i < v->nranks; i++)
+    json_array_append_new(r, json_integer(v->ranks[i]));
+  json_object_set_new(o, "ranks", r);
+  if (v->has_exit)
+    json_object_set_new(o, "exit_code", json_integer(v->exit_code));
+  if (v->has_signal)
+    json_object_set_new(o, "signal", json_integer(v->signo));
+  if (v->has_error) {
+    json_object_set_new(o, "error", json_string(ntr_result_name(v->error)));
+    json_object_set_new(o, "error_code", json_integer(v->error));
+  }
+  json_object_set_new(o, "t_ns", v->t_ns ? json_integer((json_int_t)v->t_ns) : json_null());
+  json_object_set_new(o, "summary", str(v->summary, sizeof(v->summary)));
+  json_object_set_new(o, "next", json_string(v->next));
+  return o;
+}
+
+static json_t *procs_json(const struct nta_job *job) {
+  json_t *a = json_array();
+  for (int i = 0; i < job->nprocs; i++) {
+    const struct nta_proc *p = &job->procs[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "rank", json_integer(p->lrank));
+    json_object_set_new(o, "host", str(p->img->hdr.host, sizeof(p->img->hdr.host)));
+    json_object_set_new(o, "pid", json_integer(p->img->hdr.pid));
+    json_object_set_new(o, "exe", str(p->img->hdr.exe, sizeof(p->img->hdr.exe)));
+    json_object_set_new(o, "state", json_string(nta_fate_name(p->fate)));
+    json_object_set_new(o, "exit_code", p->fate == NTA_EXITED ? json_integer(p->exit_code) : json_null());
+    json_object_set_new(o, "signal", p->fate == NTA_SIGNALED ? json_integer(p->signo) : json_null());
+    json_object_set_new(o, "files", json_integer(p->nfiles));
+    json_object_set_new(o, "records", json_integer((json_int_t)p->nrecs));
+    json_object_set_new(o, "lost", json_integer((json_int_t)p->lost));
+    json_object_set_new(o, "first_ns", json_integer((json_int_t)p->first_ns));
+    json_object_set_new(o, "last_ns", json_integer((json_int_t)p->last_ns));
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
+static json_t *comms_json(const struct nta_job *job) {
+  json_t *a = json_array();
+  for (int ci = 0; ci < job->ncomms; ci++) {
+    const struct nta_comm *c = &job->comms[ci];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", hexid(c->id));
+    json_object_set_new(o, "parent", c->parent ? hexid(c->parent) : json_null());
+    json_object_set_new(o, "nranks", json_integer(c->nranks));
+    json_t *mem = json_array(), *missing = json_array();
+    for (int r = 0; r < c->nranks; r++) {
+      const struct nta_member *m = c->by_rank[r];
+      if (!m) {
+        json_array_append_new(missing, json_integer(r));
+        continue;
+      }
+      char b[64], st[96];
+      nta_blocked_in(m, b, sizeof(b));
+      nta_member_state(m, st, sizeof(st));
+      json_t *x = json_object();
+      json_object_set_new(x, "rank", json_integer(r));
+      json_object_set_new(x, "launcher_rank", json_integer(m->proc->lrank));
+      json_object_set_new(x, "host", str(m->proc->img->hdr.host, sizeof(m->proc->img->hdr.host)));
+      json_object_set_new(x, "pid", json_integer(m->proc->img->hdr.pid));
+      json_object_set_new(x, "issued", json_integer((json_int_t)m->issued));
+      json_object_set_new(x, "last_enqueued", json_integer((json_int_t)m->enqueued));
+      json_object_set_new(x, "last_completed", json_integer((json_int_t)m->completed));
+      json_object_set_new(x, "blocked_in", strcmp(b, "-") ? json_string(b) : json_null());
+      json_object_set_new(x, "state", json_string(st));
+      json_array_append_new(mem, x);
+    }
+    json_object_set_new(o, "members", mem);
+    json_object_set_new(o, "no_evidence", missing);
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
+int nta_report_json(const struct nta_job *job, FILE *out) {
+  json_t *root = json_object();
+  json_object_set_new(root, "verdict", verdict_json(job));
+  json_object_set_new(root, "ranks", procs_json(job));
+  json_object_set_new(root, "comms", comms_json(job));
+  json_t *ev = json_array();
+  for (int i = 0; i < job->nev; i++) {
+    const struct nta_event *e = &job->ev[i];
+    json_t *x = json_object();
+    json_object_set_new(x, "t_ns", json_integer((json_int_t)e->t_ns));
+    json_object_set_new(x, "rank", e->rank >= 0 ? json_integer(e->rank) : json_null());
+    json_object_set_new(x, "kind", json_string(e->kind));
+    json_object_set_new(x, "text", str(e->text, sizeof(e->text)));
+    json_array_append_new(ev, x);
+  }
+  json_object_set_new(root, "evidence", ev);
+  json_t *in = json_object();
+  json_object_set_new(in, "files", json_integer(job->nfiles));
+  json_t *un = json_array();
+  for (int i = 0; i < job->nunreadable; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "file", str(job->unreadable[i].path, sizeof(job->unreadable[i].path)));
+    json_object_set_new(x, "reason", str(job->unreadable[i].reason, sizeof(job->unreadable[i].reason)));
+    json_array_append_new(un, x);
+  }
+  json_object_set_new(in, "unreadable", un);
+  json_object_set_new(in, "job", str(job->job_id, sizeof(job->job_id)));
+  json_t *oj = json_array();
+  for (int i = 0; i < job->nother_jobs; i++)
+    json_array_append_new(oj, str(job->other_jobs[i], sizeof(job->other_jobs[i])));
+  json_object_set_new(in, "other_jobs", oj);
+  json_object_set_new(root, "inputs", in);
+  int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+  fputc('\n', out);
+  json_decref(root);
+  return rc == 0 ? 0 : -1;
+}

@@ -1,0 +1,132 @@
+/* report_text.c -- the human report: the verdict in one sentence, a table per
+ * communicator, the evidence chain oldest first, and what to do next.
+ */
+#include <signal.h>
+#include <string.h>
+#include "tools/analyze/analyze.h"
+
+void nta_comm_hex(uint64_t id, char out[17]) {
+  snprintf(out, 17, "%016llx", (unsigned long long)id);
+}
+
+const char *nta_fate_name(enum nta_fate f) {
+  switch (f) {
+  case NTA_ALIVE: return "running";
+  case NTA_EXITED: return "exited";
+  case NTA_SIGNALED: return "signaled";
+  case NTA_VANISHED: return "vanished";
+  default: return "unknown";
+  }
+}
+
+static const char *lifecycle_name(uint32_t l) {
+  switch (l) {
+  case NTR_COMM_INIT: return "in init";
+  case NTR_COMM_READY: return "ready";
+  case NTR_COMM_INIT_FAILED: return "init failed";
+  case NTR_COMM_FINALIZING: return "finalizing";
+  case NTR_COMM_DESTROYED: return "destroyed";
+  case NTR_COMM_ABORTED: return "aborted";
+  case NTR_COMM_REVOKED: return "revoked";
+  default: return "?";
+  }
+}
+
+/* "AllReduce #5" / "CommInitRank" / "-" for the member's blocking point. */
+void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
+  if (m->cs && m->cs->blocked_since && m->cs->blocked_kind) {
+    snprintf(buf, len, "%s", ntr_kind_name(m->cs->blocked_kind));
+    return;
+  }
+  if (m->in_init) {
+    snprintf(buf, len, "%s", ntr_kind_name(m->cs && m->cs->init_kind ? m->cs->init_kind : NTR_KIND_COMM_INIT_RANK));
+    return;
+  }
+  if (m->tracking && m->enqueued > m->completed) {
+    for (uint64_t i = 0; i < m->ncolls; i++)
+      if (m->colls[i].rec->seq == m->completed + 1) {
+        snprintf(buf, len, "%s #%llu", ntr_kind_name(m->colls[i].op), (unsigned long long)m->completed + 1);
+        return;
+      }
+    snprintf(buf, len, "collective #%llu", (unsigned long long)m->completed + 1);
+    return;
+  }
+  snprintf(buf, len, "-");
+}
+
+void nta_member_state(const struct nta_member *m, char *buf, size_t len) {
+  const struct nta_proc *p = m->proc;
+  char f[48];
+  if (p->fate == NTA_EXITED)
+    snprintf(f, sizeof(f), "exited %d", p->exit_code);
+  else if (p->fate == NTA_SIGNALED)
+    snprintf(f, sizeof(f), "%s %d", p->fatal ? "crashed" : "killed by signal", p->signo);
+  else
+    snprintf(f, sizeof(f), "%s", nta_fate_name(p->fate));
+  if (m->cs && m->cs->lifecycle != NTR_COMM_READY)
+    snprintf(buf, len, "%s, comm %s", f, lifecycle_name(m->cs->lifecycle));
+  else
+    snprintf(buf, len, "%s", f);
+}
+
+static void fmt_rel(const struct nta_job *job, uint64_t t, char *buf, size_t len) {
+  if (!t) {
+    snprintf(buf, len, "%12s", "?");
+    return;
+  }
+  int64_t d = (int64_t)(t - job->t0_ns);
+  snprintf(buf, len, "%+12.6fs", (double)d / 1e9);
+}
+
+void nta_report_text(const struct nta_job *job, FILE *out) {
+  const struct nta_verdict *v = &job->v;
+  fprintf(out, "%s\n", v->summary);
+  if (job->nother_jobs && !job->job_chosen)
+    fprintf(out, "(analyzed job %s, the most recent of %d found; pick another with --job)\n", job->job_id,
+           job->nother_jobs + 1);
+  for (int ci = 0; ci < job->ncomms; ci++) {
+    const struct nta_comm *c = &job->comms[ci];
+    char hex[17], par[17];
+    nta_comm_hex(c->id, hex);
+    nta_comm_hex(c->parent, par);
+    fprintf(out, "\ncomm %s (%d rank%s%s%s)%s\n", hex, c->nranks, c->nranks == 1 ? "" : "s",
+            c->parent ? ", parent " : "", c->parent ? par : "", v->comm == c ? "  <- verdict" : "");
+    fprintf(out, "  %-5s %-20s %-8s %-9s %-9s %-20s %s\n", "rank", "host", "pid", "last enq", "last done",
+            "blocked in", "state");
+    for (int r = 0; r < c->nranks; r++) {
+      const struct nta_member *m = c->by_rank[r];
+      if (!m) {
+        fprintf(out, "  %-5d %-20s %-8s %-9s %-9s %-20s %s\n", r, "-", "-", "-", "-", "-", "no evidence");
+        continue;
+      }
+      char b[64], st[96];
+      nta_blocked_in(m, b, sizeof(b));
+      nta_member_state(m, st, sizeof(st));
+      fprintf(out, "  %-5d %-20.20s %-8d %-9llu %-9llu %-20s %s\n", r, m->proc->img->hdr.host,
+              m->proc->img->hdr.pid, (unsigned long long)m->enqueued, (unsigned long long)m->completed, b,
+              st);
+    }
+  }
+  fprintf(out, "\nevidence (oldest first):\n");
+  for (int i = 0; i < job->nev; i++) {
+    const struct nta_event *e = &job->ev[i];
+    char t[32];
+    fmt_rel(job, e->t_ns, t, sizeof(t));
+    if (e->rank >= 0)
+      fprintf(out, "  %s  rank %-3d %-12s %s\n", t, e->rank, e->kind, e->text);
+    else
+      fprintf(out, "  %s  rank ?   %-12s %s\n", t, e->kind, e->text);
+  }
+  fprintf(out, "\nnext: %s\n", v->next);
+  fprintf(out, "inputs: %d file%s, %d process%s, job %s", job->nfiles, job->nfiles == 1 ? "" : "s",
+          job->nprocs, job->nprocs == 1 ? "" : "es", job->job_id);
+  if (job->nother_jobs) {
+    fprintf(out, " (other jobs:");
+    for (int i = 0; i < job->nother_jobs; i++)
+      fprintf(out, " %s", job->other_jobs[i]);
+    fprintf(out, ")");
+  }
+  fprintf(out, "\n");
+  for (int i = 0; i < job->nunreadable; i++)
+    fprintf(out, "unreadable: %s: %s\n", job->unreadable[i].path, job->unreadable[i].reason);
+}

@@ -1,0 +1,436 @@
+/* test_verdicts.c -- the analyzer's decisions on synthetic evidence: each
+ * case builds the rings/dumps a fault would leave (in memory), runs the
+ * analysis and checks class, field, comm, seq and ranks.  Proves the evidence
+ * priority and the time rule (design §1) without the interposer or emulator.
+ * Exit 0 pass, 1 fail.
+ */
+#include "tools/analyze/tests/builder.h"
+
+#define W 0x9f2c0123456789abull /* world comm */
+#define S 0x51117000000000aaull /* a split comm */
+
+static void run(struct nta_job *job, const char *name) {
+  if (nta_analyze(job) != 0) {
+    fprintf(stderr, "%s: analysis failed\n", name);
+    tb_failures++;
+  }
+  if (getenv("NTA_TEST_VERBOSE")) {
+    printf("=== %s\n", name);
+    nta_report_text(job, stdout);
+  }
+}
+
+static struct ntr_image *world_rank(struct nta_job *job, int r, int n) {
+  struct ntr_image *img = tb_proc(job, r, n, 1000 + r);
+  tb_comm(img, W, r, n);
+  return img;
+}
+
+static void t_healthy(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntr_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 5, 0);
+    tb_exit(img, 0, 100);
+  }
+  run(&job, "healthy");
+  TB_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
+/* Bcast and Broadcast are one operation: not a mismatch. */
+static void t_bcast_alias(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 2; r++) {
+    struct ntr_image *img = world_rank(&job, r, 2);
+    tb_steps(img, W, 2, 0);
+    tb_coll(img, W, r ? NTR_KIND_BCAST : NTR_KIND_BROADCAST, 64, 7, -1, 0, 30, 31);
+    tb_exit(img, 0, 100);
+  }
+  run(&job, "bcast_alias");
+  TB_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
+/* Rank 1 calls Broadcast at seq 3 while 0,2,3 call AllReduce; rank 1's
+ * Broadcast (root) completes, the others time out, then SIGTERM. */
+static void t_op_mismatch(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntr_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    if (r == 1) {
+      tb_coll(img, W, NTR_KIND_BROADCAST, 64, 7, -1, 1, 30, 31);
+      tb_exit(img, 0, 40);
+    } else {
+      tb_ar(img, W, 64, 30 + r, -1);
+      tb_timeout(img, W, 3, 1030 + r);
+      tb_signal(img, SIGTERM, 1200);
+    }
+  }
+  run(&job, "op_mismatch");
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(!strcmp(job.v.field, "op"), "field %s", job.v.field);
+  TB_CHECK(job.v.seq == 3, "seq %llu", (unsigned long long)job.v.seq);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
+  TB_CHECK(job.v.comm && job.v.comm->id == W, "comm");
+  TB_CHECK(strstr(job.v.summary, "rank 1 called Broadcast") && strstr(job.v.summary, "ranks 0,2,3 called AllReduce"),
+           "summary: %s", job.v.summary);
+  nta_job_free(&job);
+}
+
+/* Two ranks: count 4 vs 8 -> both named; then dtype, redop, root. */
+static void t_field(const char *field, int kind1, uint64_t c1, int dt1, int op1, int root1) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 2; r++) {
+    struct ntr_image *img = world_rank(&job, r, 2);
+    tb_steps(img, W, 1, 0);
+    if (r == 0)
+      tb_coll(img, W, NTR_KIND_REDUCE, 4, 7, 0, 0, 20, -1);
+    else
+      tb_coll(img, W, (unsigned)kind1, c1, dt1, op1, root1, 20, -1);
+    tb_timeout(img, W, 2, 1020);
+  }
+  run(&job, field);
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "%s: got %s: %s", field, tb_cls(&job), job.v.summary);
+  TB_CHECK(!strcmp(job.v.field, field), "want %s, field %s", field, job.v.field);
+  TB_CHECK(job.v.seq == 2 && job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1),
+           "%s: seq %llu nranks %d", field, (unsigned long long)job.v.seq, job.v.nranks);
+  nta_job_free(&job);
+}
+
+/* Steady skip: rank 1 skips collective #3 and exits 0; rank 0 waits in #3. */
+static void t_steady_skip(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  tb_steps(a, W, 2, 0);
+  tb_steps(b, W, 2, 0);
+  tb_exit(b, 0, 25);
+  tb_ar(a, W, 1024, 30, -1);
+  tb_timeout(a, W, 3, 1030);
+  tb_signal(a, SIGTERM, 1100);
+  run(&job, "steady_skip");
+  TB_CHECK(job.v.cls == NTA_MISSING_COLL, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1, "seq %llu",
+           (unsigned long long)job.v.seq);
+  nta_job_free(&job);
+}
+
+/* Rank 1 exits 42 just AFTER rank 0 entered the next collective: the exit is
+ * still the cause (the job was not stuck yet). */
+static void t_exit42(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *a = world_rank(&job, 0, 3), *b = world_rank(&job, 1, 3), *c = world_rank(&job, 2, 3);
+  tb_steps(a, W, 2, 0);
+  tb_steps(b, W, 2, 0);
+  tb_steps(c, W, 2, 0);
+  tb_ar(a, W, 1024, 30, -1);
+  tb_ar(c, W, 1024, 31, -1);
+  tb_exit(b, 42, 35);
+  tb_timeout(a, W, 3, 1030);
+  tb_timeout(c, W, 3, 1031);
+  tb_signal(a, SIGTERM, 1500);
+  tb_signal(c, SIGTERM, 1500);
+  run(&job, "exit42");
+  TB_CHECK(job.v.cls == NTA_RANK_EXIT, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.has_exit && job.v.exit_code == 42, "exit code %d", job.v.exit_code);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks");
+  TB_CHECK(job.v.comm && job.v.comm->id == W, "comm");
+  nta_job_free(&job);
+}
+
+/* Lazy-init skip: rank 1 never creates the comm; 0 and 2 wait in init. */
+static void t_lazy_init(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = tb_proc(&job, r, 3, 1000 + r);
+    if (r == 1) {
+      tb_rec(img, NTR_KIND_MARK, NTR_PHASE_EVENT, 0, 5);
+      tb_exit(img, 0, 6);
+      continue;
+    }
+    struct ntr_comm_state *cs = tb_comm(img, W, r, 3);
+    cs->lifecycle = NTR_COMM_INIT;
+    tb_rec(img, NTR_KIND_COMM_INIT_RANK, NTR_PHASE_ENTER, W, 10 + r);
+    tb_timeout(img, W, 0, 1010 + r);
+    tb_signal(img, SIGTERM, 2000);
+  }
+  run(&job, "lazy_init");
+  TB_CHECK(job.v.cls == NTA_INIT_HANG, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
+  nta_job_free(&job);
+}
+
+static void t_segv(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntr_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 3, 0);
+    if (r == 2) {
+      snprintf(img->hdr.bt_sym[0], NTR_SYM_BYTES, "crash_here+0x12");
+      img->hdr.bt_depth = 1;
+      tb_signal(img, SIGSEGV, 33);
+    } else {
+      tb_ar(img, W, 1024, 30, -1);
+      tb_rec(img, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, W, 40)->aux = 6; /* ncclRemoteError: effect */
+      tb_exit(img, 1, 45);
+    }
+  }
+  run(&job, "segv");
+  TB_CHECK(job.v.cls == NTA_RANK_CRASH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.has_signal && job.v.signo == SIGSEGV && job.v.nranks == 1 && job.v.ranks[0] == 2, "sig %d",
+           job.v.signo);
+  TB_CHECK(strstr(job.v.summary, "crash_here"), "backtrace in summary: %s", job.v.summary);
+  nta_job_free(&job);
+}
+
+/* SIGKILL: rank 3's ring is left behind, no exit; others time out. */
+static void t_killed(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntr_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 4, 0);
+    if (r == 3) {
+      tb_vanish(img);
+    } else {
+      tb_ar(img, W, 1024, 40, -1);
+      tb_timeout(img, W, 5, 1040);
+      tb_signal(img, SIGTERM, 1300);
+    }
+  }
+  run(&job, "killed");
+  TB_CHECK(job.v.cls == NTA_RANK_KILLED, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 3, "ranks");
+  nta_job_free(&job);
+}
+
+/* A rank stalled with everybody and killed later (its own timeout came
+ * first) is a victim: the verdict is the stall. */
+static void t_stall_with_victims(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 3, 0);
+    tb_ar(img, W, 1024, 30 + r, -1);
+    tb_timeout(img, W, 4, 1030 + r);
+    if (r == 1)
+      tb_vanish(img);
+    else if (r == 2)
+      tb_exit(img, 1, 1040); /* its own watchdog gave up: effect */
+    else
+      tb_signal(img, SIGTERM, 1100);
+  }
+  run(&job, "stall");
+  TB_CHECK(job.v.cls == NTA_STALL, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.seq == 4 && job.v.nranks == 3, "seq %llu", (unsigned long long)job.v.seq);
+  nta_job_free(&job);
+}
+
+static void t_env_stall(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 3);
+    tb_env(img, "NCCL_DEBUG=WARN");
+    tb_env(img, r == 1 ? "NCCL_PROTO=LL" : "NCCL_PROTO=Simple");
+    tb_steps(img, W, 2, 0);
+    tb_ar(img, W, 1024, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+    tb_signal(img, SIGTERM, 1100);
+  }
+  run(&job, "env");
+  TB_CHECK(job.v.cls == NTA_ENV_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(!strcmp(job.v.field, "NCCL_PROTO") && job.v.nranks == 1 && job.v.ranks[0] == 1, "field %s",
+           job.v.field);
+  nta_job_free(&job);
+}
+
+/* Application aborts the comm on rank 2 while idle; others wait in #3. */
+static void t_app_abort(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 2, 0);
+    if (r == 2) {
+      tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 25);
+      tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
+      tb_exit(img, 3, 25.5); /* the exit it leads to, within the tie window */
+    } else {
+      tb_ar(img, W, 1024, 30, -1);
+      tb_timeout(img, W, 3, 1030);
+      tb_signal(img, SIGTERM, 1100);
+    }
+  }
+  run(&job, "app_abort");
+  TB_CHECK(job.v.cls == NTA_APP_ABORT, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks");
+  nta_job_free(&job);
+}
+
+/* Priority never beats time: rank 1 skipped #3, rank 0 timed out at ~1 s and
+ * aborted its comm 5 s later (a framework watchdog): missing wins. */
+static void t_abort_after_stuck(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  tb_steps(a, W, 2, 0);
+  tb_steps(b, W, 2, 0);
+  tb_ar(a, W, 1024, 30, -1);
+  tb_timeout(a, W, 3, 1030);
+  tb_rec(a, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 6030);
+  tb_exit(a, 1, 6040);
+  tb_timeout(b, W, 0, 1100); /* b idle, still alive */
+  run(&job, "abort_after_stuck");
+  TB_CHECK(job.v.cls == NTA_MISSING_COLL, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1, "seq %llu", (unsigned long long)job.v.seq);
+  nta_job_free(&job);
+}
+
+/* Injected async remote error on rank 1; the app then aborts and exits 1. */
+static void t_async_error(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 3, 0);
+    if (r == 1) {
+      tb_rec(img, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, W, 33)->aux = 6;
+      tb_find(img, W)->async_error = 6;
+      tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 34);
+      tb_exit(img, 1, 35);
+    } else {
+      tb_ar(img, W, 1024, 40, -1);
+      tb_timeout(img, W, 4, 1040);
+      tb_signal(img, SIGTERM, 1100);
+    }
+  }
+  run(&job, "async_error");
+  TB_CHECK(job.v.cls == NTA_NCCL_ERROR, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.has_error && job.v.error == 6 && job.v.nranks == 1 && job.v.ranks[0] == 1, "error %d",
+           job.v.error);
+  nta_job_free(&job);
+}
+
+static void t_p2p(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  tb_steps(a, W, 1, 0);
+  tb_steps(b, W, 1, 0);
+  tb_p2p(a, W, 1, 1, 1, 100, 20, 21);
+  tb_p2p(b, W, 0, 0, 1, 100, 20, 21);
+  tb_p2p(a, W, 1, 1, 2, 100, 30, -1);
+  tb_p2p(b, W, 0, 0, 2, 200, 30, -1);
+  tb_timeout(a, W, 0, 1030);
+  tb_timeout(b, W, 0, 1030);
+  run(&job, "p2p");
+  TB_CHECK(job.v.cls == NTA_P2P_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(!strcmp(job.v.field, "count") && job.v.seq == 2 && job.v.nranks == 2, "field %s", job.v.field);
+  nta_job_free(&job);
+}
+
+/* Mismatch on a split comm (launcher ranks 1,3 are its ranks 0,1), inside a
+ * group; the world comm is healthy.  Ranks are the split comm's ranks. */
+static void t_split_group(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntr_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    if (r % 2 == 1) {
+      struct ntr_comm_state *cs = tb_comm(img, S, r / 2, 2);
+      cs->parent_id = W;
+      tb_coll(img, S, NTR_KIND_ALLREDUCE, 16, 7, 0, -1, 50, 51);
+      struct ntr_record *x = tb_coll(img, S, NTR_KIND_ALLREDUCE, r == 3 ? 32 : 16, 7, 0, -1, 60, -1);
+      x->flags |= NTR_REC_IN_GROUP;
+      x->group_depth = 1;
+      tb_timeout(img, S, 2, 1060);
+    }
+    tb_signal(img, SIGTERM, 1200);
+  }
+  run(&job, "split_group");
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.comm && job.v.comm->id == S && job.v.seq == 2 && !strcmp(job.v.field, "count"), "comm/seq");
+  TB_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1), "ranks");
+  TB_CHECK(strstr(job.v.summary, "inside a group") != NULL, "summary %s", job.v.summary);
+  nta_job_free(&job);
+}
+
+/* Two dumps of one process: the mismatch at seq 2 only survives in the first
+ * (the later one's ring wrapped); the merge must still find it. */
+static void t_merge(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *b = world_rank(&job, 1, 2);
+  tb_steps(b, W, 3, 0);
+  struct ntr_image *a1 = world_rank(&job, 0, 2);
+  tb_ar(a1, W, 1024, 0, 1);
+  tb_ar(a1, W, 999, 10, -1);
+  tb_timeout(a1, W, 2, 1010);
+  struct ntr_image *a2 = world_rank(&job, 0, 2);
+  a2->lost = 3; /* its records start at position 4 */
+  struct ntr_comm_state *cs = tb_find(a2, W);
+  cs->coll_seq = 2;
+  tb_ar(a2, W, 1024, 20, -1);
+  tb_exit(a2, 1, 5000);
+  run(&job, "merge");
+  TB_CHECK(job.nprocs == 2, "procs %d", job.nprocs);
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == 2 && !strcmp(job.v.field, "count"), "got %s seq %llu: %s",
+           tb_cls(&job), (unsigned long long)job.v.seq, job.v.summary);
+  TB_CHECK(job.procs[0].nrecs + job.procs[1].nrecs >= 8, "union of records");
+  nta_job_free(&job);
+}
+
+static void t_no_evidence(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    tb_ar(img, W, 1024, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+  }
+  run(&job, "no_evidence");
+  TB_CHECK(strstr(job.v.summary, "no evidence from rank 3") != NULL, "summary %s", job.v.summary);
+  TB_CHECK(job.v.cls != NTA_HEALTHY, "a hang with a silent rank is not healthy");
+  nta_job_free(&job);
+}
+
+int main(void) {
+  t_healthy();
+  t_bcast_alias();
+  t_op_mismatch();
+  t_field("count", NTR_KIND_REDUCE, 8, 7, 0, 0);
+  t_field("dtype", NTR_KIND_REDUCE, 4, 9, 0, 0);
+  t_field("redop", NTR_KIND_REDUCE, 4, 7, 2, 0);
+  t_field("root", NTR_KIND_REDUCE, 4, 7, 0, 1);
+  t_field("op", NTR_KIND_ALLREDUCE, 4, 7, 0, -1);
+  t_steady_skip();
+  t_exit42();
+  t_lazy_init();
+  t_segv();
+  t_killed();
+  t_stall_with_victims();
+  t_env_stall();
+  t_app_abort();
+  t_abort_after_stuck();
+  t_async_error();
+  t_p2p();
+  t_split_group();
+  t_merge();
+  t_no_evidence();
+  if (tb_failures)
+    fprintf(stderr, "%d check(s) failed\n", tb_failures);
+  return tb_failures ? 1 : 0;
+}

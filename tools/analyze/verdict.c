@@ -1,0 +1,321 @@
+/* verdict.c -- choose the root cause among the candidates (design §1):
+ * the earliest independent cause wins; priority (explicit exit/crash/abort >
+ * fingerprint mismatch > missing collective / init hang > NCCL async error >
+ * env difference > stall) only breaks near-ties and decides what counts as an
+ * effect.  Priority never beats time: a death, abort or error that comes after
+ * the job was already stuck (a watchdog timeout, or the dying rank itself had
+ * been waiting) is an effect of what stuck it.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "tools/analyze/analyze.h"
+
+#define NTA_TIE_NS 1000000ull       /* events this close are simultaneous */
+#define NTA_SAME_CAUSE_NS 500000000ull /* same-class deaths this close: one cause, several ranks */
+
+static const char *const class_names[NTA_CLASS_COUNT] = {
+    [NTA_HEALTHY] = "healthy",
+    [NTA_RANK_EXIT] = "rank_exit",
+    [NTA_RANK_CRASH] = "rank_crash",
+    [NTA_RANK_KILLED] = "rank_killed",
+    [NTA_APP_ABORT] = "app_abort",
+    [NTA_COLL_MISMATCH] = "collective_mismatch",
+    [NTA_P2P_MISMATCH] = "p2p_mismatch",
+    [NTA_MISSING_COLL] = "missing_collective",
+    [NTA_INIT_HANG] = "init_hang",
+    [NTA_NCCL_ERROR] = "nccl_error",
+    [NTA_ENV_MISMATCH] = "env_mismatch",
+    [NTA_STALL] = "stall",
+};
+
+const char *nta_class_name(enum nta_class c) {
+  return (unsigned)c < NTA_CLASS_COUNT ? class_names[c] : "unknown";
+}
+
+static int is_death(enum nta_class c) {
+  return c == NTA_RANK_EXIT || c == NTA_RANK_CRASH || c == NTA_RANK_KILLED || c == NTA_APP_ABORT;
+}
+
+/* An explicit event of a process (death, abort, NCCL error) is a cause only
+ * when it is not noise, the process was not itself stuck, and the job was not
+ * stuck yet. */
+static int independent(const struct nta_job *job, const struct nta_cand *k) {
+  if (k->noise || k->victim)
+    return 0;
+  return !job->stuck_ns || k->t_ns < job->stuck_ns;
+}
+
+/* The process behind comm rank r of c, guessing launcher rank == comm rank
+ * for a world-sized comm whose member left no evidence of joining. */
+static const struct nta_proc *proc_of_rank(const struct nta_job *job, const struct nta_comm *c, int r) {
+  if (r >= 0 && r < c->nranks && c->by_rank[r])
+    return c->by_rank[r]->proc;
+  if (job->world_size > 0 && c->nranks == job->world_size)
+    for (int i = 0; i < job->nprocs; i++)
+      if (job->procs[i].lrank == r)
+        return &job->procs[i];
+  return NULL;
+}
+
+/* Does an independent death/abort/error of one of k's ranks explain it? */
+static int explained(const struct nta_job *job, const struct nta_cand *k) {
+  for (int i = 0; i < k->nranks; i++) {
+    const struct nta_proc *p = proc_of_rank(job, k->comm, k->ranks[i]);
+    if (!p)
+      continue;
+    for (int j = 0; j < job->ncands; j++) {
+      const struct nta_cand *d = &job->cands[j];
+      if (d->proc == p && (is_death(d->cls) || d->cls == NTA_NCCL_ERROR) && independent(job, d))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+static int better(const struct nta_cand *a, const struct nta_cand *b) {
+  /* a before b? */
+  uint64_t ta = a->t_ns, tb = b->t_ns;
+  /* One process's own events are ordered by its own clock: no tie (an
+   * abort, then the exit it leads to, a millisecond later). */
+  if (a->proc && a->proc == b->proc && ta != tb)
+    return ta < tb;
+  if (ta + NTA_TIE_NS < tb)
+    return 1;
+  if (tb + NTA_TIE_NS < ta)
+    return 0;
+  return a->cls < b->cls;
+}
+
+/* For a process-level cause: the comm where peers waited on it. */
+static void place_in_comm(const struct nta_job *job, const struct nta_cand *k, struct nta_verdict *v,
+                          char *ctx, size_t ctxlen) {
+  ctx[0] = 0;
+  const struct nta_comm *best = k->comm;
+  const struct nta_cand *wait = NULL;
+  for (int j = 0; j < job->ncands && !best; j++) {
+    const struct nta_cand *d = &job->cands[j];
+    if ((d->cls == NTA_MISSING_COLL || d->cls == NTA_INIT_HANG) && d->comm)
+      for (int i = 0; i < d->nranks; i++)
+        if (proc_of_rank(job, d->comm, d->ranks[i]) == k->proc) {
+          best = d->comm;
+          wait = d;
+        }
+  }
+  for (int ci = 0; ci < job->ncomms && !best; ci++)
+    if (nta_member_of(&job->comms[ci], k->proc) &&
+        (!best || job->comms[ci].nranks > best->nranks))
+      best = &job->comms[ci];
+  v->comm = best;
+  if (!best) {
+    v->ranks[v->nranks++] = k->proc ? k->proc->lrank : -1;
+    return;
+  }
+  int r = k->nranks ? k->ranks[0] : nta_proc_comm_rank(best, k->proc);
+  if (r < 0 && job->world_size == best->nranks)
+    r = k->proc->lrank;
+  v->ranks[v->nranks++] = r;
+  if (!wait)
+    for (int j = 0; j < job->ncands; j++)
+      if ((job->cands[j].cls == NTA_MISSING_COLL || job->cands[j].cls == NTA_INIT_HANG) &&
+          job->cands[j].comm == best)
+        wait = &job->cands[j];
+  if (wait) {
+    char hex[17];
+    nta_comm_hex(best->id, hex);
+    if (wait->cls == NTA_MISSING_COLL)
+      snprintf(ctx, ctxlen, "; the others then waited in collective seq %llu on comm %s",
+               (unsigned long long)wait->seq, hex);
+    else
+      snprintf(ctx, ctxlen, "; the others then waited in the init of comm %s", hex);
+  }
+}
+
+static const char *next_step(enum nta_class c) {
+  switch (c) {
+  case NTA_HEALTHY: return "nothing to fix; keep nccltrace on to catch the next failure";
+  case NTA_RANK_EXIT: return "read that rank's own log/traceback for why it exited; the hung peers are victims";
+  case NTA_RANK_CRASH: return "debug the crash on that rank (backtrace above, core dump); the peers' NCCL errors are effects";
+  case NTA_RANK_KILLED: return "check the kernel log (dmesg: OOM killer) and the scheduler of that host for who sent SIGKILL";
+  case NTA_APP_ABORT: return "find why the application aborted the communicator on that rank (its error handling path)";
+  case NTA_COLL_MISMATCH: return "fix the code path where ranks diverge so every rank issues the same collective at that seq";
+  case NTA_P2P_MISMATCH: return "make the send and its matching receive agree (count, datatype, peer)";
+  case NTA_MISSING_COLL: return "find the branch that made those ranks skip the collective (rank-dependent control flow, early exit)";
+  case NTA_INIT_HANG: return "check that the missing ranks reach communicator init (lazy init, rendezvous, launch); a work timeout does not cover init";
+  case NTA_NCCL_ERROR: return "check that rank's NCCL log (NCCL_DEBUG=INFO) and the transport (NIC, links) it reported";
+  case NTA_ENV_MISMATCH: return "launch every rank with the same NCCL_* environment";
+  case NTA_STALL: return "every rank agreed: suspect the data plane (GPU, NVLink/network), rerun with NCCL_DEBUG=INFO";
+  default: return "";
+  }
+}
+
+void nta_decide(struct nta_job *job) {
+  struct nta_verdict *v = &job->v;
+  memset(v, 0, sizeof(*v));
+  const struct nta_cand *pick = NULL;
+  for (int j = 0; j < job->ncands; j++) {
+    const struct nta_cand *k = &job->cands[j];
+    int ok;
+    switch (k->cls) {
+    case NTA_RANK_EXIT: case NTA_RANK_CRASH: case NTA_RANK_KILLED: case NTA_APP_ABORT:
+    case NTA_NCCL_ERROR:
+      ok = independent(job, k);
+      break;
+    case NTA_COLL_MISMATCH: case NTA_P2P_MISMATCH:
+      ok = 1;
+      break;
+    case NTA_MISSING_COLL: case NTA_INIT_HANG:
+      ok = !explained(job, k);
+      break;
+    default:
+      ok = 0;
+    }
+    if (ok && (!pick || better(k, pick)))
+      pick = k;
+  }
+  if (!pick) {
+    /* Nothing explicit: an env difference outranks a plain stall. */
+    const struct nta_cand *stall = NULL, *env = NULL;
+    for (int j = 0; j < job->ncands; j++) {
+      const struct nta_cand *k = &job->cands[j];
+      if (k->cls == NTA_STALL && (!stall || k->t_ns < stall->t_ns))
+        stall = k;
+    }
+    for (int j = 0; stall && j < job->ncands; j++)
+      if (job->cands[j].cls == NTA_ENV_MISMATCH && (!env || job->cands[j].comm == stall->comm))
+        env = &job->cands[j];
+    pick = env ? env : stall;
+    if (env && stall) {
+      char hex[17];
+      nta_comm_hex(stall->comm->id, hex);
+      snprintf(v->summary, sizeof(v->summary), "%.900s; collective seq %llu on comm %s then stalled on every rank",
+               env->summary, (unsigned long long)stall->seq, hex);
+      v->seq = stall->seq;
+    }
+  }
+  if (!pick) {
+    /* Only effects left (a launcher SIGTERM, a death after a timeout): the
+     * earliest of them is all there is to report. */
+    for (int j = 0; j < job->ncands; j++) {
+      const struct nta_cand *k = &job->cands[j];
+      if ((is_death(k->cls) || k->cls == NTA_NCCL_ERROR) && (!pick || better(k, pick)))
+        pick = k;
+    }
+  }
+  if (!pick) {
+    v->cls = NTA_HEALTHY;
+    int ncoll = 0;
+    for (int ci = 0; ci < job->ncomms; ci++)
+      for (int i = 0; i < job->comms[ci].nmembers; i++)
+        ncoll += (int)job->comms[ci].members[i].ncolls;
+    snprintf(v->summary, sizeof(v->summary),
+             "healthy: %d process%s, %d communicator%s, %d collective calls recorded, no fault found",
+             job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll);
+  } else {
+    v->cls = pick->cls;
+    v->t_ns = pick->t_ns;
+    if (!v->seq)
+      v->seq = pick->seq;
+    snprintf(v->field, sizeof(v->field), "%s", pick->field);
+    char ctx[256] = "";
+    if (pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)) {
+      place_in_comm(job, pick, v, ctx, sizeof(ctx));
+      /* Same-class, independent deaths close together: one event, several ranks. */
+      for (int j = 0; j < job->ncands; j++) {
+        const struct nta_cand *k = &job->cands[j];
+        if (k == pick || k->cls != pick->cls || !k->proc || !independent(job, k) ||
+            k->t_ns > pick->t_ns + NTA_SAME_CAUSE_NS || v->nranks >= NTA_MAX_VRANKS)
+          continue;
+        int r = v->comm ? nta_proc_comm_rank(v->comm, k->proc) : k->proc->lrank;
+        int dup = 0;
+        for (int i = 0; i < v->nranks; i++)
+          dup |= v->ranks[i] == r;
+        if (r >= 0 && !dup)
+          v->ranks[v->nranks++] = r;
+      }
+    } else {
+      v->comm = pick->comm;
+      memcpy(v->ranks, pick->ranks, sizeof(v->ranks));
+      v->nranks = pick->nranks;
+    }
+    if (pick->cls == NTA_RANK_EXIT) {
+      v->has_exit = 1;
+      v->exit_code = pick->exit_code;
+    } else if (pick->cls == NTA_RANK_CRASH) {
+      v->has_signal = 1;
+      v->signo = pick->signo;
+    } else if (pick->cls == NTA_NCCL_ERROR) {
+      v->has_error = 1;
+      v->error = pick->error;
+    }
+    if (!v->summary[0])
+      snprintf(v->summary, sizeof(v->summary), "%.760s%.255s", pick->summary, ctx);
+  }
+  /* Missing evidence is itself evidence, and the verdict must say so. */
+  char miss[512] = "";
+  size_t o = 0;
+  int nmiss = 0;
+  for (int r = 0; r < job->world_size && r < 4096; r++) {
+    int seen = 0;
+    for (int i = 0; i < job->nprocs && !seen; i++)
+      seen = job->procs[i].lrank == r;
+    if (!seen) {
+      nta_event_add(job, job->t0_ns, r, "no_evidence", "no evidence from rank %d (no ring, no dump)", r);
+      if (o + 16 < sizeof(miss))
+        o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", nmiss ? "," : "", r);
+      nmiss++;
+    }
+  }
+  o = strlen(v->summary);
+  if (nmiss && o + 64 < sizeof(v->summary))
+    snprintf(v->summary + o, sizeof(v->summary) - o, " [no evidence from rank%s %s]", nmiss > 1 ? "s" : "",
+             miss);
+  o = strlen(v->summary);
+  if (job->nunreadable && o + 64 < sizeof(v->summary))
+    snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
+             job->nunreadable, job->nunreadable > 1 ? "s" : "");
+  snprintf(v->next, sizeof(v->next), "%s", next_step(v->cls));
+}
+
+static int cmp_event(const void *a, const void *b) {
+  const struct nta_event *x = a, *y = b;
+  if (x->t_ns != y->t_ns)
+    return x->t_ns < y->t_ns ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order; /* detection order for equal times */
+}
+
+int nta_analyze(struct nta_job *job) {
+  if (nta_merge_procs(job) != 0 || nta_align(job) != 0)
+    return -12;
+  job->t0_ns = 0;
+  for (int i = 0; i < job->nprocs; i++)
+    if (job->procs[i].first_ns && (!job->t0_ns || job->procs[i].first_ns < job->t0_ns))
+      job->t0_ns = job->procs[i].first_ns;
+  nta_detect(job);
+  nta_decide(job);
+  qsort(job->ev, (size_t)job->nev, sizeof(*job->ev), cmp_event);
+  return 0;
+}
+
+void nta_job_free(struct nta_job *job) {
+  for (int ci = 0; ci < job->ncomms; ci++) {
+    struct nta_comm *c = &job->comms[ci];
+    for (int i = 0; i < c->nmembers; i++) {
+      free(c->members[i].colls);
+      free(c->members[i].p2p);
+    }
+    free(c->members);
+    free(c->by_rank);
+  }
+  free(job->comms);
+  for (int i = 0; i < job->nprocs; i++)
+    free(job->procs[i].recs);
+  free(job->procs);
+  for (int i = 0; i < job->nimgs; i++)
+    ntr_image_free(&job->imgs[i]);
+  free(job->imgs);
+  free(job->ev);
+  free(job->cands);
+  free(job->unreadable);
+  free(job->other_jobs);
+  memset(job, 0, sizeof(*job));
+}

@@ -1,0 +1,164 @@
+/* collect.c -- `nccltrace collect [--rings R] [--dir D]`: turn the ring files
+ * of processes that no longer exist into dumps (trigger "collected"), and
+ * remove each ring only once its dump is safely on disk.
+ *
+ * Thread-safety: single-threaded command.  Not signal-safe.
+ * A ring is held with a non-blocking exclusive flock while it is converted,
+ * so two collects running at once never dump the same ring twice.  Rings of
+ * live processes and rings written on another host (a shared directory) are
+ * never touched: pid numbers mean nothing across hosts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "recorder/dump.h"
+#include "tools/ntt.h"
+
+static int mkdir_p(const char *dir) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    if (mkdir(p, 0700) != 0 && errno != EEXIST)
+      return -1;
+    *s = '/';
+  }
+  return mkdir(p, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void fill_trigger(const struct ntr_image *img, struct ntr_trigger *t) {
+  const struct ntr_ring_header *h = &img->hdr;
+  char sig[32];
+  memset(t, 0, sizeof *t);
+  t->kind = NTR_TRIG_COLLECTED;
+  t->tsc = ntt_image_last_tsc(img);
+  t->lost = img->lost;
+  if (h->proc_state == NTR_PROC_EXITED) {
+    t->exit_code = h->exit_code;
+    snprintf(t->reason, sizeof t->reason, "collected: pid %d exited with code %d", h->pid, h->exit_code);
+  } else if (h->proc_state == NTR_PROC_SIGNALED) {
+    t->signo = h->signo;
+    snprintf(t->reason, sizeof t->reason, "collected: pid %d died of %s", h->pid,
+             ntt_signal_name(h->signo, sig, sizeof sig));
+  } else {
+    /* The ring still says "running": nothing got to run at the end. */
+    snprintf(t->reason, sizeof t->reason, "collected: pid %d vanished without exit (killed?)", h->pid);
+  }
+}
+
+/* @return 0 converted or left alone on purpose, 1 failed, 2 unreadable. */
+static int collect_one(const char *ring, const char *dir, const char *myhost) {
+  int fd = open(ring, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return 0; /* its process removed it meanwhile (clean exit) */
+    fprintf(stderr, "nccltrace: %s: %s\n", ring, strerror(errno));
+    return 2;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    printf("%s: being collected by another nccltrace, skipped\n", ring);
+    close(fd);
+    return 0;
+  }
+  struct ntr_image img;
+  char err[512];
+  int salvaged = 0;
+  if (ntr_image_load(ring, 0, &img, err, sizeof err)) {
+    /* A writer killed mid-update can leave a damaged ring: keep what is intact. */
+    char err2[512];
+    if (ntr_image_load(ring, 1, &img, err2, sizeof err2)) {
+      fprintf(stderr, "nccltrace: %s\n", err);
+      close(fd);
+      return 2;
+    }
+    salvaged = 1;
+  }
+  int rc = 0;
+  if (strcmp(img.hdr.host, myhost) != 0) {
+    printf("%s: written on host %s, not %s: left alone\n", ring, img.hdr.host, myhost);
+  } else if (img.pid_alive) {
+    printf("%s: pid %d is alive: left alone\n", ring, img.hdr.pid);
+  } else {
+    struct ntr_trigger trig;
+    char out[4096] = "";
+    fill_trigger(&img, &trig);
+    int w = ntr_dump_write_image(dir, &img.hdr, img.comms, img.ncomms, img.stacks, img.nstacks, img.recs,
+                                 img.nrecs, &trig, out, sizeof out);
+    if (w != 0) {
+      fprintf(stderr, "nccltrace: %s: cannot write a dump into %s: %s; ring kept\n", ring, dir, strerror(-w));
+      rc = 1;
+    } else if (unlink(ring) != 0) {
+      fprintf(stderr, "nccltrace: %s: dumped to %s but cannot remove the ring: %s\n", ring, out, strerror(errno));
+      rc = 1;
+    } else {
+      printf("%s: pid %d gone, %llu records%s -> %s\n", ring, img.hdr.pid, (unsigned long long)img.nrecs,
+             salvaged ? " (salvaged from a damaged ring)" : "", out);
+    }
+  }
+  ntr_image_free(&img);
+  close(fd);
+  return rc;
+}
+
+int ntt_collect_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"rings", required_argument, NULL, 'r'}, {"dir", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0}};
+  char rings[4096], dir[4096];
+  ntt_default_ring_dir(rings, sizeof rings);
+  ntt_default_dump_dir(dir, sizeof dir);
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "r:d:h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'r': snprintf(rings, sizeof rings, "%s", optarg); break;
+    case 'd': snprintf(dir, sizeof dir, "%s", optarg); break;
+    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    default: fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n"); return NTT_EXIT_INPUT;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n");
+    return NTT_EXIT_INPUT;
+  }
+  char **list = NULL;
+  int n = ntt_list_rings(rings, &list);
+  if (n < 0) {
+    if (errno == ENOENT) {
+      printf("no ring directory %s: nothing to collect\n", rings);
+      return NTT_EXIT_OK;
+    }
+    fprintf(stderr, "nccltrace: %s: %s\n", rings, strerror(errno));
+    return NTT_EXIT_INPUT;
+  }
+  if (n == 0) {
+    printf("no ring files in %s: nothing to collect\n", rings);
+    return NTT_EXIT_OK;
+  }
+  if (mkdir_p(dir) != 0) {
+    fprintf(stderr, "nccltrace: %s: %s\n", dir, strerror(errno));
+    ntt_paths_free(list, n);
+    return NTT_EXIT_FAIL;
+  }
+  /* As the recorder stores it (struct ntr_ring_header.host): 63 bytes. */
+  char host[64] = "";
+  if (gethostname(host, sizeof host) != 0)
+    snprintf(host, sizeof host, "unknown");
+  host[sizeof host - 1] = '\0';
+  int worst = 0;
+  for (int i = 0; i < n; i++) {
+    int rc = collect_one(list[i], dir, host);
+    if (rc == 2 || (rc == 1 && worst != 2))
+      worst = rc;
+  }
+  ntt_paths_free(list, n);
+  fflush(stdout);
+  return worst == 2 ? NTT_EXIT_INPUT : worst;
+}

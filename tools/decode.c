@@ -1,0 +1,184 @@
+/* decode.c -- `nccltrace decode FILE... [--json] [--salvage]`: print a ring
+ * file or a dump for a human, or as JSON (docs/decode-json.md).
+ *
+ * Thread-safety: single-threaded command.  Not signal-safe.
+ * Exit status: 0 when every file decoded, 2 when any could not be read
+ * (each such file named on stderr with its reason; the others still print).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tools/ntt.h"
+
+static void print_env(FILE *out, const struct ntr_ring_header *h) {
+  size_t len = h->env_len <= NTR_ENV_BYTES ? h->env_len : NTR_ENV_BYTES;
+  size_t i = 0;
+  int any = 0;
+  while (i < len) {
+    size_t n = strnlen(h->env + i, len - i);
+    if (n) {
+      char line[512];
+      ntt_field_str(h->env + i, n, line, sizeof line);
+      fprintf(out, "%s  %s\n", any ? "    " : "env:", line);
+      any = 1;
+    }
+    i += n + 1;
+  }
+  if (!any)
+    fprintf(out, "env:    (none recorded)\n");
+}
+
+static void print_header(FILE *out, const struct ntr_image *img) {
+  const struct ntr_ring_header *h = &img->hdr;
+  char sig[32], tb[48];
+  fprintf(out, "== %s (%s%s)\n", img->path, img->is_dump ? "dump" : "ring file",
+          img->is_dump ? "" : img->pid_alive ? ", process alive" : ", process gone");
+  fprintf(out, "host:     %s  pid %d  ppid %d  exe %s\n", h->host, h->pid, h->ppid, h->exe);
+  fprintf(out, "ranks:    rank %d  local_rank %d  world_size %d  local_world_size %d\n", h->rank,
+          h->local_rank, h->world_size, h->local_world_size);
+  fprintf(out, "job:      %s\n", h->job_id[0] ? h->job_id : "(unknown)");
+  fprintf(out, "versions: nccltrace %s  NCCL %d.%d.%d  format %u\n", h->tracer_version[0] ? h->tracer_version : "?",
+          h->nccl_version / 10000, h->nccl_version / 100 % 100, h->nccl_version % 100, h->version);
+  fprintf(out, "state:    %s", ntt_proc_state_name(h->proc_state));
+  if (h->proc_state == NTR_PROC_EXITED)
+    fprintf(out, " (exit code %d)", h->exit_code);
+  if (h->proc_state == NTR_PROC_SIGNALED)
+    fprintf(out, " (%s)", ntt_signal_name(h->signo, sig, sizeof sig));
+  fprintf(out, "\n");
+  ntt_fmt_time(h->real_base_ns, tb, sizeof tb);
+  fprintf(out, "clock:    base %s  %llu ticks/s\n", tb, (unsigned long long)h->tsc_hz);
+  fprintf(out, "records:  %llu kept  %llu lost (overwritten)  %llu torn  %llu dropped  %u slots%s\n",
+          (unsigned long long)img->nrecs, (unsigned long long)img->lost, (unsigned long long)img->torn,
+          (unsigned long long)h->dropped, h->slot_count, img->salvaged ? "  (salvaged: damaged parts skipped)" : "");
+  if (img->has_trigger) {
+    char kb[32];
+    ntt_fmt_time(img->trigger.tsc ? ntr_image_ns(img, img->trigger.tsc) : 0, tb, sizeof tb);
+    fprintf(out, "trigger:  %s at %s", ntt_trigger_name(&img->trigger, kb, sizeof kb), tb);
+    if (img->trigger.signo)
+      fprintf(out, "  %s", ntt_signal_name(img->trigger.signo, sig, sizeof sig));
+    if (img->trigger.kind == NTR_TRIG_EXIT)
+      fprintf(out, "  exit code %d", img->trigger.exit_code);
+    if (img->trigger.reason[0])
+      fprintf(out, "  \"%s\"", img->trigger.reason);
+    fprintf(out, "\n");
+  }
+  print_env(out, h);
+}
+
+static void print_backtrace(FILE *out, const struct ntr_ring_header *h) {
+  if (!h->bt_depth)
+    return;
+  char sig[32];
+  fprintf(out, "backtrace (%s, thread %u):\n", ntt_signal_name((int)h->bt_signo, sig, sizeof sig), h->bt_tid);
+  for (uint32_t i = 0; i < h->bt_depth && i < NTR_BT_DEPTH; i++) {
+    char sym[NTR_SYM_BYTES + 1];
+    ntt_field_str(h->bt_sym[i], sizeof h->bt_sym[i], sym, sizeof sym);
+    fprintf(out, "  #%-2u 0x%016llx %s\n", i, (unsigned long long)h->bt_ip[i], sym[0] ? sym : "??");
+  }
+}
+
+static void print_comms(FILE *out, const struct ntr_image *img) {
+  if (!img->ncomms) {
+    fprintf(out, "communicators: none\n");
+    return;
+  }
+  uint64_t now = ntt_image_now_ns(img);
+  fprintf(out, "communicators:\n  %-16s  %-9s  %-11s  %9s  %9s  %-16s  %s\n", "ID", "RANK", "STATE", "ENQUEUED",
+          "COMPLETED", "ASYNC ERROR", "BLOCKED");
+  for (uint32_t i = 0; i < img->ncomms; i++) {
+    const struct ntr_comm_state *c = &img->comms[i];
+    char rk[24], blocked[96] = "-";
+    snprintf(rk, sizeof rk, "%d/%d", c->rank, c->nranks);
+    if (c->blocked_since) {
+      uint64_t since = ntr_image_ns(img, c->blocked_since);
+      double s = now > since ? (double)(now - since) / 1e9 : 0.0;
+      snprintf(blocked, sizeof blocked, "in %s for %.3f s", ntr_kind_name(c->blocked_kind), s);
+    }
+    fprintf(out, "  %016llx  %-9s  %-11s  %9llu  %9llu  %-16s  %s\n", (unsigned long long)c->comm_id, rk,
+            ntt_lifecycle_name(c->lifecycle), (unsigned long long)c->last_enqueued,
+            (unsigned long long)c->last_completed, ntr_result_name(c->async_error), blocked);
+  }
+}
+
+static void print_records(FILE *out, const struct ntr_image *img) {
+  fprintf(out, "records (oldest first):\n  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s\n", "TIME", "COMM", "RANK", "SEQ",
+          "OP", "STATE", "RESULT");
+  for (uint64_t i = 0; i < img->nrecs; i++) {
+    const struct ntr_record *r = &img->recs[i];
+    char tb[48], comm[12] = "-", rank[12] = "-", op[160], seq[24] = "-";
+    ntt_fmt_time(ntr_image_ns(img, r->tsc), tb, sizeof tb);
+    if (r->comm_id)
+      snprintf(comm, sizeof comm, "%08llx", (unsigned long long)(r->comm_id >> 32));
+    if (r->rank >= 0)
+      snprintf(rank, sizeof rank, "%d", r->rank);
+    if (r->seq)
+      snprintf(seq, sizeof seq, "%llu", (unsigned long long)r->seq);
+    ntt_fmt_op(r, op, sizeof op);
+    fprintf(out, "  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s\n", tb, comm, rank, seq, op, ntt_rec_state(r),
+            r->result >= 0 ? ntr_result_name(r->result) : "-");
+  }
+}
+
+static void print_text(FILE *out, const struct ntr_image *img) {
+  print_header(out, img);
+  print_backtrace(out, &img->hdr);
+  print_comms(out, img);
+  print_records(out, img);
+}
+
+int ntt_decode_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"salvage", no_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'}, {0}};
+  int json = 0, salvage = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "jsh", opts, NULL)) != -1) {
+    switch (c) {
+    case 'j': json = 1; break;
+    case 's': salvage = 1; break;
+    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    default: fprintf(stderr, "usage: nccltrace decode FILE... [--json] [--salvage]\n"); return NTT_EXIT_INPUT;
+    }
+  }
+  if (optind >= argc) {
+    fprintf(stderr, "usage: nccltrace decode FILE... [--json] [--salvage]\n");
+    return NTT_EXIT_INPUT;
+  }
+  int nfiles = argc - optind, bad = 0;
+  json_t *all = json && nfiles > 1 ? json_array() : NULL;
+  json_t *single = NULL;
+  for (int i = optind; i < argc; i++) {
+    struct ntr_image img;
+    char err[512];
+    if (ntr_image_load(argv[i], salvage, &img, err, sizeof err)) {
+      fprintf(stderr, "nccltrace: %s\n", err);
+      bad++;
+      continue;
+    }
+    if (img.salvaged)
+      fprintf(stderr, "nccltrace: %s: damaged; showing what could be salvaged\n", argv[i]);
+    if (json) {
+      json_t *o = ntt_image_json(&img);
+      if (all)
+        json_array_append_new(all, o);
+      else
+        single = o;
+    } else {
+      if (i > optind)
+        fputc('\n', stdout);
+      print_text(stdout, &img);
+    }
+    ntr_image_free(&img);
+  }
+  if (json) {
+    json_t *top = all ? json_pack("{s:o}", "files", all) : single;
+    if (top) {
+      json_dumpf(top, stdout, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+      fputc('\n', stdout);
+      json_decref(top);
+    }
+  }
+  if (fflush(stdout) != 0)
+    return NTT_EXIT_FAIL;
+  return bad ? NTT_EXIT_INPUT : NTT_EXIT_OK;
+}

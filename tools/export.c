@@ -1,0 +1,322 @@
+/* export.c -- `nccltrace export --chrome PATH... -o trace.json`: the Chrome
+ * trace event format (JSON object form), which Perfetto and chrome://tracing
+ * load.  One process per rank, one thread (track) per communicator, a
+ * complete event ("X") per operation from enqueue to completion, instant
+ * events ("i") for markers, errors, aborts, signals, exits, timeouts and
+ * mismatches.
+ *
+ * Thread-safety: single-threaded command.  Not signal-safe.
+ * Several inputs of one process (its ring and its dumps) are merged into one
+ * timeline, deduplicated by record position.  Times are microseconds since
+ * the earliest record of all inputs (otherData.t0_ns holds that instant), so
+ * the double-precision "ts" keeps sub-microsecond resolution.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tools/ntt.h"
+#include "tools/reader_int.h"
+
+#define NTT_MAX_TRIGGERS 16
+
+struct proc {
+  struct ntr_image img; /* the first image of the process, later ones merged in */
+  struct ntr_trigger trig[NTT_MAX_TRIGGERS]; /* one instant per dump */
+  int ntrig;
+  int trace_pid;
+};
+
+static int same_process(const struct ntr_image *a, const struct ntr_image *b) {
+  return a->hdr.pid == b->hdr.pid && strcmp(a->hdr.host, b->hdr.host) == 0 &&
+         a->hdr.real_base_ns == b->hdr.real_base_ns;
+}
+
+/* Fold b (another snapshot of a's process) into a: records by position,
+ * communicators by id keeping the later state.  b is left to the caller. */
+static int merge_into(struct proc *p, const struct ntr_image *b) {
+  struct ntr_image *a = &p->img;
+  if (b->nrecs) {
+    struct ntr_record *v = realloc(a->recs, (size_t)(a->nrecs + b->nrecs) * sizeof *v);
+    if (!v)
+      return -1;
+    memcpy(v + a->nrecs, b->recs, (size_t)b->nrecs * sizeof *v);
+    a->recs = v;
+    a->nrecs = ntt_records_normalize(v, a->nrecs + b->nrecs);
+  }
+  for (uint32_t i = 0; i < b->ncomms; i++) {
+    const struct ntr_comm_state *c = &b->comms[i];
+    uint32_t k = 0;
+    while (k < a->ncomms && a->comms[k].comm_id != c->comm_id)
+      k++;
+    if (k < a->ncomms) {
+      if (c->rec_count >= a->comms[k].rec_count)
+        a->comms[k] = *c;
+      continue;
+    }
+    struct ntr_comm_state *v = realloc(a->comms, (size_t)(a->ncomms + 1) * sizeof *v);
+    if (!v)
+      return -1;
+    a->comms = v;
+    a->comms[a->ncomms++] = *c;
+  }
+  if (b->has_trigger && p->ntrig < NTT_MAX_TRIGGERS)
+    p->trig[p->ntrig++] = b->trigger;
+  return 0;
+}
+
+static double us(uint64_t ns, uint64_t t0) { return ns >= t0 ? (double)(ns - t0) / 1000.0 : -(double)(t0 - ns) / 1000.0; }
+
+static json_t *meta(const char *name, int pid, int tid, const char *key, json_t *val) {
+  return json_pack("{s:s,s:s,s:i,s:i,s:{s:o}}", "name", name, "ph", "M", "pid", pid, "tid", tid, "args", key, val);
+}
+
+static int comm_track(const struct ntr_image *img, uint64_t comm_id) {
+  if (!comm_id)
+    return 0;
+  for (uint32_t i = 0; i < img->ncomms; i++)
+    if (img->comms[i].comm_id == comm_id)
+      return (int)i + 1;
+  return 0;
+}
+
+static const char *instant_cat(unsigned kind) {
+  switch (kind) {
+  case NTR_KIND_MARK: return "marker";
+  case NTR_KIND_SIGNAL: return "signal";
+  case NTR_KIND_EXIT: return "exit";
+  case NTR_KIND_TIMEOUT: return "timeout";
+  case NTR_KIND_MISMATCH: return "mismatch";
+  case NTR_KIND_ASYNC_ERROR: return "error";
+  case NTR_KIND_PEER_LOST: return "peer_lost";
+  case NTR_KIND_SKEW: return "skew";
+  case NTR_KIND_ENV_DIFF: return "env";
+  case NTR_KIND_DUMP: return "dump";
+  case NTR_KIND_STRICT_BLOCK: return "strict";
+  case NTR_KIND_NOTE: return "note";
+  case NTR_KIND_COMM_ABORT: return "abort";
+  case NTR_KIND_COMM_REVOKE: return "abort";
+  default: return NULL;
+  }
+}
+
+static json_t *rec_args(const struct ntr_record *r) {
+  json_t *a = json_object();
+  json_object_set_new(a, "pos", ntt_json_u64(r->commit - 1));
+  if (r->comm_id)
+    json_object_set_new(a, "comm", ntt_json_hex64(r->comm_id));
+  if (r->seq)
+    json_object_set_new(a, "seq", ntt_json_u64(r->seq));
+  if (r->rank >= 0)
+    json_object_set_new(a, "rank", json_integer(r->rank));
+  if (r->result >= 0)
+    json_object_set_new(a, "result", json_string(ntr_result_name(r->result)));
+  if (ntr_kind_is_collective(r->kind) || ntr_kind_is_p2p(r->kind)) {
+    char fp[9];
+    snprintf(fp, sizeof fp, "%08x", r->fp);
+    json_object_set_new(a, "count", ntt_json_u64(r->count));
+    json_object_set_new(a, "dtype", json_string(ntr_dtype_name(r->dtype)));
+    json_object_set_new(a, "fp", json_string(fp));
+  }
+  if (ntt_rec_has_text(r))
+    json_object_set_new(a, "text", ntt_json_str(r->u.text, sizeof r->u.text));
+  return a;
+}
+
+/* A NULL event (json_pack failed on a hostile string) is dropped. */
+static void add_event(json_t *ev, json_t *o) { json_array_append_new(ev, o); }
+
+/* The events of one process. */
+static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t t_end) {
+  const struct ntr_image *img = &p->img;
+  const struct ntr_ring_header *h = &img->hdr;
+  int pid = p->trace_pid;
+  char name[160], op[160], host[64];
+  ntt_field_str(h->host, sizeof h->host, host, sizeof host);
+  snprintf(name, sizeof name, "rank %d (%s:%d)", h->rank, host, h->pid);
+  add_event(ev, meta("process_name", pid, 0, "name", json_string(name)));
+  add_event(ev, meta("process_sort_index", pid, 0, "sort_index", json_integer(pid)));
+  add_event(ev, meta("thread_name", pid, 0, "name", json_string("process")));
+  for (uint32_t i = 0; i < img->ncomms; i++) {
+    snprintf(name, sizeof name, "comm %08llx", (unsigned long long)(img->comms[i].comm_id >> 32));
+    add_event(ev, meta("thread_name", pid, (int)i + 1, "name", json_string(name)));
+  }
+  for (uint64_t i = 0; i < img->nrecs; i++) {
+    const struct ntr_record *r = &img->recs[i];
+    int tid = comm_track(img, r->comm_id);
+    uint64_t t = ntr_image_ns(img, r->tsc);
+    ntt_fmt_op(r, op, sizeof op);
+    int coll = ntr_kind_is_collective(r->kind), p2p = ntr_kind_is_p2p(r->kind);
+    if (coll || p2p) {
+      json_t *args = rec_args(r);
+      uint64_t end = t;
+      if (r->tsc_done) {
+        end = ntr_image_ns(img, r->tsc_done);
+      } else if (r->flags & (NTR_REC_NO_TRACKING | NTR_REC_CAPTURED)) {
+        json_object_set_new(args, "tracking", json_string("off"));
+      } else if (r->result > 0 || (r->flags & NTR_REC_STRICT_REFUSED)) {
+        json_object_set_new(args, "enqueued", json_false());
+      } else if (coll && tid && r->seq <= img->comms[tid - 1].last_completed) {
+        json_object_set_new(args, "done_time", json_string("unknown"));
+      } else {
+        end = t_end > t ? t_end : t;
+        json_object_set_new(args, "incomplete", json_true());
+      }
+      add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", op, "cat", coll ? "collective" : "p2p",
+                              "ph", "X", "ts", us(t, t0), "dur", us(end, t), "pid", pid, "tid", tid, "args", args));
+      continue;
+    }
+    if (r->phase == NTR_PHASE_ENTER && !instant_cat(r->kind) && r->kind != NTR_KIND_GROUP_START &&
+        r->kind != NTR_KIND_GROUP_END && r->kind != NTR_KIND_GROUP_SIMULATE_END) {
+      /* A lifecycle call: a slice from ENTER to its EXIT on the same thread. */
+      uint64_t end = 0;
+      const struct ntr_record *x = NULL;
+      for (uint64_t k = i + 1; k < img->nrecs && !x; k++)
+        if (img->recs[k].kind == r->kind && img->recs[k].tid == r->tid && img->recs[k].phase == NTR_PHASE_EXIT)
+          x = &img->recs[k];
+      json_t *args = rec_args(x ? x : r);
+      if (x) {
+        end = ntr_image_ns(img, x->tsc);
+        if (!tid)
+          tid = comm_track(img, x->comm_id);
+      } else {
+        end = t_end > t ? t_end : t;
+        json_object_set_new(args, "incomplete", json_true());
+      }
+      snprintf(op, sizeof op, "%s", ntr_kind_name(r->kind));
+      add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", op, "cat", "lifecycle", "ph", "X", "ts",
+                              us(t, t0), "dur", us(end, t), "pid", pid, "tid", tid, "args", args));
+      continue;
+    }
+    const char *cat = instant_cat(r->kind);
+    if (!cat || (r->phase == NTR_PHASE_EXIT && (r->kind == NTR_KIND_COMM_ABORT || r->kind == NTR_KIND_COMM_REVOKE)))
+      continue;
+    add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:o}", "name", op, "cat", cat, "ph", "i", "ts", us(t, t0),
+                            "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(r)));
+  }
+  for (int i = 0; i < p->ntrig; i++) {
+    char kb[32];
+    const struct ntr_trigger *tr = &p->trig[i];
+    uint64_t t = tr->tsc ? ntr_image_ns(img, tr->tsc) : t_end;
+    snprintf(op, sizeof op, "dump: %s", ntt_trigger_name(tr, kb, sizeof kb));
+    add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:{s:o}}", "name", op, "cat", "dump", "ph", "i", "ts",
+                            us(t, t0), "s", "p", "pid", pid, "tid", 0, "args", "reason",
+                            ntt_json_str(tr->reason, sizeof tr->reason)));
+  }
+}
+
+static const char export_usage[] = "usage: nccltrace export --chrome PATH... -o FILE\n";
+
+/* Rank as the trace's pid when every process has a distinct launcher rank;
+ * otherwise the processes are numbered in input order. */
+static void assign_pids(struct proc *procs, int n) {
+  int distinct = 1;
+  for (int i = 0; i < n && distinct; i++) {
+    if (procs[i].img.hdr.rank < 0)
+      distinct = 0;
+    for (int k = 0; k < i && distinct; k++)
+      if (procs[k].img.hdr.rank == procs[i].img.hdr.rank)
+        distinct = 0;
+  }
+  for (int i = 0; i < n; i++)
+    procs[i].trace_pid = distinct ? procs[i].img.hdr.rank : 1000000 + i;
+}
+
+int ntt_export_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"chrome", no_argument, NULL, 'c'}, {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
+  const char *outpath = NULL;
+  int chrome = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "co:h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'c': chrome = 1; break;
+    case 'o': outpath = optarg; break;
+    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    default: fputs(export_usage, stderr); return NTT_EXIT_INPUT;
+    }
+  }
+  if (!chrome || !outpath || optind >= argc) {
+    fputs(export_usage, stderr);
+    if (!chrome)
+      fprintf(stderr, "nccltrace: export: --chrome is the only format\n");
+    return NTT_EXIT_INPUT;
+  }
+  char **paths = NULL;
+  int bad = 0;
+  int n = ntt_expand_inputs(argv + optind, argc - optind, &paths, &bad);
+  if (n < 0) {
+    fprintf(stderr, "nccltrace: export: out of memory\n");
+    return NTT_EXIT_FAIL;
+  }
+  struct proc *procs = n ? calloc((size_t)n, sizeof *procs) : NULL;
+  int np = 0, rc = NTT_EXIT_OK;
+  if (n && !procs) {
+    ntt_paths_free(paths, n);
+    return NTT_EXIT_FAIL;
+  }
+  for (int i = 0; i < n; i++) {
+    struct ntr_image img;
+    char err[512];
+    if (ntr_image_load(paths[i], 0, &img, err, sizeof err)) {
+      fprintf(stderr, "nccltrace: %s\n", err);
+      bad++;
+      continue;
+    }
+    int k = 0;
+    while (k < np && !same_process(&procs[k].img, &img))
+      k++;
+    if (k == np) {
+      procs[np].img = img;
+      if (img.has_trigger)
+        procs[np].trig[procs[np].ntrig++] = img.trigger;
+      np++;
+      continue;
+    }
+    if (merge_into(&procs[k], &img))
+      rc = NTT_EXIT_FAIL;
+    ntr_image_free(&img);
+  }
+  ntt_paths_free(paths, n);
+  if (np == 0) {
+    fprintf(stderr, "nccltrace: export: no readable input\n");
+    free(procs);
+    return NTT_EXIT_INPUT;
+  }
+  assign_pids(procs, np);
+  uint64_t t0 = UINT64_MAX, t_end = 0;
+  for (int i = 0; i < np; i++) {
+    const struct ntr_image *img = &procs[i].img;
+    for (uint64_t k = 0; k < img->nrecs; k++) {
+      uint64_t t = ntr_image_ns(img, img->recs[k].tsc);
+      if (t < t0)
+        t0 = t;
+    }
+    uint64_t now = ntt_image_now_ns(img);
+    if (now > t_end)
+      t_end = now;
+  }
+  if (t0 == UINT64_MAX)
+    t0 = t_end;
+  json_t *events = json_array();
+  for (int i = 0; i < np; i++)
+    export_proc(events, &procs[i], t0, t_end);
+  json_t *root = json_pack("{s:o,s:s,s:{s:s,s:o,s:i}}", "traceEvents", events, "displayTimeUnit", "ms", "otherData",
+                           "generator", "nccltrace export", "t0_ns", ntt_json_u64(t0), "processes", np);
+  int w = root ? (strcmp(outpath, "-") == 0 ? json_dumpf(root, stdout, JSON_COMPACT)
+                                            : json_dump_file(root, outpath, JSON_COMPACT))
+               : -1;
+  if (w != 0) {
+    fprintf(stderr, "nccltrace: export: cannot write %s\n", outpath);
+    rc = NTT_EXIT_FAIL;
+  } else if (strcmp(outpath, "-") != 0) {
+    fprintf(stderr, "nccltrace: wrote %s (%d processes, %zu events)\n", outpath, np, json_array_size(events));
+  }
+  json_decref(root);
+  for (int i = 0; i < np; i++)
+    ntr_image_free(&procs[i].img);
+  free(procs);
+  if (rc == NTT_EXIT_OK && bad)
+    rc = NTT_EXIT_INPUT;
+  return rc;
+}

@@ -1,0 +1,237 @@
+/* fmt.c -- human-readable forms of records, times, signals and states, shared
+ * by decode, status, export and collect.
+ *
+ * Thread-safety: reentrant (caller buffers; constant tables).  Not
+ * signal-safe (snprintf, gmtime_r).
+ */
+#include <ctype.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "tools/ntt.h"
+
+void ntt_fmt_time(uint64_t real_ns, char *buf, size_t len) {
+  if (real_ns == 0) {
+    snprintf(buf, len, "-");
+    return;
+  }
+  time_t s = (time_t)(real_ns / 1000000000ull);
+  struct tm tm;
+  if (!gmtime_r(&s, &tm)) {
+    snprintf(buf, len, "@%llu", (unsigned long long)real_ns);
+    return;
+  }
+  char date[32];
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf, len, "%s.%06uZ", date, (unsigned)(real_ns % 1000000000ull / 1000u));
+}
+
+void ntt_field_str(const char *field, size_t field_len, char *buf, size_t len) {
+  if (!len)
+    return;
+  size_t n = 0;
+  for (size_t i = 0; i < field_len && field[i] && n + 1 < len; i++) {
+    unsigned char c = (unsigned char)field[i];
+    buf[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+  }
+  buf[n] = '\0';
+}
+
+int ntt_rec_has_text(const struct ntr_record *r) {
+  switch (r->kind) {
+  case NTR_KIND_MARK:
+  case NTR_KIND_MISMATCH:
+  case NTR_KIND_ENV_DIFF:
+  case NTR_KIND_DUMP:
+  case NTR_KIND_NOTE:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+void ntt_rec_text(const struct ntr_record *r, char *buf, size_t len) {
+  ntt_field_str(r->u.text, sizeof r->u.text, buf, len);
+}
+
+static const struct {
+  int signo;
+  const char *name;
+} sig_names[] = {
+    {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+    {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+    {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
+};
+
+const char *ntt_signal_name(int signo, char *buf, size_t len) {
+  for (size_t i = 0; i < sizeof sig_names / sizeof sig_names[0]; i++)
+    if (sig_names[i].signo == signo)
+      return sig_names[i].name;
+  snprintf(buf, len, "signal %d", signo);
+  return buf;
+}
+
+const char *ntt_lifecycle_name(unsigned lc) {
+  static const char *const n[] = {"free", "init", "ready", "init_failed", "finalizing",
+                                  "destroyed", "aborted", "revoked"};
+  return lc < sizeof n / sizeof n[0] ? n[lc] : "unknown";
+}
+
+const char *ntt_proc_state_name(unsigned st) {
+  static const char *const n[] = {"running", "exited", "signaled", "exec"};
+  return st < sizeof n / sizeof n[0] ? n[st] : "unknown";
+}
+
+/* SIGTERM/SIGINT dumps are named after the signal ("sigterm"), so a reader
+ * sees the launcher's fail-fast kill for what it is. */
+const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len) {
+  static const char *const n[] = {
+      [NTR_TRIG_EXIT] = "exit",       [NTR_TRIG_SIGNAL] = "signal",       [NTR_TRIG_FATAL_SIGNAL] = "fatal_signal",
+      [NTR_TRIG_TIMEOUT] = "timeout", [NTR_TRIG_ASYNC_ERROR] = "async_error", [NTR_TRIG_ABORT] = "abort",
+      [NTR_TRIG_MISMATCH] = "mismatch", [NTR_TRIG_PEER_LOST] = "peer_lost", [NTR_TRIG_USER] = "user",
+      [NTR_TRIG_COLLECTED] = "collected", [NTR_TRIG_SIGUSR1] = "sigusr1",
+  };
+  if (t->kind == NTR_TRIG_SIGNAL && t->signo > 0) {
+    char tmp[32];
+    const char *s = ntt_signal_name(t->signo, tmp, sizeof tmp);
+    if (strncmp(s, "SIG", 3) == 0) {
+      size_t i = 0;
+      for (; s[i] && i + 1 < len; i++)
+        buf[i] = (char)tolower((unsigned char)s[i]);
+      buf[i] = '\0';
+      return buf;
+    }
+  }
+  if (t->kind < sizeof n / sizeof n[0] && n[t->kind])
+    return n[t->kind];
+  snprintf(buf, len, "trigger#%u", t->kind);
+  return buf;
+}
+
+const char *ntt_rec_state(const struct ntr_record *r) {
+  if (!ntr_kind_is_collective(r->kind) && !ntr_kind_is_p2p(r->kind))
+    return "-";
+  if (r->flags & NTR_REC_STRICT_REFUSED)
+    return "refused";
+  if ((r->flags & NTR_REC_COMPLETED) || r->tsc_done)
+    return "completed";
+  if (r->flags & NTR_REC_CAPTURED)
+    return "captured";
+  if (r->flags & NTR_REC_NO_TRACKING)
+    return "untracked";
+  return "pending";
+}
+
+static const char *phase_suffix(unsigned phase) {
+  return phase == NTR_PHASE_ENTER ? " enter" : phase == NTR_PHASE_EXIT ? " exit" : "";
+}
+
+void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
+  const char *k = ntr_kind_name(r->kind);
+  char text[32], sig[32];
+  unsigned long long cnt = (unsigned long long)r->count;
+  if (ntr_kind_is_collective(r->kind)) {
+    int n = snprintf(buf, len, "%s(count=%llu, %s", k, cnt, ntr_dtype_name(r->dtype));
+    if (n < 0 || (size_t)n >= len)
+      return;
+    if (r->redop >= 0)
+      n += snprintf(buf + n, len - (size_t)n, ", %s", ntr_redop_name(r->redop));
+    if (n >= 0 && (size_t)n < len && r->peer >= 0)
+      n += snprintf(buf + n, len - (size_t)n, ", root=%d", r->peer);
+    if (n >= 0 && (size_t)n < len)
+      snprintf(buf + n, len - (size_t)n, ")");
+    return;
+  }
+  if (ntr_kind_is_p2p(r->kind)) {
+    snprintf(buf, len, "%s(count=%llu, %s, peer=%d)", k, cnt, ntr_dtype_name(r->dtype), r->peer);
+    return;
+  }
+  if (ntt_rec_has_text(r))
+    ntt_rec_text(r, text, sizeof text);
+  switch (r->kind) {
+  case NTR_KIND_GROUP_START:
+  case NTR_KIND_GROUP_END:
+  case NTR_KIND_GROUP_SIMULATE_END:
+    snprintf(buf, len, "%s(depth=%u)%s", k, r->group_depth, phase_suffix(r->phase));
+    return;
+  case NTR_KIND_COMM_SPLIT:
+    snprintf(buf, len, "%s(color=%d, key=%d)%s", k, (int)(uint32_t)(r->aux >> 32), (int)(uint32_t)r->aux,
+             phase_suffix(r->phase));
+    return;
+  case NTR_KIND_MARK:
+    snprintf(buf, len, "Mark(%s=%lld)", text, (long long)r->count);
+    return;
+  case NTR_KIND_ASYNC_ERROR:
+    snprintf(buf, len, "AsyncError(%s)", ntr_result_name((int)r->aux));
+    return;
+  case NTR_KIND_TIMEOUT:
+    snprintf(buf, len, "Timeout(seq=%llu)", (unsigned long long)r->seq);
+    return;
+  case NTR_KIND_MISMATCH:
+    snprintf(buf, len, "Mismatch(field=%s, seq=%llu, other rank %lld)", text, (unsigned long long)r->seq,
+             (long long)r->aux);
+    return;
+  case NTR_KIND_PEER_LOST:
+  case NTR_KIND_SKEW:
+    snprintf(buf, len, "%s(rank=%d)", k, r->peer);
+    return;
+  case NTR_KIND_ENV_DIFF:
+  case NTR_KIND_DUMP:
+  case NTR_KIND_NOTE:
+    snprintf(buf, len, "%s(%s)", k, text);
+    return;
+  case NTR_KIND_SIGNAL:
+    snprintf(buf, len, "Signal(%s)", ntt_signal_name((int)r->aux, sig, sizeof sig));
+    return;
+  case NTR_KIND_EXIT:
+    snprintf(buf, len, "Exit(code=%d)", (int)r->aux);
+    return;
+  case NTR_KIND_STRICT_BLOCK:
+    snprintf(buf, len, "StrictBlock(seq=%llu)", (unsigned long long)r->seq);
+    return;
+  default:
+    break;
+  }
+  if (r->nranks > 0)
+    snprintf(buf, len, "%s(rank=%d, nranks=%d)%s", k, r->rank, r->nranks, phase_suffix(r->phase));
+  else
+    snprintf(buf, len, "%s()%s", k, phase_suffix(r->phase));
+}
+
+uint64_t ntt_wall_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void upd(uint64_t *m, uint64_t v) {
+  if (v > *m)
+    *m = v;
+}
+
+uint64_t ntt_image_last_tsc(const struct ntr_image *img) {
+  uint64_t m = 0;
+  for (uint64_t i = 0; i < img->nrecs; i++) {
+    upd(&m, img->recs[i].tsc);
+    upd(&m, img->recs[i].tsc_done);
+  }
+  for (uint32_t i = 0; i < img->ncomms; i++) {
+    upd(&m, img->comms[i].last_enqueue_tsc);
+    upd(&m, img->comms[i].last_complete_tsc);
+    upd(&m, img->comms[i].blocked_since);
+  }
+  if (img->has_trigger)
+    upd(&m, img->trigger.tsc);
+  return m;
+}
+
+uint64_t ntt_image_now_ns(const struct ntr_image *img) {
+  if (!img->is_dump && img->pid_alive)
+    return ntt_wall_now_ns();
+  if (img->has_trigger && img->trigger.tsc)
+    return ntr_image_ns(img, img->trigger.tsc);
+  uint64_t t = ntt_image_last_tsc(img);
+  return t ? ntr_image_ns(img, t) : 0;
+}

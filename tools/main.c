@@ -1,0 +1,126 @@
+/* main.c -- the `nccltrace` command: usage, version, subcommand dispatch.
+ *
+ * Thread-safety: single-threaded (the coordinator entry point may start its
+ * own threads).  Not signal-safe.
+ *
+ * `analyze` and `coord` live in other modules (tools/analyze/,
+ * interpose/exchange/); their entry points are weak references so that this
+ * command links and says so plainly when a module is not built.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "ntr_config.h"
+#include "tools/ntt.h"
+
+int ntr_analyze_main(int argc, char **argv) __attribute__((weak));
+int ntx_coord_main(int argc, char **argv) __attribute__((weak));
+
+void ntt_usage(FILE *out) {
+  fputs(
+      "usage: nccltrace COMMAND [OPTIONS] [ARGS]\n"
+      "\n"
+      "A flight recorder for NCCL.  libnccltrace.so (loaded with LD_PRELOAD) records\n"
+      "every NCCL call of every rank into a ring file that survives the process,\n"
+      "checks that ranks agree on each collective, and leaves dumps behind when a job\n"
+      "hangs, crashes or is killed.  This command reads that evidence.\n"
+      "\n"
+      "Commands:\n"
+      "  run [--dir D] [--ring-dir R] [--check off|async|strict] [--timeout S] [--coord] -- CMD [ARGS...]\n"
+      "      Run CMD with libnccltrace.so preloaded (prepended to any LD_PRELOAD).\n"
+      "      --dir D         dumps go to D (NCCLTRACE_DIR)\n"
+      "      --ring-dir R    ring files go to R (NCCLTRACE_RING_DIR)\n"
+      "      --check MODE    cross-rank check: off, async or strict (NCCLTRACE_CHECK)\n"
+      "      --timeout S     dump when an operation does not finish in S seconds (NCCLTRACE_TIMEOUT)\n"
+      "      --coord         start a standalone coordinator on 127.0.0.1 for the ranks\n"
+      "                      CMD starts (NCCLTRACE_COORD); without one, run anyway\n"
+      "      The library is found through NCCLTRACE_LIB, else the build tree, else the\n"
+      "      install prefix.  The exit status is CMD's.\n"
+      "\n"
+      "  decode FILE... [--json] [--salvage]\n"
+      "      Print ring files and dumps: header (host, pid, ranks, job, versions, state,\n"
+      "      lost/torn records, trigger, environment), the backtrace of a fatal signal,\n"
+      "      the communicator table, then one line per record, oldest first.\n"
+      "      --json          one JSON object per file (docs/decode-json.md); several\n"
+      "                      files print {\"files\": [...]}\n"
+      "      --salvage       keep whatever is intact in a damaged file\n"
+      "\n"
+      "  analyze PATH... [--json] [--job ID]\n"
+      "      Name the root cause of a failed or hung job from its dumps and ring files\n"
+      "      (files or directories).  See `nccltrace analyze --help`.\n"
+      "\n"
+      "  export --chrome PATH... -o FILE\n"
+      "      Write a Chrome trace event file (Perfetto, chrome://tracing): one process\n"
+      "      per rank, one track per communicator, one slice per operation from enqueue\n"
+      "      to completion, instant events for markers, errors, signals and exits.\n"
+      "      PATH: dumps (*.zst), ring files (*.ring) or directories (recursive).\n"
+      "\n"
+      "  collect [--rings R] [--dir D]\n"
+      "      Turn the ring file of every process that no longer exists into a dump in D\n"
+      "      and remove the ring.  Rings of live processes, or written on another host,\n"
+      "      are left alone.  R defaults to NCCLTRACE_RING_DIR, else\n"
+      "      /dev/shm/nccltrace-<uid>; D to NCCLTRACE_DIR, else ./nccltrace-dumps.\n"
+      "\n"
+      "  status [--rings R] [--watch SECONDS]\n"
+      "      Show every traced process on this host from its ring, without signalling\n"
+      "      it: per communicator the rank, last enqueued and completed collective, age\n"
+      "      of the oldest operation in flight, a blocked call and for how long, and\n"
+      "      async errors.  --watch refreshes every SECONDS until interrupted.\n"
+      "\n"
+      "  coord --listen HOST:PORT\n"
+      "      Run a standalone coordinator for the cross-rank check.\n"
+      "\n"
+      "  help, --help       this text\n"
+      "  version, --version the version\n"
+      "\n"
+      "Exit status: 0 success; 1 failure; 2 unreadable input or bad usage (one line\n"
+      "per unreadable file on stderr: \"nccltrace: FILE: reason\").\n"
+      "\n"
+      "Environment of traced processes (read once at start): NCCLTRACE_DISABLE,\n"
+      "NCCLTRACE_DIR, NCCLTRACE_RING_DIR, NCCLTRACE_JOB, NCCLTRACE_RING, NCCLTRACE_TIMEOUT,\n"
+      "NCCLTRACE_CHECK, NCCLTRACE_COORD, NCCLTRACE_STRICT_TIMEOUT, NCCLTRACE_SKEW_S,\n"
+      "NCCLTRACE_ENV_CHECK, NCCLTRACE_SECRET, NCCLTRACE_STACKS, NCCLTRACE_REAL_NCCL.\n",
+      out);
+}
+
+static int run_module(int (*fn)(int, char **), const char *what, int argc, char **argv) {
+  if (!fn) {
+    fprintf(stderr, "nccltrace: %s is not built\n", what);
+    return NTT_EXIT_FAIL;
+  }
+  return fn(argc, argv);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    ntt_usage(stderr);
+    return NTT_EXIT_INPUT;
+  }
+  const char *cmd = argv[1];
+  /* Subcommands see argv[0] = their own name, as getopt expects. */
+  int sargc = argc - 1;
+  char **sargv = argv + 1;
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    ntt_usage(stdout);
+    return NTT_EXIT_OK;
+  }
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+    printf("nccltrace %s\n", NTR_VERSION);
+    return NTT_EXIT_OK;
+  }
+  if (!strcmp(cmd, "decode"))
+    return ntt_decode_main(sargc, sargv);
+  if (!strcmp(cmd, "collect"))
+    return ntt_collect_main(sargc, sargv);
+  if (!strcmp(cmd, "status"))
+    return ntt_status_main(sargc, sargv);
+  if (!strcmp(cmd, "export"))
+    return ntt_export_main(sargc, sargv);
+  if (!strcmp(cmd, "run"))
+    return ntt_run_main(sargc, sargv);
+  if (!strcmp(cmd, "analyze"))
+    return run_module(ntr_analyze_main, "analyze", sargc, sargv);
+  if (!strcmp(cmd, "coord"))
+    return run_module(ntx_coord_main, "coord", sargc, sargv);
+  fprintf(stderr, "nccltrace: unknown command '%s' (try nccltrace --help)\n", cmd);
+  return NTT_EXIT_INPUT;
+}

@@ -1,0 +1,82 @@
+/* ntt.h -- internals shared by the `nccltrace` subcommands: formatting of
+ * records for humans, the JSON form of an image (docs/decode-json.md), input
+ * discovery (files or directories of rings and dumps), and the subcommand
+ * entry points.
+ *
+ * Thread-safety: the tools are single-threaded.  The formatting helpers write
+ * into caller buffers and are reentrant; the JSON builders allocate (jansson).
+ * Nothing here is signal-safe.
+ */
+#ifndef NTT_H
+#define NTT_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+#include "recorder/reader.h"
+
+/* Exit statuses shared by every subcommand. */
+#define NTT_EXIT_OK 0
+#define NTT_EXIT_FAIL 1     /* the command ran and found a problem / failed */
+#define NTT_EXIT_INPUT 2    /* unreadable input or bad usage */
+
+/* ---- subcommands (one file each) ---------------------------------------- */
+int ntt_decode_main(int argc, char **argv);
+int ntt_collect_main(int argc, char **argv);
+int ntt_status_main(int argc, char **argv);
+int ntt_export_main(int argc, char **argv);
+int ntt_run_main(int argc, char **argv);
+void ntt_usage(FILE *out);
+
+/* ---- formatting (fmt.c) ------------------------------------------------- */
+/* "2026-12-02T11:00:00.123456Z" (UTC, microseconds); "-" for 0. */
+void ntt_fmt_time(uint64_t real_ns, char *buf, size_t len);
+/* Human description of a record: "AllReduce(count=64, float32, sum)",
+ * "Send(count=8, float32, peer=1)", "Mark(step=1234)", "CommInitRank(nranks=4) enter". */
+void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len);
+/* "completed", "pending", "untracked", "captured", "refused" or "-" (not an op). */
+const char *ntt_rec_state(const struct ntr_record *r);
+/* 1 when the record carries NUL-padded text in u.text (MARK, MISMATCH, ...). */
+int ntt_rec_has_text(const struct ntr_record *r);
+/* Copy the record's text, NUL-terminated, non-printable bytes replaced. */
+void ntt_rec_text(const struct ntr_record *r, char *buf, size_t len);
+/* "SIGTERM", or "signal 77". */
+const char *ntt_signal_name(int signo, char *buf, size_t len);
+const char *ntt_lifecycle_name(unsigned lifecycle);      /* "ready", ... */
+const char *ntt_proc_state_name(unsigned state);         /* "running", ... */
+/* Trigger kind for docs/decode-json.md: "exit", "sigterm", "timeout", ... */
+const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len);
+/* Copy a fixed-size char field up to its first NUL, printable ASCII only. */
+void ntt_field_str(const char *field, size_t field_len, char *buf, size_t len);
+/* Reference "now" of an image in realtime ns: the wall clock for a ring of a
+ * live process, the trigger time for a dump, else the latest time in the
+ * evidence (a dead ring says nothing about when its writer died). */
+uint64_t ntt_image_now_ns(const struct ntr_image *img);
+/* Latest timestamp (tsc) among the records and comm state of an image. */
+uint64_t ntt_image_last_tsc(const struct ntr_image *img);
+uint64_t ntt_wall_now_ns(void);
+
+/* ---- JSON (json.c) ------------------------------------------------------ */
+/* A JSON string from bytes that may be neither terminated nor UTF-8. */
+json_t *ntt_json_str(const char *s, size_t max);
+json_t *ntt_json_hex64(uint64_t v); /* "9f2c0123456789ab" */
+json_t *ntt_json_u64(uint64_t v);   /* integer; values above INT64_MAX as their signed reinterpretation */
+/* The decode --json object of one image (docs/decode-json.md). */
+json_t *ntt_image_json(const struct ntr_image *img);
+json_t *ntt_record_json(const struct ntr_image *img, const struct ntr_record *r);
+
+/* ---- inputs (inputs.c) -------------------------------------------------- */
+/* Expand files and directories (recursively: *.zst dumps and *.ring files)
+ * into a sorted list of paths.  Missing paths are reported on stderr and
+ * counted in *bad.  @return number of paths in *out (caller frees with
+ * ntt_paths_free), -1 on out of memory. */
+int ntt_expand_inputs(char *const *args, int nargs, char ***out, int *bad);
+void ntt_paths_free(char **paths, int n);
+/* Default directories: $NCCLTRACE_RING_DIR else /dev/shm/nccltrace-<uid>;
+ * $NCCLTRACE_DIR else ./nccltrace-dumps. */
+void ntt_default_ring_dir(char *buf, size_t len);
+void ntt_default_dump_dir(char *buf, size_t len);
+/* Ring files (*.ring) directly in dir, sorted.  @return count, -1 with errno. */
+int ntt_list_rings(const char *dir, char ***out);
+
+#endif

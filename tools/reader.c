@@ -1,0 +1,438 @@
+/* reader.c -- load ring files (live or left behind) and dispatch dumps to
+ * reader_dump.c; the shared validation helpers of reader_int.h.
+ *
+ * Thread-safety and signal-safety: see recorder/reader.h.  A live ring is
+ * read through a read-only shared mapping while its writer keeps writing:
+ * every record is copied under the seqlock protocol of recorder/format.h, and
+ * the header is copied once and validated as a copy, so a writer changing it
+ * meanwhile cannot move us past a bounds check.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "tools/reader_int.h"
+
+int ntt_fail(char *err, size_t errlen, const char *name, const char *fmt, ...) {
+  if (err && errlen) {
+    int n = snprintf(err, errlen, "%s: ", name ? name : "(input)");
+    if (n >= 0 && (size_t)n < errlen) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+      va_end(ap);
+    }
+  }
+  return -1;
+}
+
+#define TERMINATE(field) ((field)[sizeof(field) - 1] = '\0')
+
+int ntt_header_sanitize(struct ntr_ring_header *h, int salvage, char *why, size_t whylen) {
+  TERMINATE(h->host);
+  TERMINATE(h->job_id);
+  TERMINATE(h->tracer_version);
+  TERMINATE(h->exe);
+  TERMINATE(h->env);
+  for (unsigned i = 0; i < NTR_BT_DEPTH; i++)
+    TERMINATE(h->bt_sym[i]);
+  if (h->bt_depth > NTR_BT_DEPTH) {
+    if (!salvage) {
+      snprintf(why, whylen, "backtrace depth %u exceeds %u", h->bt_depth, NTR_BT_DEPTH);
+      return -1;
+    }
+    h->bt_depth = NTR_BT_DEPTH;
+  }
+  if (h->env_len > NTR_ENV_BYTES) {
+    if (!salvage) {
+      snprintf(why, whylen, "environment length %u exceeds %u", h->env_len, NTR_ENV_BYTES);
+      return -1;
+    }
+    h->env_len = NTR_ENV_BYTES;
+  }
+  return 0;
+}
+
+static int rec_cmp(const void *a, const void *b) {
+  uint64_t x = ((const struct ntr_record *)a)->commit, y = ((const struct ntr_record *)b)->commit;
+  return x < y ? -1 : x > y;
+}
+
+/* The main ring and a comm's recent[] may both hold the same position; the
+ * watchdog marks completion in the main-ring copy, so a completed copy wins. */
+uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n) {
+  if (!recs || n == 0)
+    return 0;
+  qsort(recs, (size_t)n, sizeof *recs, rec_cmp);
+  uint64_t out = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    if (recs[i].commit == 0)
+      continue;
+    if (out && recs[out - 1].commit == recs[i].commit) {
+      struct ntr_record *k = &recs[out - 1];
+      if (recs[i].tsc_done > k->tsc_done || ((recs[i].flags & NTR_REC_COMPLETED) && !(k->flags & NTR_REC_COMPLETED)))
+        *k = recs[i];
+      continue;
+    }
+    if (out != i)
+      recs[out] = recs[i];
+    out++;
+  }
+  return out;
+}
+
+void ntt_image_tidy(struct ntr_image *img) {
+  uint32_t out = 0;
+  for (uint32_t i = 0; i < img->ncomms; i++) {
+    struct ntr_comm_state *c = &img->comms[i];
+    /* A slot handed out but not filled yet (live ring) carries nothing. */
+    if (c->comm_id == 0 && c->lifecycle == NTR_COMM_FREE)
+      continue;
+    if (out != i)
+      memmove(&img->comms[out], c, sizeof *c);
+    out++;
+  }
+  img->ncomms = out;
+  for (uint32_t i = 0; i < img->nstacks; i++)
+    if (img->stacks[i].depth > NTR_STACK_DEPTH)
+      img->stacks[i].depth = NTR_STACK_DEPTH;
+}
+
+/* ---------------------------------------------------------------- rings -- */
+
+/* Seqlock read of one slot.  @return 1 valid copy, 0 empty, -1 torn. */
+static int read_rec(const unsigned char *p, int live, struct ntr_record *out) {
+  if (!live) {
+    memcpy(out, p, sizeof *out);
+    return out->commit ? 1 : 0;
+  }
+  const uint64_t *cp = (const uint64_t *)(const void *)p;
+  /* Pairs with the writer's release store of commit in ntr_ring_commit. */
+  uint64_t c1 = __atomic_load_n(cp, __ATOMIC_ACQUIRE);
+  if (c1 == 0)
+    return 0;
+  memcpy(out, p, sizeof *out);
+  /* Keeps the body loads above before the re-read of commit below. */
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  uint64_t c2 = __atomic_load_n(cp, __ATOMIC_RELAXED);
+  if (c1 != c2)
+    return -1;
+  out->commit = c1;
+  return 1;
+}
+
+struct rec_vec {
+  struct ntr_record *v;
+  uint64_t n, cap;
+};
+
+static int vec_push(struct rec_vec *rv, const struct ntr_record *r) {
+  if (rv->n == rv->cap) {
+    uint64_t cap = rv->cap ? rv->cap * 2 : 256;
+    struct ntr_record *nv = realloc(rv->v, (size_t)cap * sizeof *nv);
+    if (!nv)
+      return -1;
+    rv->v = nv;
+    rv->cap = cap;
+  }
+  rv->v[rv->n++] = *r;
+  return 0;
+}
+
+/* A table of n entries of size bytes at off must lie inside the file the
+ * header describes, 8-byte aligned (atomic loads), past the header. */
+static int check_region(const struct ntr_ring_header *h, uint64_t off, uint64_t n, uint64_t size,
+                        const char *what, char *why, size_t whylen) {
+  if (off % 8 || off < sizeof *h || off > h->file_size || n * size > h->file_size - off) {
+    snprintf(why, whylen, "%s at offset %llu (%llu x %llu bytes) lies outside the %llu-byte file the header describes",
+             what, (unsigned long long)off, (unsigned long long)n, (unsigned long long)size,
+             (unsigned long long)h->file_size);
+    return -1;
+  }
+  return 0;
+}
+
+static int overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
+  return alen && blen && a < b + blen && b < a + alen;
+}
+
+static int validate_ring_header(struct ntr_ring_header *h, size_t len, int salvage,
+                                char *why, size_t whylen) {
+  if (h->header_size != sizeof *h) {
+    snprintf(why, whylen, "header_size %u, this nccltrace expects %zu", h->header_size, sizeof *h);
+    return -1;
+  }
+  if (h->record_size != sizeof(struct ntr_record)) {
+    snprintf(why, whylen, "record_size %u, expected %zu", h->record_size, sizeof(struct ntr_record));
+    return -1;
+  }
+  if (h->slot_count == 0 || (h->slot_count & (h->slot_count - 1)) || h->slot_count > NTT_MAX_SLOTS) {
+    snprintf(why, whylen, "slot_count %u is not a power of two up to %u", h->slot_count, NTT_MAX_SLOTS);
+    return -1;
+  }
+  if (h->comm_recent != NTR_COMM_RECENT || h->stack_depth != NTR_STACK_DEPTH) {
+    snprintf(why, whylen, "comm_recent %u / stack_depth %u, this nccltrace reads %u / %u",
+             h->comm_recent, h->stack_depth, NTR_COMM_RECENT, NTR_STACK_DEPTH);
+    return -1;
+  }
+  if (h->comm_max > 64 * NTR_COMM_MAX || h->stack_max > NTT_MAX_STACKS) {
+    snprintf(why, whylen, "comm_max %u / stack_max %u out of range", h->comm_max, h->stack_max);
+    return -1;
+  }
+  /* Not an error: a live writer's fetch-add on a full table passes the max
+   * for a moment before it stores the max back (recorder/ring.c). */
+  if (h->comm_count > h->comm_max)
+    h->comm_count = h->comm_max;
+  if (h->stack_count > h->stack_max)
+    h->stack_count = h->stack_max;
+  uint64_t clen = (uint64_t)h->comm_max * sizeof(struct ntr_comm_state);
+  uint64_t slen = (uint64_t)h->stack_max * sizeof(struct ntr_stack);
+  uint64_t rlen = (uint64_t)h->slot_count * sizeof(struct ntr_record);
+  if (check_region(h, h->comm_offset, h->comm_max, sizeof(struct ntr_comm_state), "comm table", why, whylen) ||
+      check_region(h, h->stack_offset, h->stack_max, sizeof(struct ntr_stack), "stack table", why, whylen) ||
+      check_region(h, h->slot_offset, h->slot_count, sizeof(struct ntr_record), "record slots", why, whylen))
+    return -1;
+  if (overlap(h->comm_offset, clen, h->stack_offset, slen) || overlap(h->comm_offset, clen, h->slot_offset, rlen) ||
+      overlap(h->stack_offset, slen, h->slot_offset, rlen)) {
+    snprintf(why, whylen, "comm table, stack table and record slots overlap");
+    return -1;
+  }
+  if (h->file_size > len && !salvage) {
+    snprintf(why, whylen, "truncated: header says %llu bytes, file has %zu",
+             (unsigned long long)h->file_size, len);
+    return -1;
+  }
+  return ntt_header_sanitize(h, salvage, why, whylen);
+}
+
+static int load_ring(const unsigned char *buf, size_t len, const char *name, int salvage, int live,
+                     struct ntr_image *img, char *err, size_t errlen) {
+  struct ntr_ring_header *h = &img->hdr;
+  char why[256];
+  if (len < sizeof *h)
+    return ntt_fail(err, errlen, name, "truncated: a ring header needs %zu bytes, file has %zu", sizeof *h, len);
+  memcpy(h, buf, sizeof *h);
+  if (validate_ring_header(h, len, salvage, why, sizeof why))
+    return ntt_fail(err, errlen, name, "%s", why);
+  if (h->file_size > len)
+    img->salvaged = 1;
+
+  /* With --salvage on a short file, only what lies wholly inside it is read. */
+  uint32_t ncomm = 0, nstack = 0;
+  while (ncomm < h->comm_count && h->comm_offset + (uint64_t)(ncomm + 1) * sizeof(struct ntr_comm_state) <= len)
+    ncomm++;
+  while (nstack < h->stack_count && h->stack_offset + (uint64_t)(nstack + 1) * sizeof(struct ntr_stack) <= len)
+    nstack++;
+  if (ncomm) {
+    img->comms = calloc(ncomm, sizeof *img->comms);
+    if (!img->comms)
+      return ntt_fail(err, errlen, name, "out of memory for %u communicators", ncomm);
+  }
+  if (nstack) {
+    img->stacks = calloc(nstack, sizeof *img->stacks);
+    if (!img->stacks)
+      return ntt_fail(err, errlen, name, "out of memory for %u stacks", nstack);
+    memcpy(img->stacks, buf + h->stack_offset, (size_t)nstack * sizeof *img->stacks);
+  }
+  img->nstacks = nstack;
+
+  struct rec_vec rv = {0};
+  struct ntr_record r;
+  uint64_t mask = h->slot_count - 1;
+  for (uint32_t i = 0; i < ncomm; i++) {
+    const unsigned char *src = buf + h->comm_offset + (uint64_t)i * sizeof(struct ntr_comm_state);
+    struct ntr_comm_state *c = &img->comms[i];
+    memcpy(c, src, offsetof(struct ntr_comm_state, recent));
+    for (unsigned j = 0; j < NTR_COMM_RECENT; j++) {
+      int st = read_rec(src + offsetof(struct ntr_comm_state, recent) + j * sizeof r, live, &r);
+      if (st < 0)
+        img->torn++;
+      if (st <= 0) {
+        memset(&c->recent[j], 0, sizeof r);
+        continue;
+      }
+      c->recent[j] = r;
+      if (vec_push(&rv, &r))
+        goto oom;
+    }
+  }
+  img->ncomms = ncomm;
+
+  for (uint64_t i = 0; i < h->slot_count; i++) {
+    uint64_t off = h->slot_offset + i * sizeof r;
+    if (off + sizeof r > len)
+      break;
+    int st = read_rec(buf + off, live, &r);
+    if (st == 0 && i < h->head)
+      img->torn++; /* reserved at least once, commit still 0: being written, or its writer died */
+    if (st < 0)
+      img->torn++;
+    if (st <= 0)
+      continue;
+    if (((r.commit - 1) & mask) != i) {
+      img->torn++; /* a position that does not belong in this slot: damage */
+      continue;
+    }
+    if (vec_push(&rv, &r))
+      goto oom;
+  }
+  img->recs = rv.v;
+  img->nrecs = ntt_records_normalize(rv.v, rv.n);
+  img->lost = h->head > h->slot_count ? h->head - h->slot_count : 0;
+  ntt_image_tidy(img);
+  return 0;
+oom:
+  free(rv.v);
+  return ntt_fail(err, errlen, name, "out of memory for %llu records", (unsigned long long)rv.n);
+}
+
+/* ------------------------------------------------------------ liveness -- */
+
+/* Process start in realtime ns from /proc, 0 when unknown. */
+static uint64_t proc_start_real_ns(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+  if (!p)
+    return 0;
+  unsigned long long start = 0;
+  /* After ")": field 3 (state) ... field 22 (starttime) = the 20th token. */
+  char *save = NULL, *tok = strtok_r(p + 1, " ", &save);
+  for (int i = 1; tok && i < 20; i++)
+    tok = strtok_r(NULL, " ", &save);
+  if (!tok)
+    return 0;
+  start = strtoull(tok, NULL, 10);
+  f = fopen("/proc/stat", "r");
+  if (!f)
+    return 0;
+  unsigned long long btime = 0;
+  while (fgets(buf, sizeof buf, f))
+    if (sscanf(buf, "btime %llu", &btime) == 1)
+      break;
+  fclose(f);
+  long tck = sysconf(_SC_CLK_TCK);
+  if (!btime || tck <= 0)
+    return 0;
+  return btime * 1000000000ull + start * (1000000000ull / (unsigned long long)tck);
+}
+
+static int ring_pid_alive(const struct ntr_ring_header *h) {
+  /* Compared as the recorder stores it: at most 63 bytes. */
+  char host[sizeof h->host] = "";
+  if (gethostname(host, sizeof host) != 0)
+    return 0;
+  host[sizeof host - 1] = '\0';
+  if (strcmp(host, h->host) != 0)
+    return 0;
+  if (h->pid <= 0)
+    return 0;
+  if (kill(h->pid, 0) != 0 && errno != EPERM)
+    return 0;
+  /* A recycled pid: the ring is written after its process starts, so a
+   * process that started well after the ring's clock base is someone else. */
+  uint64_t start = proc_start_real_ns(h->pid);
+  if (start && h->real_base_ns && start > h->real_base_ns + 5000000000ull)
+    return 0;
+  return 1;
+}
+
+/* ---------------------------------------------------------- entry points -- */
+
+static int load_any(const unsigned char *buf, size_t len, const char *name, int salvage, int live,
+                    struct ntr_image *img, char *err, size_t errlen) {
+  if (len < 8)
+    return ntt_fail(err, errlen, name, "too short (%zu bytes) to be a ring file or a dump", len);
+  int ring = memcmp(buf, NTR_RING_MAGIC, 8) == 0;
+  int dump = memcmp(buf, NTR_DUMP_MAGIC, 8) == 0;
+  if (!ring && !dump)
+    return ntt_fail(err, errlen, name, "bad magic: not a nccltrace ring file or dump");
+  if (len < 12)
+    return ntt_fail(err, errlen, name, "truncated: file has %zu bytes, no format version", len);
+  uint32_t version;
+  memcpy(&version, buf + 8, sizeof version);
+  if (version != NTR_FORMAT_VERSION)
+    return ntt_fail(err, errlen, name, "unsupported format version %u (this nccltrace reads %u)", version,
+                    NTR_FORMAT_VERSION);
+  img->is_dump = dump;
+  return dump ? ntt_load_dump(buf, len, name, salvage, img, err, errlen)
+              : load_ring(buf, len, name, salvage, live, img, err, errlen);
+}
+
+static void image_init(struct ntr_image *img, const char *name) {
+  memset(img, 0, sizeof *img);
+  snprintf(img->path, sizeof img->path, "%s", name ? name : "");
+}
+
+int ntr_image_load_mem(const void *buf, size_t len, const char *name, int salvage,
+                       struct ntr_image *img, char *err, size_t errlen) {
+  image_init(img, name);
+  if (!buf && len)
+    return ntt_fail(err, errlen, name, "no data");
+  int rc = load_any(buf, len, name, salvage, 0, img, err, errlen);
+  if (rc)
+    ntr_image_free(img);
+  return rc;
+}
+
+int ntr_image_load(const char *path, int salvage, struct ntr_image *img, char *err, size_t errlen) {
+  image_init(img, path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ntt_fail(err, errlen, path, "%s", strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return ntt_fail(err, errlen, path, "%s", strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return ntt_fail(err, errlen, path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+  }
+  if (st.st_size == 0) {
+    close(fd);
+    return ntt_fail(err, errlen, path, "empty file");
+  }
+  size_t len = (size_t)st.st_size;
+  /* Shared and read-only: a live ring is seen as its writer updates it. */
+  void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (map == MAP_FAILED)
+    return ntt_fail(err, errlen, path, "cannot map: %s", strerror(e));
+  int rc = load_any(map, len, path, salvage, 1, img, err, errlen);
+  munmap(map, len);
+  if (rc) {
+    ntr_image_free(img);
+    return rc;
+  }
+  if (!img->is_dump)
+    img->pid_alive = ring_pid_alive(&img->hdr);
+  return 0;
+}
+
+void ntr_image_free(struct ntr_image *img) {
+  if (!img)
+    return;
+  free(img->comms);
+  free(img->stacks);
+  free(img->recs);
+  img->comms = NULL;
+  img->stacks = NULL;
+  img->recs = NULL;
+  img->ncomms = img->nstacks = 0;
+  img->nrecs = 0;
+}

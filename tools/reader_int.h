@@ -1,0 +1,34 @@
+/* reader_int.h -- what reader.c (ring files, entry points) and reader_dump.c
+ * (dumps) share.  Same contract as recorder/reader.h: one image per thread at
+ * a time, allocates, not signal-safe.
+ */
+#ifndef NTT_READER_INT_H
+#define NTT_READER_INT_H
+#include <stdarg.h>
+#include "recorder/reader.h"
+
+/* Sanity bounds on header fields: far above what the recorder writes, low
+ * enough that arithmetic on them cannot overflow 64 bits. */
+#define NTT_MAX_SLOTS (1u << 28)
+#define NTT_MAX_STACKS (1u << 20)
+
+/* err = "<name>: <fmt>"; @return -1. */
+int ntt_fail(char *err, size_t errlen, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Terminate every string field of a copied header and clamp its counts, so
+ * consumers may printf("%s") them and index bt_sym/env without checks.
+ * @return 0, or -1 with a reason when strict (not salvaging) and a count was
+ * out of range. */
+int ntt_header_sanitize(struct ntr_ring_header *h, int salvage, char *why, size_t whylen);
+
+/* Sort records by position, drop duplicates (keeping a completed copy over a
+ * pending one) and records without a position.  @return records kept. */
+uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n);
+
+/* Drop free comm slots, clamp stack depths. */
+void ntt_image_tidy(struct ntr_image *img);
+
+int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int salvage,
+                  struct ntr_image *img, char *err, size_t errlen);
+#endif

@@ -1,0 +1,288 @@
+/* run.c -- `nccltrace run [options] -- CMD ...`: run CMD with libnccltrace.so
+ * preloaded and the options passed as NCCLTRACE_* variables.
+ *
+ * Thread-safety: single-threaded command.  The signal handler only forwards
+ * the signal to the child (kill is async-signal-safe).
+ * Without --coord, CMD replaces this process (execvp), so its exit status,
+ * pid and signals are CMD's own.  With --coord, a coordinator runs in a
+ * forked child, CMD in another; this process waits for CMD, forwards
+ * SIGINT/SIGTERM/SIGHUP to it, stops the coordinator, and exits with CMD's
+ * status (128 + signal when CMD was killed).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "ntr_config.h"
+#include "tools/ntt.h"
+
+int ntx_coord_main(int argc, char **argv) __attribute__((weak));
+
+static const char run_usage[] =
+    "usage: nccltrace run [--dir D] [--ring-dir R] [--check off|async|strict] [--timeout S] [--coord] -- CMD [ARGS...]\n";
+
+/* @return 0, or -1 when src does not fit (a path we must not cut). */
+static int copy_path(char *dst, size_t len, const char *src) {
+  size_t n = strlen(src);
+  if (n >= len)
+    return -1;
+  memcpy(dst, src, n + 1);
+  return 0;
+}
+
+static int is_file(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* NCCLTRACE_LIB, the build tree next to this executable, the install
+ * libdir, then ../lib next to the executable.  @return 0 or -1. */
+static int find_lib(char *out, size_t len) {
+  const char *e = getenv("NCCLTRACE_LIB");
+  if (e && *e) {
+    if (!is_file(e)) {
+      fprintf(stderr, "nccltrace: NCCLTRACE_LIB=%s: no such file\n", e);
+      return -1;
+    }
+    return copy_path(out, len, e);
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  char dir[PATH_MAX] = "";
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = '\0';
+      copy_path(dir, sizeof dir, exe);
+    }
+  }
+  char cand[4][PATH_MAX + 64];
+  int nc = 0;
+  if (dir[0])
+    snprintf(cand[nc++], sizeof cand[0], "%s/../interpose/libnccltrace.so", dir);
+  snprintf(cand[nc++], sizeof cand[0], "%s/interpose/libnccltrace.so", NTR_BUILD_ROOT);
+  snprintf(cand[nc++], sizeof cand[0], "%s/libnccltrace.so", NTR_LIBDIR);
+  if (dir[0])
+    snprintf(cand[nc++], sizeof cand[0], "%s/../lib/libnccltrace.so", dir);
+  for (int i = 0; i < nc; i++) {
+    if (is_file(cand[i])) {
+      char real[PATH_MAX];
+      return copy_path(out, len, realpath(cand[i], real) ? real : cand[i]);
+    }
+  }
+  fprintf(stderr, "nccltrace: cannot find libnccltrace.so (looked in %s", cand[0]);
+  for (int i = 1; i < nc; i++)
+    fprintf(stderr, ", %s", cand[i]);
+  fprintf(stderr, "); set NCCLTRACE_LIB\n");
+  return -1;
+}
+
+/* A free loopback port: bind port 0, read it back, release it.  The
+ * coordinator binds it a moment later; a collision makes it fail to start,
+ * which is reported and survived like any other unavailability. */
+static int free_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  int port = -1;
+  if (bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &al) == 0)
+    port = ntohs(a.sin_port);
+  close(s);
+  return port;
+}
+
+static int can_connect(int port) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return 0;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  int ok = connect(s, (struct sockaddr *)&a, sizeof a) == 0;
+  close(s);
+  return ok;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+/* A per-run secret shared by the coordinator and the ranks (environment
+ * only: readable by this uid, not by other users). */
+static void set_secret(void) {
+  const char *e = getenv("NCCLTRACE_SECRET");
+  if (e && *e)
+    return;
+  unsigned char b[16] = {0};
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  ssize_t got = fd >= 0 ? read(fd, b, sizeof b) : -1;
+  if (fd >= 0)
+    close(fd);
+  if (got != (ssize_t)sizeof b) {
+    /* Fall back to the derivation every rank can do itself. */
+    return;
+  }
+  char hex[33];
+  for (int i = 0; i < 16; i++)
+    snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  setenv("NCCLTRACE_SECRET", hex, 1);
+}
+
+/* @return the coordinator's pid (NCCLTRACE_COORD set), or -1 when it could
+ * not be started (said on stderr; the run goes on without it). */
+static pid_t start_coord(void) {
+  if (!ntx_coord_main) {
+    fprintf(stderr, "nccltrace: the coordinator is not built into this nccltrace; running without the cross-rank check\n");
+    return -1;
+  }
+  int port = free_port();
+  if (port <= 0) {
+    fprintf(stderr, "nccltrace: no free loopback port for the coordinator; running without it\n");
+    return -1;
+  }
+  set_secret();
+  char listen[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "nccltrace: cannot start the coordinator: %s; running without it\n", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    char *args[] = {"coord", "--listen", listen, NULL};
+    _exit(ntx_coord_main(3, args));
+  }
+  for (int i = 0; i < 100; i++) { /* up to 5 s */
+    if (can_connect(port)) {
+      setenv("NCCLTRACE_COORD", listen, 1);
+      return pid;
+    }
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      fprintf(stderr, "nccltrace: the coordinator exited at start; running without the cross-rank check\n");
+      return -1;
+    }
+    sleep_ms(50);
+  }
+  fprintf(stderr, "nccltrace: the coordinator did not listen on %s; running without it\n", listen);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return -1;
+}
+
+static volatile sig_atomic_t child_pid;
+
+static void forward(int sig) {
+  if (child_pid > 0)
+    kill((pid_t)child_pid, sig);
+}
+
+int ntt_run_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"dir", required_argument, NULL, 'd'},     {"ring-dir", required_argument, NULL, 'r'},
+      {"check", required_argument, NULL, 'c'},   {"timeout", required_argument, NULL, 't'},
+      {"coord", no_argument, NULL, 'C'},         {"help", no_argument, NULL, 'h'},
+      {0}};
+  int coord = 0, c;
+  optind = 1;
+  /* "+": stop at the first non-option, so CMD's own options stay CMD's. */
+  while ((c = getopt_long(argc, argv, "+d:r:c:t:Ch", opts, NULL)) != -1) {
+    switch (c) {
+    case 'd': setenv("NCCLTRACE_DIR", optarg, 1); break;
+    case 'r': setenv("NCCLTRACE_RING_DIR", optarg, 1); break;
+    case 'c':
+      if (strcmp(optarg, "off") && strcmp(optarg, "async") && strcmp(optarg, "strict")) {
+        fprintf(stderr, "nccltrace: run: --check wants off, async or strict, not '%s'\n", optarg);
+        return NTT_EXIT_INPUT;
+      }
+      setenv("NCCLTRACE_CHECK", optarg, 1);
+      break;
+    case 't': {
+      char *end;
+      double t = strtod(optarg, &end);
+      if (*end || !(t > 0)) {
+        fprintf(stderr, "nccltrace: run: --timeout wants seconds > 0, not '%s'\n", optarg);
+        return NTT_EXIT_INPUT;
+      }
+      setenv("NCCLTRACE_TIMEOUT", optarg, 1);
+      break;
+    }
+    case 'C': coord = 1; break;
+    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    default: fputs(run_usage, stderr); return NTT_EXIT_INPUT;
+    }
+  }
+  if (optind >= argc) {
+    fputs(run_usage, stderr);
+    return NTT_EXIT_INPUT;
+  }
+  char lib[PATH_MAX + 64];
+  if (find_lib(lib, sizeof lib))
+    return NTT_EXIT_FAIL;
+  const char *old = getenv("LD_PRELOAD");
+  size_t plen = strlen(lib) + (old ? strlen(old) : 0) + 2;
+  char *preload = malloc(plen);
+  if (!preload)
+    return NTT_EXIT_FAIL;
+  snprintf(preload, plen, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "");
+  setenv("LD_PRELOAD", preload, 1);
+  free(preload);
+
+  char **cmd = argv + optind;
+  pid_t cpid = coord ? start_coord() : -1;
+  if (cpid < 0) {
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "nccltrace: run: %s: %s\n", cmd[0], strerror(errno));
+    return errno == ENOENT ? 127 : 126;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "nccltrace: run: fork: %s\n", strerror(errno));
+    kill(cpid, SIGTERM);
+    waitpid(cpid, NULL, 0);
+    return NTT_EXIT_FAIL;
+  }
+  if (pid == 0) {
+    execvp(cmd[0], cmd);
+    fprintf(stderr, "nccltrace: run: %s: %s\n", cmd[0], strerror(errno));
+    _exit(errno == ENOENT ? 127 : 126);
+  }
+  child_pid = pid;
+  struct sigaction sa = {.sa_handler = forward};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  kill(cpid, SIGTERM);
+  for (int i = 0; i < 40 && waitpid(cpid, NULL, WNOHANG) == 0; i++)
+    sleep_ms(50);
+  if (waitpid(cpid, NULL, WNOHANG) == 0) {
+    kill(cpid, SIGKILL);
+    waitpid(cpid, NULL, 0);
+  }
+  if (WIFEXITED(st))
+    return WEXITSTATUS(st);
+  if (WIFSIGNALED(st))
+    return 128 + WTERMSIG(st);
+  return NTT_EXIT_FAIL;
+}
