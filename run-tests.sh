@@ -38,7 +38,7 @@ run_suite() { # builddir, meson setup args..., then -- meson test args
 mkdir -p build
 run_suite build --
 if [ $sanitizers = 1 ]; then
-  run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -- --suite fast --suite sanitize
+  run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -- --suite sanitize
   CC=clang run_suite build-tsan -Db_sanitize=thread -Db_lundef=false -- --suite tsan
 fi
 echo "$passed passed, $failed failed"

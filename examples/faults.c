@@ -21,6 +21,7 @@
  *   group     inside a group of two AllReduces, R's second has twice the count
  *   split     on a communicator split by rank parity, R's AllReduce differs in count
  *   p2p       ring exchange: R sends twice the count its neighbour receives
+ *   p2p_peer  ring exchange: R sends to the rank after its neighbour (needs 3 ranks)
  *
  *   examples/launch.sh 4 ./faults op --step 2 --rank 3
  * Single-threaded; not signal-safe.
@@ -39,7 +40,7 @@ static void mark(const char *what, long long v) {
 
 static const char *const cases[] = {"none", "stall", "op", "raw_op", "shape", "order", "dtype",
                                     "redop", "root", "skip", "lazy", "exit42", "app_error", "abort",
-                                    "segv", "sigkill", "group", "split", "p2p", NULL};
+                                    "segv", "sigkill", "group", "split", "p2p", "p2p_peer", NULL};
 
 static __attribute__((noinline)) void inject_segfault(volatile int *p) {
   *p = 42; /* the backtrace names this function */
@@ -69,6 +70,10 @@ int main(int argc, char **argv) {
   }
 #define IS(x) (strcmp(kase, x) == 0)
   int me = ex_rank == R;
+  if (IS("p2p_peer") && ex_size < 3) {
+    fprintf(stderr, "p2p_peer needs WORLD_SIZE >= 3\n");
+    return 2;
+  }
   if (IS("split") && ex_size < 4) {
     fprintf(stderr, "split needs WORLD_SIZE >= 4 (two ranks per half)\n");
     return 2;
@@ -164,9 +169,12 @@ int main(int argc, char **argv) {
     } else if (IS("split")) {
       NCCL_CHECK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, comm, s));
       NCCL_CHECK(ncclAllReduce(a, b, me ? 2 * n : n, ncclFloat32, ncclSum, sub, s));
-    } else if (IS("p2p")) {
+    } else if (IS("p2p") || IS("p2p_peer")) {
       NCCL_CHECK(ncclGroupStart());
-      NCCL_CHECK(ncclSend(a, me ? 2 * n : n, ncclFloat32, next, comm, s));
+      if (IS("p2p_peer"))
+        NCCL_CHECK(ncclSend(a, n, ncclFloat32, me ? (next + 1) % ex_size : next, comm, s));
+      else
+        NCCL_CHECK(ncclSend(a, me ? 2 * n : n, ncclFloat32, next, comm, s));
       NCCL_CHECK(ncclRecv(b, n, ncclFloat32, prev, comm, s));
       NCCL_CHECK(ncclGroupEnd());
     }

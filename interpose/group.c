@@ -96,16 +96,15 @@ ncclResult_t nti_strict_group_end(int *had_deferred) {
     b->n = 0;
     return ncclInvalidUsage;
   }
-  /* Agreed: hand NCCL the whole group at once, as the application wrote
-   * it.  Our wrappers see nested calls with the guard set and pass them. */
+  /* Agreed: NCCL's group is still open (Start was forwarded as usual), so
+   * the calls replay inside it, in the application's order, before the
+   * caller forwards the outermost End.  Our wrappers are not re-entered:
+   * the guard is held. */
   ncclResult_t res = ncclSuccess;
-  nti_fn_ncclGroupStart_t gs = NTI_REAL(ncclGroupStart);
-  if (gs)
-    res = gs();
-  for (int i = 0; i < b->n && res == ncclSuccess; i++) {
+  for (int i = 0; i < b->n; i++) {
     ncclResult_t r = nti_replay(&b->ops[i]);
-    if (r != ncclSuccess && r != ncclInProgress)
-      res = r;
+    if (r != ncclSuccess && r != ncclInProgress && res == ncclSuccess)
+      res = r; /* NCCL remembers it too and returns it again from End */
   }
   b->n = 0;
   return res;
@@ -191,14 +190,9 @@ NTI_EXPORT ncclResult_t ncclGroupStart(void) {
     return real();
   int saved = errno;
   nti_tls.guard++;
-  ncclResult_t res = ncclSuccess;
-  /* Strict mode holds the whole outermost group back, brackets included:
-   * NCCL sees GroupStart only when the group is replayed. */
-  if (!nti_strict_on()) {
-    errno = saved;
-    res = real();
-    saved = errno;
-  }
+  errno = saved;
+  ncclResult_t res = real();
+  saved = errno;
   if (res == ncclSuccess) {
     if (!nti_tls.group_ops)
       nti_tls.group_ops = calloc(NTI_GROUP_TRACK, sizeof *nti_tls.group_ops);
@@ -225,29 +219,27 @@ static ncclResult_t group_end(unsigned kind, ncclSimInfo_t *sim) {
   nti_tls.guard++;
   int depth = (int)nti_tls.group_depth;
   ncclResult_t res = ncclSuccess;
-  int strict = nti_strict_on();
-  if (strict && depth > 1) {
-    /* Nested End inside a held-back group: NCCL has not seen the Start. */
-    nti_tls.group_depth--;
-  } else if (strict && depth == 1 && !send) {
+  if (!send && depth == 1 && nti_strict_on()) {
+    /* Strict mode, outermost End: the group's collectives were held back;
+     * wait for the ranks to agree, replay them into NCCL's open group,
+     * then close it.  Refused: End closes an empty group (nothing is
+     * enqueued) and the application gets ncclInvalidUsage. */
     int deferred;
-    /* Keep depth 1 while replaying so the replayed ops are noted as group
-     * ops (their events follow the real End). */
-    res = nti_strict_group_end(&deferred);
-    if (res == ncclSuccess && deferred) {
-      errno = saved;
-      ncclResult_t r = end();
-      saved = errno;
-      res = r;
-    }
-    nti_tls.group_depth = 0;
+    ncclResult_t verdict = nti_strict_group_end(&deferred);
+    errno = saved;
+    res = end();
+    saved = errno;
+    if (verdict == ncclInvalidUsage)
+      res = ncclInvalidUsage;
+    else if (res == ncclSuccess && verdict != ncclSuccess)
+      res = verdict;
   } else {
     errno = saved;
     res = send ? send(sim) : end();
     saved = errno;
-    if (depth > 0)
-      nti_tls.group_depth--;
   }
+  if (depth > 0)
+    nti_tls.group_depth--;
   int outermost = depth == 1;
   group_record(kind, res, (int)nti_tls.group_depth);
   if (outermost) {

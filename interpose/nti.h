@@ -171,7 +171,7 @@ struct nti_comm {
   } pend[NTI_EVQ];
   uint64_t pend_tail;             /* producers (atomic) */
   uint64_t pend_head;             /* watchdog only */
-  uint64_t timeout_reported_seq;  /* watchdog only */
+  uint64_t timeout_reported_pos;  /* watchdog only: position + 1 of the op last reported */
   uint64_t life_reported_since;   /* watchdog only */
   struct nti_comm *next_all;      /* list of every comm ever registered */
 };
@@ -297,7 +297,6 @@ struct nti_op {
   /* filled by the wrapper */
   struct nti_comm *c;
   uint64_t seq, pos, tsc;
-  uint64_t recent;             /* cs->rec_count after our commit: recent[] index + 1 */
   struct ntr_record *rec;
 };
 ncclResult_t nti_replay(const struct nti_op *op); /* wrappers.c */
@@ -313,9 +312,10 @@ int nti_strict_single(struct nti_op *op);
 /* Inside a group: buffer the call (replayed at the outermost GroupEnd).
  * 0 buffered, -ENOMEM when it could not be (the call is then forwarded). */
 int nti_strict_defer(const struct nti_op *op);
-/* At the outermost GroupEnd: wait over the buffered records, then forward
- * GroupStart + replay + (the caller's) GroupEnd.  Returns ncclSuccess to go
- * on, or ncclInvalidUsage when refused (nothing was enqueued). */
+/* At the outermost GroupEnd, before the caller forwards it: wait over the
+ * buffered records; agreed: replay them into NCCL's open group and return
+ * ncclSuccess (or the first error NCCL gave a replayed call); refused:
+ * replay nothing and return ncclInvalidUsage. */
 ncclResult_t nti_strict_group_end(int *had_deferred);
 void nti_group_reset(void);
 
@@ -332,6 +332,13 @@ void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, ui
  * known): otherwise records carry NTR_REC_NO_TRACKING from the start. */
 static inline int nti_tracked(const struct nti_comm *c) {
   return c && c->cu_ctx;
+}
+/* recent[] copies of collective/p2p records are made by the watchdog
+ * (wrappers publish them with cs = NULL): 1 when its scan already went
+ * past position pos.  One relaxed load. */
+extern uint64_t nti_recent_scan_pos;
+static inline int nti_recent_passed(uint64_t pos) {
+  return __atomic_load_n(&nti_recent_scan_pos, __ATOMIC_RELAXED) > pos;
 }
 /* Is the stream capturing?  1 yes, 0 no or unknown. */
 int nti_stream_capturing(void *stream);

@@ -259,8 +259,8 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     if (q == CU_NOT_READY) {
       /* Events on one comm complete in order: the oldest pending one is the
        * first op that has not finished. */
-      if (tmo && now > cell->tsc && now - cell->tsc > tmo && cell->pos + 1 > c->timeout_reported_seq) {
-        c->timeout_reported_seq = cell->pos + 1;
+      if (tmo && now > cell->tsc && now - cell->tsc > tmo && cell->pos + 1 > c->timeout_reported_pos) {
+        c->timeout_reported_pos = cell->pos + 1;
         struct ntr_record *r = &nti_g.ring.slots[cell->pos & nti_g.ring.mask];
         unsigned kind = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == cell->pos + 1 ? r->kind : 0;
         timeout_report(c, cell->seq, kind ? nti_kind_name(kind) : "op", secs(now - cell->tsc));
@@ -283,7 +283,75 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     __atomic_store_n(&cell->turn, h + NTI_EVQ, __ATOMIC_RELEASE);
     c->pend_head = h + 1;
   }
-  ev_fill(c, 16);
+  if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE)) {
+    ev_fill(c, 16);
+  } else if (c->pend_head == __atomic_load_n(&c->pend_tail, __ATOMIC_ACQUIRE)) {
+    /* Destroyed and drained: its events go back to the driver. */
+    void *ev;
+    while ((ev = ev_take(c)))
+      cu.event_destroy(ev);
+  }
+}
+
+/* ------------------------------------------------------- recent copies -- */
+
+uint64_t nti_recent_scan_pos; /* written by the watchdog only (atomic) */
+static uint64_t scan_stall_pos, scan_stall_polls;
+
+static int is_op(unsigned kind) {
+#define NT_COLL(name, KIND, ...) kind == NTR_KIND_##KIND ||
+#define NT_P2P NT_COLL
+#define NT_GROUP(...)
+#define NT_LIFE(...)
+  return
+#include "interpose/nccl_api.def"
+      0;
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+}
+
+static struct nti_comm *comm_of(const struct ntr_record *r) {
+  static struct nti_comm *last; /* watchdog only: consecutive records share a comm */
+  if (last && last->cs->comm_id == r->comm_id && last->cs->rank == r->rank)
+    return last;
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+    if (c->cs->comm_id == r->comm_id && c->cs->rank == r->rank)
+      return last = c;
+  return NULL;
+}
+
+/* Copy the collective/p2p records written since the last poll into their
+ * communicators' recent[] (the wrappers publish them with cs = NULL).  The
+ * scan waits at a record still being written or whose call has not
+ * returned, for about a second (70 polls) at most. */
+static void recent_scan(int final) {
+  uint64_t head = __atomic_load_n(&nti_g.ring.hdr->head, __ATOMIC_ACQUIRE);
+  uint64_t p = nti_recent_scan_pos, slots = nti_g.ring.mask + 1;
+  if (head - p > slots)
+    p = head - slots; /* overwritten before we saw them */
+  for (; p < head; p++) {
+    struct ntr_record copy;
+    uint64_t c = ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &copy);
+    int pending = c == 0 || (c == p + 1 && copy.phase == NTR_PHASE_CALL && is_op(copy.kind) &&
+                             copy.comm_id && copy.result == -1);
+    if (pending && !final) {
+      if (scan_stall_pos != p) {
+        scan_stall_pos = p;
+        scan_stall_polls = 0;
+      }
+      if (++scan_stall_polls < 70)
+        break;
+    }
+    if (c != p + 1 || copy.phase != NTR_PHASE_CALL || !is_op(copy.kind) || !copy.comm_id)
+      continue;
+    struct nti_comm *cm = comm_of(&copy);
+    if (cm)
+      ntr_ring_commit_recent(cm->cs, &copy, p);
+  }
+  /* Release: a wrapper that sees the new position also sees the copies. */
+  __atomic_store_n(&nti_recent_scan_pos, p, __ATOMIC_RELEASE);
 }
 
 static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
@@ -321,6 +389,7 @@ static void *watchdog_main(void *arg) {
   while (!wd_stop) {
     pthread_mutex_unlock(&wd_lock);
     uint64_t now = ntr_clock_now();
+    recent_scan(0);
     for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
       poll_events(c, now, tmo);
       poll_lifecycle(c, now, tmo);
@@ -382,6 +451,7 @@ void nti_watchdog_stop(void) {
   /* Last pass (exit): ops that finished since the previous poll are marked
    * complete before the exit dump.  No timeout reports here. */
   uint64_t now = ntr_clock_now();
+  recent_scan(1);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
     poll_events(c, now, 0);
 }

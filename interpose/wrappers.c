@@ -55,24 +55,21 @@ static void op_record(struct nti_op *o) {
   o->tsc = r->tsc;
   o->pos = pos;
   o->rec = r;
-  nti_record_end(r, pos, c);
-  /* Our copy in recent[] is entry rec_count - 1 unless another thread
-   * committed on this comm in between (then op_post searches). */
-  o->recent = c ? __atomic_load_n(&c->cs->rec_count, __ATOMIC_RELAXED) : 0;
+  /* Published without the recent[] copy: the watchdog copies collective
+   * and p2p records into their comm's recent[] a few ms later
+   * (nti_recent_scan), which takes two atomic RMWs and a 128-byte copy off
+   * every call.  The main ring has the record at once either way. */
+  nti_record_end(r, pos, NULL);
 }
 
-/* Store the result into our record: the ring slot and recent[] entry we
- * just wrote are still in cache; only a lost race falls back to a search. */
+/* Store the result into our record.  The watchdog copies a record into
+ * recent[] only once its result is set (or after a second); if it already
+ * passed this one, its copy is patched too (rare: a call that took long). */
 static void op_result(const struct nti_op *o, ncclResult_t res) {
   struct ntr_record *r = o->rec;
   if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == o->pos + 1)
     __atomic_store_n(&r->result, (int32_t)res, __ATOMIC_RELAXED);
-  if (!o->c)
-    return;
-  struct ntr_record *e = &o->c->cs->recent[(o->recent - 1) & (NTR_COMM_RECENT - 1)];
-  if (o->recent && __atomic_load_n(&e->commit, __ATOMIC_ACQUIRE) == o->pos + 1)
-    __atomic_store_n(&e->result, (int32_t)res, __ATOMIC_RELAXED);
-  else
+  if (o->c && NTI_UNLIKELY(nti_recent_passed(o->pos)))
     nti_record_patch(o->pos, o->c, (int)res, 0, 0);
 }
 

@@ -83,7 +83,9 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
   }
   int rc = 0;
   if (strcmp(img.hdr.host, myhost) != 0) {
-    printf("%s: written on host %s, not %s: left alone\n", ring, img.hdr.host, myhost);
+    struct ntt_ident id;
+    ntt_ident_of(&img.hdr, &id);
+    printf("%s: written on host %s, not %s: left alone\n", ring, id.host, myhost);
   } else if (img.pid_alive) {
     printf("%s: pid %d is alive: left alone\n", ring, img.hdr.pid);
   } else {

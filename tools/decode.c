@@ -32,13 +32,15 @@ static void print_env(FILE *out, const struct ntr_ring_header *h) {
 static void print_header(FILE *out, const struct ntr_image *img) {
   const struct ntr_ring_header *h = &img->hdr;
   char sig[32], tb[48];
+  struct ntt_ident id;
+  ntt_ident_of(h, &id);
   fprintf(out, "== %s (%s%s)\n", img->path, img->is_dump ? "dump" : "ring file",
           img->is_dump ? "" : img->pid_alive ? ", process alive" : ", process gone");
-  fprintf(out, "host:     %s  pid %d  ppid %d  exe %s\n", h->host, h->pid, h->ppid, h->exe);
+  fprintf(out, "host:     %s  pid %d  ppid %d  exe %s\n", id.host, h->pid, h->ppid, id.exe);
   fprintf(out, "ranks:    rank %d  local_rank %d  world_size %d  local_world_size %d\n", h->rank,
           h->local_rank, h->world_size, h->local_world_size);
-  fprintf(out, "job:      %s\n", h->job_id[0] ? h->job_id : "(unknown)");
-  fprintf(out, "versions: nccltrace %s  NCCL %d.%d.%d  format %u\n", h->tracer_version[0] ? h->tracer_version : "?",
+  fprintf(out, "job:      %s\n", id.job[0] ? id.job : "(unknown)");
+  fprintf(out, "versions: nccltrace %s  NCCL %d.%d.%d  format %u\n", id.version[0] ? id.version : "?",
           h->nccl_version / 10000, h->nccl_version / 100 % 100, h->nccl_version % 100, h->version);
   fprintf(out, "state:    %s", ntt_proc_state_name(h->proc_state));
   if (h->proc_state == NTR_PROC_EXITED)
@@ -59,8 +61,10 @@ static void print_header(FILE *out, const struct ntr_image *img) {
       fprintf(out, "  %s", ntt_signal_name(img->trigger.signo, sig, sizeof sig));
     if (img->trigger.kind == NTR_TRIG_EXIT)
       fprintf(out, "  exit code %d", img->trigger.exit_code);
-    if (img->trigger.reason[0])
-      fprintf(out, "  \"%s\"", img->trigger.reason);
+    char reason[sizeof img->trigger.reason];
+    ntt_field_str(img->trigger.reason, sizeof img->trigger.reason, reason, sizeof reason);
+    if (reason[0])
+      fprintf(out, "  \"%s\"", reason);
     fprintf(out, "\n");
   }
   print_env(out, h);

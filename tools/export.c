@@ -67,6 +67,10 @@ static int merge_into(struct proc *p, const struct ntr_image *b) {
 
 static double us(uint64_t ns, uint64_t t0) { return ns >= t0 ? (double)(ns - t0) / 1000.0 : -(double)(t0 - ns) / 1000.0; }
 
+/* Durations never go negative: records are ordered by position, and threads
+ * may take their timestamps in a slightly different order. */
+static double dur_us(uint64_t end, uint64_t start) { return end > start ? (double)(end - start) / 1000.0 : 0.0; }
+
 static json_t *meta(const char *name, int pid, int tid, const char *key, json_t *val) {
   return json_pack("{s:s,s:s,s:i,s:i,s:{s:o}}", "name", name, "ph", "M", "pid", pid, "tid", tid, "args", key, val);
 }
@@ -145,6 +149,13 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
     const struct ntr_record *r = &img->recs[i];
     int tid = comm_track(img, r->comm_id);
     uint64_t t = ntr_image_ns(img, r->tsc);
+    /* A call that returned an error (ncclInProgress is not one) is marked
+     * where it happened, whatever its slice looks like. */
+    if (r->result > 0 && r->result != 7 && r->kind < NTR_KIND_FIRST_TRACER_EVENT) {
+      snprintf(op, sizeof op, "%s -> %s", ntr_kind_name(r->kind), ntr_result_name(r->result));
+      add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:o}", "name", op, "cat", "error", "ph", "i", "ts",
+                              us(t, t0), "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(r)));
+    }
     ntt_fmt_op(r, op, sizeof op);
     int coll = ntr_kind_is_collective(r->kind), p2p = ntr_kind_is_p2p(r->kind);
     if (coll || p2p) {
@@ -163,7 +174,7 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
         json_object_set_new(args, "incomplete", json_true());
       }
       add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", op, "cat", coll ? "collective" : "p2p",
-                              "ph", "X", "ts", us(t, t0), "dur", us(end, t), "pid", pid, "tid", tid, "args", args));
+                              "ph", "X", "ts", us(t, t0), "dur", dur_us(end, t), "pid", pid, "tid", tid, "args", args));
       continue;
     }
     if (r->phase == NTR_PHASE_ENTER && !instant_cat(r->kind) && r->kind != NTR_KIND_GROUP_START &&
@@ -185,7 +196,7 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
       }
       snprintf(op, sizeof op, "%s", ntr_kind_name(r->kind));
       add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", op, "cat", "lifecycle", "ph", "X", "ts",
-                              us(t, t0), "dur", us(end, t), "pid", pid, "tid", tid, "args", args));
+                              us(t, t0), "dur", dur_us(end, t), "pid", pid, "tid", tid, "args", args));
       continue;
     }
     const char *cat = instant_cat(r->kind);

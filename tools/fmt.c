@@ -38,6 +38,13 @@ void ntt_field_str(const char *field, size_t field_len, char *buf, size_t len) {
   buf[n] = '\0';
 }
 
+void ntt_ident_of(const struct ntr_ring_header *h, struct ntt_ident *id) {
+  ntt_field_str(h->host, sizeof h->host, id->host, sizeof id->host);
+  ntt_field_str(h->job_id, sizeof h->job_id, id->job, sizeof id->job);
+  ntt_field_str(h->exe, sizeof h->exe, id->exe, sizeof id->exe);
+  ntt_field_str(h->tracer_version, sizeof h->tracer_version, id->version, sizeof id->version);
+}
+
 int ntt_rec_has_text(const struct ntr_record *r) {
   switch (r->kind) {
   case NTR_KIND_MARK:

@@ -48,6 +48,12 @@ const char *ntt_proc_state_name(unsigned state);         /* "running", ... */
 const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len);
 /* Copy a fixed-size char field up to its first NUL, printable ASCII only. */
 void ntt_field_str(const char *field, size_t field_len, char *buf, size_t len);
+/* The identity strings of a header, printable (a hostile file must not
+ * send escape sequences to a terminal). */
+struct ntt_ident {
+  char host[64], job[64], exe[128], version[16];
+};
+void ntt_ident_of(const struct ntr_ring_header *h, struct ntt_ident *id);
 /* Reference "now" of an image in realtime ns: the wall clock for a ring of a
  * live process, the trigger time for a dump, else the latest time in the
  * evidence (a dead ring says nothing about when its writer died). */

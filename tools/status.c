@@ -57,8 +57,10 @@ static void show_image(const struct ntr_image *img) {
     snprintf(state, sizeof state, "gone (%s; nccltrace collect)", ntt_signal_name(h->signo, sig, sizeof sig));
   else
     snprintf(state, sizeof state, "gone (no exit recorded; nccltrace collect)");
-  printf("pid %d  rank %d  host %s  job %s  exe %s  %s", h->pid, h->rank, h->host, h->job_id[0] ? h->job_id : "-",
-         h->exe, state);
+  struct ntt_ident id;
+  ntt_ident_of(h, &id);
+  printf("pid %d  rank %d  host %s  job %s  exe %s  %s", h->pid, h->rank, id.host, id.job[0] ? id.job : "-", id.exe,
+         state);
   if (img->lost || img->torn || h->dropped)
     printf("  [%llu lost, %llu torn, %llu dropped]", (unsigned long long)img->lost, (unsigned long long)img->torn,
            (unsigned long long)h->dropped);

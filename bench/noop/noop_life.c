@@ -33,8 +33,12 @@ NOOP_API const char *ncclGetLastError(ncclComm_t comm) {
 NOOP_API ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   if (!uniqueId)
     return ncclInvalidArgument;
+  /* Distinct ids, like NCCL's: communicators made from them differ. */
+  static uint64_t serial;
+  uint64_t n = __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED);
   memset(uniqueId, 0, sizeof *uniqueId);
   uniqueId->internal[0] = 'N';
+  memcpy(uniqueId->internal + 8, &n, sizeof n);
   return ncclSuccess;
 }
 NOOP_API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {

@@ -378,6 +378,8 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
     return;
   }
   struct member *m = &cm->m[rank];
+  if (m->state == M_ACTIVE && m->client == (int32_t)id)
+    return; /* the same process registering the same rank again (a retried init) */
   if (m->state == M_ACTIVE) {
     snprintf(text, sizeof text, "comm %08x: rank %d registered twice (pid %d and pid %d)",
              NTX_COMM_SHORT(comm_id), (int)rank, (int)c->clients[m->client].pid, (int)cl->pid);
@@ -477,6 +479,11 @@ static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s
   ntx_fp_describe(&vs->v[maj], desc, sizeof desc);
   if (o < sizeof text)
     o += (size_t)snprintf(text + o, sizeof text - o, " vs rank%s %s %s", n > 1 ? "s" : "", list, desc);
+  for (uint32_t k = 0; k < vs->nvar; k++)
+    if (k != maj && vs->cnt[k] == vs->cnt[maj] && o < sizeof text) {
+      o += (size_t)snprintf(text + o, sizeof text - o, " (no majority: both named)");
+      break;
+    }
   if (s->arrived < (uint32_t)cm->nranks && o < sizeof text) {
     ntx_rank_list(vs->rank_var, cm->nranks, NO_VAR, list, sizeof list, &n);
     snprintf(text + o, sizeof text - o, "; rank%s %s not there yet", n > 1 ? "s" : "", list);

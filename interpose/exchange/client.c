@@ -33,6 +33,7 @@
 #include "interpose/trigger.h"
 #include "interpose/exchange/coord.h"
 #include "interpose/exchange/discover.h"
+#include "interpose/exchange/record_fp.h"
 #include "interpose/exchange/wire.h"
 #include "recorder/clock.h"
 
@@ -215,7 +216,8 @@ static void on_reply(const struct ntx_msg *m) {
   for (struct sreq *q = g.sq; q; q = q->next)
     if (q->id == m->u.reply.req_id) {
       q->status = m->u.reply.status;
-      snprintf(q->text, q->text_len, "%.*s", (int)m->u.reply.text_len, m->u.reply.text);
+      if (m->u.reply.text_len) /* chunks of one call share the text: keep what says something */
+        snprintf(q->text, q->text_len, "%.*s", (int)m->u.reply.text_len, m->u.reply.text);
       q->done = 1;
       pthread_cond_broadcast(&g.cv);
       break;
@@ -411,39 +413,6 @@ static void do_flush(void) {
 
 /* ---------------------------------------------------------- ring reader -- */
 
-static int fp_dir_of(unsigned kind) {
-  switch (kind) {
-#define NT_COLL(name, KIND, ...) case NTR_KIND_##KIND: return NTX_FP_COLL;
-#define NT_P2P(name, KIND, ...) case NTR_KIND_##KIND: return NTR_KIND_##KIND == NTR_KIND_SEND ? NTX_FP_SEND : NTX_FP_RECV;
-#define NT_GROUP(name, KIND, ...)
-#define NT_LIFE(name, KIND, ...)
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
-  default: return -1;
-  }
-}
-
-/* Fingerprint of a record, or -1 when the record carries none. */
-static int fp_of(const struct ntr_record *r, struct ntx_fp *fp) {
-  int dir = fp_dir_of(r->kind);
-  if (dir < 0 || r->phase == NTR_PHASE_EXIT || !r->comm_id || (r->flags & NTR_REC_STRICT_REFUSED))
-    return -1;
-  fp->comm_id = r->comm_id;
-  fp->seq = r->seq;
-  fp->count = r->count;
-  fp->fp = r->fp;
-  fp->kind = (uint16_t)ntr_kind_fp_op(r->kind);
-  fp->dtype = r->dtype;
-  fp->dir = (uint8_t)dir;
-  fp->redop = dir == NTX_FP_COLL ? r->redop : -1;
-  fp->peer = r->peer;
-  fp->rank = r->rank;
-  return 0;
-}
-
 /* Walk committed slots from the cursor (seqlock reads, recorder/ring.h) and
  * queue FP frames while there is room.  @return records consumed. */
 static uint64_t read_ring(double now) {
@@ -473,7 +442,7 @@ static uint64_t read_ring(double now) {
       g.lost_records++; /* overwritten since we looked */
     } else if (g.mode == NTR_CHECK_ASYNC) {
       struct ntx_fp fp;
-      if (fp_of(&rec, &fp) == 0)
+      if (ntx_fp_from_record(&rec, &fp) == 0)
         ntx_fp_put(payload + 8, n++, &fp);
     }
     /* strict mode: fingerprints travel through ntx_strict_wait only, so
@@ -589,6 +558,23 @@ static void nudge(void) {
   }
 }
 
+/* In a fork child our thread does not exist: checking is off there (a
+ * child that calls NCCL is a new participant the coordinator never met).
+ * The child's copies of our descriptors are closed; the parent's stay. */
+static void atfork_child(void) {
+  __atomic_store_n(&g.discovered, 0, __ATOMIC_RELAXED);
+  g.thread_ok = 0;
+  g.coord = NULL; /* its thread is the parent's; its memory is left alone */
+  if (g.fd >= 0)
+    close(g.fd);
+  if (g.wake[0] >= 0) {
+    close(g.wake[0]);
+    close(g.wake[1]);
+  }
+  g.fd = g.wake[0] = g.wake[1] = -1;
+  pthread_mutex_init(&g.mu, NULL); /* another thread may have held it at fork */
+}
+
 void ntx_start(struct ntr_ring *ring) {
   if (__atomic_exchange_n(&g.started, 1, __ATOMIC_ACQ_REL))
     return;
@@ -664,6 +650,7 @@ void ntx_start(struct ntr_ring *ring) {
     return;
   }
   g.thread_ok = 1;
+  pthread_atfork(NULL, NULL, atfork_child);
   __atomic_store_n(&g.discovered, 1, __ATOMIC_RELEASE);
 }
 
@@ -738,32 +725,59 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     return 0;
   uint32_t k = 0;
   for (int i = 0; i < n; i++)
-    if (recs[i] && fp_of(recs[i], &fps[k]) == 0)
+    if (recs[i] && ntx_fp_from_record(recs[i], &fps[k]) == 0)
       k++;
   if (k == 0) {
     free(fps);
     return 0;
   }
-  struct sreq q = {.n = k, .fps = fps, .text = text, .text_len = sizeof text};
+  /* One request per NTX_FP_MAX entries (a frame's worth), queued in call
+   * order at the tail: the coordinator must see a rank's seqs in order. */
+  uint32_t nq = (k + NTX_FP_MAX - 1) / NTX_FP_MAX;
+  struct sreq *qs = calloc(nq, sizeof *qs);
+  if (!qs) {
+    free(fps);
+    return 0;
+  }
   struct timespec dl = deadline_after(ntr_cfg.strict_timeout_s);
   pthread_mutex_lock(&g.mu);
-  q.id = ++g.next_req;
-  q.next = g.sq;
-  g.sq = &q;
+  struct sreq **tail = &g.sq;
+  while (*tail)
+    tail = &(*tail)->next;
+  for (uint32_t i = 0; i < nq; i++) {
+    qs[i].fps = fps + (size_t)i * NTX_FP_MAX;
+    qs[i].n = i + 1 < nq ? NTX_FP_MAX : k - i * NTX_FP_MAX;
+    qs[i].text = text;
+    qs[i].text_len = sizeof text;
+    qs[i].id = ++g.next_req;
+    *tail = &qs[i];
+    tail = &qs[i].next;
+  }
   pthread_mutex_unlock(&g.mu);
   nudge();
   pthread_mutex_lock(&g.mu);
-  int timed_out = 0;
-  while (!q.done && !timed_out)
-    timed_out = pthread_cond_timedwait(&g.cv, &g.mu, &dl) == ETIMEDOUT;
-  for (struct sreq **pp = &g.sq; *pp; pp = &(*pp)->next)
-    if (*pp == &q) {
-      *pp = q.next;
+  int timed_out = 0, done = 0, status = NTX_REPLY_OK;
+  while (!timed_out) {
+    done = 1;
+    for (uint32_t i = 0; i < nq; i++)
+      done &= qs[i].done;
+    if (done)
       break;
-    }
+    timed_out = pthread_cond_timedwait(&g.cv, &g.mu, &dl) == ETIMEDOUT;
+  }
+  for (uint32_t i = 0; i < nq; i++) {
+    for (struct sreq **pp = &g.sq; *pp; pp = &(*pp)->next)
+      if (*pp == &qs[i]) {
+        *pp = qs[i].next;
+        break;
+      }
+    if (qs[i].done && qs[i].status != NTX_REPLY_OK && status != NTX_REPLY_MISMATCH)
+      status = qs[i].status;
+  }
   pthread_mutex_unlock(&g.mu);
+  free(qs);
   free(fps);
-  if (!q.done) {
+  if (!done) {
     if (!__atomic_load_n(&g.connected, __ATOMIC_ACQUIRE))
       __atomic_store_n(&strict_gave_up, 1, __ATOMIC_RELAXED);
     if (once(&said_timeout))
@@ -771,12 +785,12 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
           "when that happens", ntr_cfg.strict_timeout_s);
     return 0;
   }
-  if (q.status == NTX_REPLY_MISMATCH) {
+  if (status == NTX_REPLY_MISMATCH) {
     if (msg && msg_len)
       snprintf(msg, msg_len, "%s", text);
     return -1;
   }
-  if (q.status != NTX_REPLY_OK && once(&said_unchecked))
+  if (status != NTX_REPLY_OK && once(&said_unchecked))
     say("strict check: the coordinator could not check some calls (gone or over its limits); "
         "they proceed unchecked");
   return 0;

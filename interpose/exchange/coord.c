@@ -321,19 +321,22 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     return 0;
   case NTX_MSG_FP:
   case NTX_MSG_STRICT: {
-    struct ntx_fp fps[64];
-    if (m.type == NTX_MSG_FP || m.u.fp.n > 64) {
+    /* STRICT entries are decoded into one array (at most NTX_FP_MAX, the
+     * decoder checked); FP entries go one by one */
+    struct ntx_fp one, *fps = m.type == NTX_MSG_STRICT ? malloc((m.u.fp.n + 1) * sizeof *fps) : NULL;
+    if (!fps) {
       for (uint32_t i = 0; i < m.u.fp.n; i++) {
-        ntx_fp_get(m.u.fp.entries, i, &fps[0]);
-        ntx_check_fp(co->chk, id, &fps[0], now);
+        ntx_fp_get(m.u.fp.entries, i, &one);
+        ntx_check_fp(co->chk, id, &one, now);
       }
-      if (m.type == NTX_MSG_STRICT) /* too big to wait on: checked, not waited */
+      if (m.type == NTX_MSG_STRICT) /* no memory to wait with: checked, not waited on */
         on_reply(co, id, m.u.fp.req_id, NTX_REPLY_UNCHECKED, "");
       return 0;
     }
     for (uint32_t i = 0; i < m.u.fp.n; i++)
       ntx_fp_get(m.u.fp.entries, i, &fps[i]);
     ntx_check_strict(co->chk, id, m.u.fp.req_id, fps, m.u.fp.n, now);
+    free(fps);
     return 0;
   }
   case NTX_MSG_PING:

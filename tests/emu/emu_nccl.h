@@ -67,7 +67,7 @@ struct emu_ctrl {
 };
 
 struct emu_shm {
-  uint64_t magic;
+  _Atomic uint64_t magic;        /* EMU_SHM_MAGIC once a rank has joined */
   _Atomic uint32_t nranks;      /* set by the first joiner */
   _Atomic uint32_t joined;      /* futex word: join counter */
   _Atomic uint32_t bell;        /* futex word: any state change */
@@ -106,7 +106,7 @@ struct emu_user_op {
 #define EMU_COMM_MAGIC 0x636f6d6d454d5531ull
 
 struct ncclComm {
-  uint64_t magic;
+  _Atomic uint64_t magic;        /* EMU_COMM_MAGIC while the handle is valid */
   _Atomic int refs;               /* handle + each op in flight */
   int rank, nranks, device, blocking;
   char name[64];                  /* shm name, "/ncclemu-..." */

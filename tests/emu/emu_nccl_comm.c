@@ -135,9 +135,13 @@ static void emu_mon_add(struct ncclComm *c)
 {
   pthread_once(&emu_mon_once, emu_mon_start);
   pthread_mutex_lock(&emu_mon_mu);
-  c->mon_next = emu_mon_list;
-  emu_mon_list = c;
-  c->monitored = 1;
+  /* A handle destroyed while its nonblocking init ran is not watched:
+   * destroy marks it dead before it takes this lock to unlink. */
+  if (emu_comm_valid(c)) {
+    c->mon_next = emu_mon_list;
+    emu_mon_list = c;
+    c->monitored = 1;
+  }
   pthread_mutex_unlock(&emu_mon_mu);
 }
 
@@ -641,9 +645,9 @@ EMU_API ncclResult_t pncclCommDestroy(ncclComm_t comm)
     emu_set_last_error(NULL, "ncclCommDestroy: invalid comm");
     return ncclInvalidArgument;
   }
+  comm->magic = EMU_COMM_MAGIC ^ 1;   /* the handle is dead from now on */
   emu_mon_remove(comm);
   emu_forget_name(comm);
-  comm->magic = EMU_COMM_MAGIC ^ 1;   /* the handle is dead from now on */
   emu_comm_put(comm);
   return ncclSuccess;
 }
@@ -661,9 +665,9 @@ EMU_API ncclResult_t pncclCommAbort(ncclComm_t comm)
   atomic_store(&comm->aborted, 1);
   if (comm->shm)
     emu_comm_bell(comm);
+  comm->magic = EMU_COMM_MAGIC ^ 1;
   emu_mon_remove(comm);
   emu_forget_name(comm);
-  comm->magic = EMU_COMM_MAGIC ^ 1;
   emu_comm_put(comm);
   return ncclSuccess;
 }

@@ -132,6 +132,16 @@ def dump_triggers(tmp):
     return out
 
 
+def wait_dumps(tmp, trigger, n, timeout):
+    """Dumps are written by the rank after the line is printed: wait for them."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if len(glob.glob(os.path.join(tmp, "dumps", "*%s*" % trigger))) >= n:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def t_strict(tmp):
     job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20"})
     codes = job.wait(40)
@@ -151,7 +161,7 @@ def t_async(tmp):
     job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600"})
     ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm", 20)
     job.wait_text("out", range(N), "hung", 5)
-    time.sleep(0.5)  # the dumps follow the line
+    wait_dumps(tmp, "mismatch", N, 10)
     job.kill_all()
     job.show()
     check(ok, "not every rank printed the mismatch")
@@ -186,7 +196,7 @@ def t_sigkill(tmp):
     job.procs[2].send_signal(signal.SIGKILL)
     ok = job.wait_text("err", [0, 1, 3], "nccltrace: lost rank 2 (host", 5)
     dt = time.time() - t0
-    time.sleep(0.5)
+    wait_dumps(tmp, "peer_lost", 3, 10)
     job.kill_all()
     job.show()
     check(ok and dt < 1.0, "survivors told after %.3f s" % dt)

@@ -17,6 +17,9 @@
  *   coord_killed_strict strict wait bounded by the timeout while a peer is
  *                       absent, immediate once the coordinator is gone
  *   embedded            MASTER_ADDR/MASTER_PORT discovery: rank 0 hosts
+ *   strict_group        strict, 2 ranks, a group of 1,500 sends/recvs (more
+ *                       than one frame holds): agreed; then one recv count
+ *                       differs at #1400 of the next group: -1 on both
  *
  * Exit: 0 pass, 1 fail, 77 skip (no loopback sockets).
  */
@@ -169,7 +172,8 @@ static int child(const char *scenario, int rank, int nranks) {
     for (int i = 0; i < 50 && !__atomic_load_n(&harness_dumps, __ATOMIC_RELAXED); i++)
       sleep_ms(2); /* the dump follows the record */
     out("call %llu verdict %llu field %s dumps %d kind %d\n", (unsigned long long)call,
-        (unsigned long long)v, text, harness_dumps, harness_last_dump_kind);
+        (unsigned long long)v, text, __atomic_load_n(&harness_dumps, __ATOMIC_RELAXED),
+        __atomic_load_n(&harness_last_dump_kind, __ATOMIC_RELAXED));
     ok = v != 0;
   } else if (!strcmp(scenario, "strict_mismatch")) {
     struct ntr_record r1, r2;
@@ -184,6 +188,32 @@ static int child(const char *scenario, int rank, int nranks) {
     int b = ntx_strict_wait(pr, 1, msg, sizeof msg);
     out("first %d second %d in %.3f s msg %s\n", a, b, now_s() - t0, msg);
     ok = a == 0 && b == -1;
+  } else if (!strcmp(scenario, "strict_group")) {
+    enum { G = 1500 };
+    static struct ntr_record recs[G];
+    static const struct ntr_record *pr[G];
+    char msg[512] = "";
+    int rc[2];
+    for (int round = 0; round < 2; round++) {
+      for (int i = 0; i < G; i++) {
+        struct ntr_record *r = &recs[i];
+        memset(r, 0, sizeof *r);
+        r->comm_id = COMM;
+        r->kind = rank == 0 ? NTR_KIND_SEND : NTR_KIND_RECV;
+        r->phase = NTR_PHASE_CALL;
+        r->seq = (uint64_t)(round * G + i + 1);
+        r->count = round == 1 && rank == 1 && i == 1399 ? 8 : 16;
+        r->dtype = 7;
+        r->redop = -1;
+        r->peer = 1 - rank;
+        r->rank = rank;
+        r->nranks = 2;
+        pr[i] = r;
+      }
+      rc[round] = ntx_strict_wait(pr, G, msg, sizeof msg);
+    }
+    out("group %d %d msg %s\n", rc[0], rc[1], msg);
+    ok = rc[0] == 0 && rc[1] == -1 && strstr(msg, "p2p mismatch") && strstr(msg, "seq 2900 field count");
   } else if (!strcmp(scenario, "peer_lost")) {
     put_coll(cs, 1, NTR_KIND_ALLREDUCE, 64, NULL);
     out("ready\n");
@@ -192,7 +222,8 @@ static int child(const char *scenario, int rank, int nranks) {
     uint64_t v = wait_event(NTR_KIND_PEER_LOST, UINT64_MAX, 5, text);
     for (int i = 0; i < 50 && !__atomic_load_n(&harness_dumps, __ATOMIC_RELAXED); i++)
       sleep_ms(2);
-    out("lost %llu dumps %d kind %d\n", (unsigned long long)v, harness_dumps, harness_last_dump_kind);
+    out("lost %llu dumps %d kind %d\n", (unsigned long long)v, __atomic_load_n(&harness_dumps, __ATOMIC_RELAXED),
+        __atomic_load_n(&harness_last_dump_kind, __ATOMIC_RELAXED));
     ok = v != 0;
   } else if (!strcmp(scenario, "init_wait")) {
     uint64_t v = wait_event(NTR_KIND_SKEW, 0, 6, text);
@@ -410,7 +441,8 @@ static int parent(const char *scenario) {
   int k = 1;
   while (env[k])
     k++;
-  if (!strcmp(scenario, "strict_mismatch") || !strcmp(scenario, "coord_killed_strict"))
+  if (!strcmp(scenario, "strict_mismatch") || !strcmp(scenario, "coord_killed_strict") ||
+      !strcmp(scenario, "strict_group"))
     env[k++] = "NTXT_MODE=strict";
   if (!strcmp(scenario, "coord_killed_strict"))
     env[k++] = "NTXT_STRICT_TIMEOUT=2";
@@ -418,6 +450,8 @@ static int parent(const char *scenario) {
     env[k++] = "NTXT_ENV_ABORT=1";
   if (!strcmp(scenario, "peer_lost") || !strcmp(scenario, "env_diff") || !strncmp(scenario, "coord_killed", 12))
     n = !strcmp(scenario, "coord_killed_strict") ? 2 : 3;
+  if (!strcmp(scenario, "strict_group"))
+    n = 2;
   int spawned = !strcmp(scenario, "init_wait") ? 3 : n; /* rank 3 never comes */
   pid_t pids[4];
   for (int r = 0; r < spawned; r++) {

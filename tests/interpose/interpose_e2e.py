@@ -47,7 +47,8 @@ def base_env(preload=True, emu=True):
         env["LD_PRELOAD"] = ENV["lib"]
     env["NCCLTRACE_RING_DIR"] = os.path.join(TMP, "rings")
     env["NCCLTRACE_DIR"] = os.path.join(TMP, "dumps")
-    env["NCCLTRACE_CHECK"] = "off"
+    if os.environ.get("NTI_TEST_CHECK_DEFAULT") is None:
+        env["NCCLTRACE_CHECK"] = "off"
     return env
 
 
@@ -292,13 +293,39 @@ def t_term():
 
 
 def t_exit42():
-    res = finish(start_ranks("exit42", 1, base_env()))
+    env = base_env()
+    env["NCCLTRACE_STACKS"] = "1"  # and per-call stacks on the way
+    res = finish(start_ranks("exit42", 1, env))
     check(res[0][0] == 42, "exit status %s, expected 42" % res[0][0])
     f = dumps("*-exit")
     check(len(f) == 1, "dumps: %s" % dumps())
     d = decode(f[0])
     check(d["trigger"]["exit_code"] == 42 and d["header"]["exit_code"] == 42 and
           d["header"]["proc_state"] == "exited", "trigger %s header %s" % (d["trigger"], d["header"]))
+    ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
+    check(ar and all(x["stack_id"] > 0 for x in ar), "NCCLTRACE_STACKS=1: stack ids %s" % [x["stack_id"] for x in ar])
+    check(len(set(x["stack_id"] for x in ar)) == 1 and d["stacks"], "one call site should be one stack")
+
+
+def t_asyncerr():
+    env = base_env()
+    env["NCCLEMU_FAULT"] = "async_error:3:remote"
+    procs = start_ranks("term", 1, env)
+    try:
+        deadline = time.time() + 20
+        f = None
+        while time.time() < deadline and not f:
+            f = next(iter(dumps("*-async_error")), None)
+            time.sleep(0.2)
+        check(f, "no async_error dump within 20 s: %s" % dumps())
+        time.sleep(0.3)
+    finally:
+        kill_all(procs)
+    d = decode(f)
+    ev = [x for x in d["records"] if x["kind"] == "AsyncError"]
+    check(ev and ev[-1]["aux"] == 6, "async error records %s" % ev)  # ncclRemoteError = 6
+    c = d["comms"][0]
+    check(c["async_error"] == "ncclRemoteError", "comm async_error %s" % c["async_error"])
 
 
 def t_disable():
@@ -364,8 +391,9 @@ def t_nested():
     env["LD_LIBRARY_PATH"] = ENV["nested"]
     p = subprocess.run([ENV["nested_prog"]], env=env, capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and "nested done" in p.stdout, "nested program failed: %s" % p.stderr)
-    child = int(re.search(r"child (\d+)", p.stdout).group(1))
-    d = decode(dump_of(p.pid, "exit"))
+    m = re.search(r"parent (\d+) child (\d+)", p.stdout)
+    parent, child = int(m.group(1)), int(m.group(2))
+    d = decode(dump_of(parent, "exit"))
     kinds = [x["kind"] for x in calls(d)]
     check(kinds.count("Bcast") == 3, "Bcast records: %d" % kinds.count("Bcast"))
     check(kinds.count("Broadcast") == 0, "the nested ncclBroadcast was recorded")
@@ -375,14 +403,100 @@ def t_nested():
     unknown = [x for x in calls(d) if x["kind"] in COLL and not x["comm"]]
     check(len(unknown) == 1 and unknown[0]["rank"] == -1 and unknown[0]["seq"] == 0 and
           unknown[0]["result"] == "ncclSuccess", "op on an unknown comm: %s" % unknown)
-    check(d["header"]["pid"] == p.pid, "parent dump pid %s" % d["header"]["pid"])
+    check(d["header"]["pid"] == parent, "parent dump pid %s" % d["header"]["pid"])
     # the fork child: its own dump with its own calls, none in the parent's
     c = decode(dump_of(child, "exit"))
     ck = [(x["kind"], x["seq"]) for x in calls(c) if x["kind"] in COLL]
     check(ck == [("AllReduce", 1), ("AllReduce", 2)], "fork child records %s" % ck)
-    check(c["header"]["pid"] == child and c["header"]["ppid"] == p.pid, "child header %s" % c["header"])
+    check(c["header"]["pid"] == child and c["header"]["ppid"] == parent, "child header %s" % c["header"])
     check(not [x for x in calls(d) if x["kind"] == "AllReduce" and x["dtype"] == "int32"],
           "the child's records landed in the parent's ring")
+
+
+def t_config():
+    # a value that does not parse: one `nccltrace:` line naming it, default used
+    env = base_env(emu=False)
+    env["LD_LIBRARY_PATH"] = ENV["nested"]
+    env["NCCLTRACE_RING"] = "lots"
+    env["NCCLTRACE_TIMEOUT"] = "-3"
+    p = subprocess.run([ENV["nested_prog"]], env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "nested program failed: %s" % p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if "NCCLTRACE_RING=" in ln or "NCCLTRACE_TIMEOUT=" in ln]
+    check(len(lines) == 2 and all(ln.startswith("nccltrace: ") for ln in lines),
+          "bad values not reported once each: %s" % p.stderr)
+    parent = int(re.search(r"parent (\d+)", p.stdout).group(1))
+    d = decode(dump_of(parent, "exit"))
+    check(d["header"]["slot_count"] == 65536, "slot_count %s" % d["header"]["slot_count"])
+    # a valid size is rounded up to a power of two
+    shutil.rmtree(os.path.join(TMP, "dumps"), ignore_errors=True)
+    env["NCCLTRACE_RING"] = "100"
+    del env["NCCLTRACE_TIMEOUT"]
+    p = subprocess.run([ENV["nested_prog"]], env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "nccltrace: NCCLTRACE" not in p.stderr, "NCCLTRACE_RING=100: %s" % p.stderr)
+    parent = int(re.search(r"parent (\d+)", p.stdout).group(1))
+    check(decode(dump_of(parent, "exit"))["header"]["slot_count"] == 128, "NCCLTRACE_RING=100 not rounded to 128")
+
+
+def t_recent():
+    # NCCLTRACE_RING=64 and 300 calls on a second comm: the main ring keeps
+    # only the noise, the first comm's calls survive in its recent[] (copied
+    # there by the watchdog, not by the wrappers)
+    env = base_env(emu=False)
+    env["LD_LIBRARY_PATH"] = ENV["nested"]
+    env["NCCLTRACE_RING"] = "64"
+    env["NESTED_NOISE"] = "300"
+    p = subprocess.run([ENV["nested_prog"]], env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "nested program failed: %s" % p.stderr)
+    parent = int(re.search(r"parent (\d+)", p.stdout).group(1))
+    d = decode(dump_of(parent, "exit"))
+    check(d["header"]["lost"] > 0, "the ring did not wrap (lost %s)" % d["header"]["lost"])
+    ar = [x for x in calls(d) if x["kind"] in COLL and x["comm"]]
+    first = ar[0]["comm"]
+    mine = [(x["kind"], x["seq"], x["result"]) for x in ar if x["comm"] == first]
+    want = [("Bcast", 1, "ncclSuccess"), ("Bcast", 2, "ncclSuccess"), ("Bcast", 3, "ncclSuccess"),
+            ("AllReduce", 4, "ncclSuccess"), ("AllReduce", 5, "ncclSuccess")]
+    check(mine == want, "first comm's history after the ring wrapped: %s" % mine)
+
+
+def free_port():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def t_strict():
+    # NCCLTRACE_CHECK=strict with a standalone coordinator: a collective and
+    # a group the ranks disagree on are refused (ncclInvalidUsage, nothing
+    # enqueued: the job does not hang), agreed ones run
+    port = free_port()
+    cenv = dict(os.environ, NCCLTRACE_SECRET="nti-strict-test")
+    coord = subprocess.Popen([ENV["tool"], "coord", "--listen", "127.0.0.1:%d" % port], env=cenv,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)
+        check(coord.poll() is None, "coordinator did not start: %s" % coord.stderr.read())
+        env = base_env()
+        env.update(NCCLTRACE_CHECK="strict", NCCLTRACE_COORD="127.0.0.1:%d" % port,
+                   NCCLTRACE_SECRET="nti-strict-test", NCCLTRACE_STRICT_TIMEOUT="8")
+        res = finish(start_ranks("strict", 2, env), timeout=45)
+    finally:
+        coord.terminate()
+        try:
+            coord.communicate(timeout=10)
+        except Exception:
+            coord.kill()
+    for r, (rc, o, e) in enumerate(res):
+        check(rc == 0, "rank %d exited %d: %s" % (r, rc, e))
+        check("strict single 5" in o and "strict group 5" in o and "strict after ok" in o,
+              "rank %d: refused calls did not return ncclInvalidUsage: %r %s" % (r, o, e))
+        check(e.count("nccltrace: strict:") == 2, "rank %d: strict messages: %s" % (r, e))
+    for f in dumps("*-exit"):
+        d = decode(f)
+        blocks = [x for x in d["records"] if x["kind"] == "StrictBlock"]
+        check(len(blocks) == 2, "StrictBlock records: %d" % len(blocks))
+        refused = [x for x in calls(d) if x["kind"] == "AllReduce" and x["result"] == "ncclInvalidUsage"]
+        check([x["seq"] for x in refused] == [2, 3], "refused seqs %s" % [x["seq"] for x in refused])
 
 
 def t_dropin():
@@ -412,6 +526,9 @@ def main():
         return 1
     for k in ("lib", "emu", "tool", "rank", "def", "real_prog", "nested", "nested_prog", "dropin_prog"):
         ENV[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
+    if os.environ.get("NTI_TEST_SANITIZED", "none") not in ("", "none"):
+        print("SKIP: LD_PRELOAD of a sanitizer-built libnccltrace.so into other programs")
+        return 77
     if not ENV["tool"] or not os.path.exists(ENV["tool"]):
         print("SKIP: nccltrace tool not built")
         return 77

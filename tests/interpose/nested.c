@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int child(void) {
@@ -53,7 +54,20 @@ int main(void) {
   int st;
   if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
     return 1;
-  printf("child %d\n", (int)pid);
+  printf("parent %d child %d\n", (int)getpid(), (int)pid);
+  /* NESTED_NOISE=n: after a pause, n calls on a second comm, enough to lap
+   * a small ring: the first comm's history must survive in its recent[]. */
+  const char *noise = getenv("NESTED_NOISE");
+  if (noise) {
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ncclComm_t other;
+    if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&other, 1, id, 0) != ncclSuccess)
+      return 1;
+    for (int i = 0; i < atoi(noise); i++)
+      if (ncclAllReduce(buf, buf, 1, ncclInt8, ncclSum, other, NULL) != ncclSuccess)
+        return 1;
+  }
   if (ncclCommDestroy(comm) != ncclSuccess)
     return 1;
   puts("nested done");

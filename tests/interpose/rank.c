@@ -12,6 +12,9 @@
  *   segv     5 collectives, then a NULL write in crash_here()
  *   term     5 collectives, "ready", wait for SIGTERM
  *   exit42   5 collectives, then _exit(42)
+ *   strict   (NCCLTRACE_CHECK=strict) one agreed AllReduce, then one with a
+ *            count rank 1 disagrees on, then a group that disagrees; prints
+ *            what NCCL (or nccltrace) returned for each
  *   handlers app SIGTERM/SIGUSR1 handlers before (constructor) and after
  *            init; raises SIGUSR1 then SIGTERM; each handler prints a line
  *
@@ -252,6 +255,19 @@ int main(int argc, char **argv) {
     return mode_all(&c, dir);
   if (!strcmp(mode, "handlers"))
     return mode_handlers(&c);
+  if (!strcmp(mode, "strict")) {
+    allreduces(&c, 1);
+    ncclResult_t r1 = ncclAllReduce(c.a, c.b, c.rank == 1 ? 128 : 256, ncclFloat, ncclSum, c.comm, c.s);
+    printf("strict single %d\n", (int)r1);
+    NCCL(ncclGroupStart());
+    NCCL(ncclAllReduce(c.a, c.b, c.rank == 1 ? 64 : 32, ncclFloat, ncclSum, c.comm, c.s));
+    ncclResult_t r2 = ncclGroupEnd();
+    printf("strict group %d\n", (int)r2);
+    allreduces(&c, 1); /* agreed again: runs */
+    printf("strict after ok\n");
+    NCCL(ncclCommDestroy(c.comm));
+    return 0;
+  }
   if (!strcmp(mode, "hang")) {
     allreduces(&c, 2);
     if (c.rank != 1) {

@@ -109,6 +109,16 @@ def main():
         rc, out, err = run([a.launch, str(a.ranks)] + a.prog, env, a.timeout + 30)
         log.append("launcher rc=%s\n--- stdout\n%s--- stderr\n%s" % (rc, out, err))
         tenv = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+        # Left-behind rings are evidence as they are, before `collect` turns
+        # them into dumps: the verdict must not depend on that step.
+        left = [f for f in os.listdir(rings) if f.endswith(".ring")] if os.path.isdir(rings) else []
+        pre = None
+        if left:
+            rc, out, err = run([a.nccltrace, "analyze", "--json", tmp], tenv, 30)
+            try:
+                pre = json.loads(out).get("verdict", {})
+            except ValueError:
+                pre = {"class": "(no JSON: rc %s %s)" % (rc, err.strip())}
         rc, out, err = run([a.nccltrace, "collect", "--rings", rings, "--dir", dumps], tenv, 30)
         log.append("collect rc=%s\n%s%s" % (rc, out, err))
         rc, out, err = run([a.nccltrace, "analyze", tmp], tenv, 30)
@@ -123,6 +133,12 @@ def main():
             doc = None
         if doc is not None:
             ok = check(a, doc, log) and rc == 0
+            if pre is not None:
+                same = (pre.get("class"), sorted(pre.get("ranks", []))) == (
+                    doc["verdict"].get("class"), sorted(doc["verdict"].get("ranks", [])))
+                log.append("verdict on the rings before collect: %s (%s)" % (
+                    json.dumps(pre), "same" if same else "DIFFERENT"))
+                ok = ok and same
     finally:
         if not ok:
             sys.stdout.write("\n".join(log) + "\n")
@@ -131,7 +147,9 @@ def main():
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     if ok:
-        print([l for l in log if l.startswith("verdict: ")][0])
+        for line in log:
+            if line.startswith("verdict"):
+                print(line)
     print("%s: %s" % (a.name, "PASS" if ok else "FAIL"))
     return 0 if ok else 1
 

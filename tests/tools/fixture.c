@@ -80,7 +80,8 @@ static void fill_comm(struct ntr_comm_state *c, int rank) {
 }
 
 /* Record number i of the canonical sequence (fixture.h). */
-static void fill_record(uint64_t i, int rank, struct ntr_record *r) {
+static void fill_record(uint64_t i, const struct fx_opts *o, struct ntr_record *r) {
+  int rank = o->rank;
   memset(r, 0, sizeof *r);
   r->commit = i + 1;
   r->tsc = 1000 + (i + 1) * 1000000ull;
@@ -140,6 +141,8 @@ static void fill_record(uint64_t i, int rank, struct ntr_record *r) {
       r->flags = NTR_REC_COMPLETED;
       r->tsc_done = r->tsc + 250000;
     }
+    if (i == 6 && o->error)
+      r->result = 6;
     return;
   }
 }
@@ -164,7 +167,7 @@ size_t fx_build_ring(const struct fx_opts *o, unsigned char **out) {
   struct ntr_record *slot = (struct ntr_record *)(b + h.slot_offset);
   for (uint64_t i = 0; i < nrec; i++) {
     struct ntr_record r;
-    fill_record(i, o->rank, &r);
+    fill_record(i, o, &r);
     slot[i & (slots - 1)] = r;
     if (r.comm_id)
       c->recent[c->rec_count++ & (NTR_COMM_RECENT - 1)] = r;
@@ -201,7 +204,7 @@ size_t fx_build_dump(const struct fx_opts *o, unsigned char **out) {
   }
   fill_comm(c, o->rank);
   for (uint64_t i = nrec - keep; i < nrec; i++) {
-    fill_record(i, o->rank, &recs[i - (nrec - keep)]);
+    fill_record(i, o, &recs[i - (nrec - keep)]);
     c->recent[c->rec_count++ & (NTR_COMM_RECENT - 1)] = recs[i - (nrec - keep)];
   }
   trig.lost = nrec - keep;

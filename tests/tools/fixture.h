@@ -17,6 +17,7 @@
  *   4 Send(count=8, float32, peer=1) seq 1 pending,
  *   5 Mark(step=1234), 6 AllReduce(count=64, float32, sum) seq 3 pending,
  * then, with extra > 0, that many more AllReduce records (seq 4, 5, ...).
+ * With error, record 6 returned ncclRemoteError.
  */
 #ifndef NTT_FIXTURE_H
 #define NTT_FIXTURE_H
@@ -35,6 +36,7 @@ struct fx_opts {
   int bt;             /* give the header a 2-frame backtrace of SIGSEGV */
   uint32_t trigger;   /* dumps: trigger kind (0: NTR_TRIG_EXIT) */
   int rank;           /* launcher rank and rank in the communicator (0) */
+  int error;          /* record 6 (AllReduce seq 3) returned ncclRemoteError */
 };
 
 /* The ring file as bytes (malloc'd).  @return its length, 0 on failure. */

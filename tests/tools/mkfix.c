@@ -1,21 +1,18 @@
 /* mkfix.c -- write a synthetic ring file or dump (fixture.h) for the
  * script-driven tests.
  *
- *   mkfix ring|dump OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--trigger K] [--rank R]
- *   mkfix live OUT ...   write a ring of this process, print "ready", sleep until killed
+ *   mkfix ring|dump OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--error] [--trigger K] [--rank R]
  *
  * Exit status: 0 written, 1 failure.
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "fixture.h"
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: mkfix ring|dump|live OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--trigger K] [--rank R]\n");
+    fprintf(stderr, "usage: mkfix ring|dump OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--error] [--trigger K] [--rank R]\n");
     return 1;
   }
   struct fx_opts o = {0};
@@ -23,6 +20,10 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--bt")) {
       o.bt = 1;
+      continue;
+    }
+    if (!strcmp(a, "--error")) {
+      o.error = 1;
       continue;
     }
     if (!v) {
@@ -47,7 +48,6 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  int live = !strcmp(argv[1], "live");
   unsigned char *buf = NULL;
   size_t len = !strcmp(argv[1], "dump") ? fx_build_dump(&o, &buf) : fx_build_ring(&o, &buf);
   if (!len || fx_write(argv[2], buf, len)) {
@@ -56,11 +56,5 @@ int main(int argc, char **argv) {
     return 1;
   }
   free(buf);
-  if (live) {
-    printf("ready\n");
-    fflush(stdout);
-    for (;;)
-      pause();
-  }
   return 0;
 }

@@ -6,7 +6,8 @@ Proves: the output validates against trace_event_schema.json; one process
 per rank named "rank R (host:pid)", one track per communicator named
 "comm <id8>"; a complete event per operation from enqueue to completion
 (AllReduce seq 1: 250 us), an op never completed runs to the last timestamp
-of the evidence with args.incomplete; lifecycle calls are slices from enter
+of the evidence with args.incomplete, a call that failed is an error instant
+and not in flight; lifecycle calls are slices from enter
 to exit; markers and dump triggers are instant events; a directory input is
 walked recursively (other files ignored); a ring and a dump of the same
 process merge without duplicates; unreadable input gives exit 2.
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jsonschema_lite  # noqa: E402
 
@@ -61,7 +63,7 @@ def main():
         r0, r1 = os.path.join(ev, "r0.zst"), os.path.join(ev, "sub", "r1.ring")
         os.makedirs(os.path.dirname(r1))
         run(MKFIX, "dump", r0, "--rank", "0", "--pid", "1000", "--host", "hostA")
-        run(MKFIX, "ring", r1, "--rank", "1", "--pid", "1001", "--host", "hostB")
+        run(MKFIX, "ring", r1, "--rank", "1", "--pid", "1001", "--host", "hostB", "--error")
         open(os.path.join(ev, "README.txt"), "w").write("not evidence\n")
         out = os.path.join(d, "trace.json")
 
@@ -90,6 +92,11 @@ def main():
         check(any(e["name"] == "Mark(step=1234)" and e["pid"] == 0 for e in inst), "marker instant")
         check(any(e["name"] == "dump: exit" and e["pid"] == 0 for e in inst), "dump trigger instant")
         check(not any(e["name"].startswith("dump:") and e["pid"] == 1 for e in inst), "a ring has no trigger")
+        check(any(e["name"] == "AllReduce -> ncclRemoteError" and e["pid"] == 1 and e["cat"] == "error" for e in inst),
+              "error instant for a failed call")
+        failed = [e for e in evs if e["ph"] == "X" and e["pid"] == 1 and e["args"].get("seq") == 3]
+        check(len(failed) == 1 and failed[0]["args"].get("enqueued") is False and failed[0]["dur"] == 0,
+              "a failed call is not shown as in flight: %r" % failed)
 
         # Same process as a ring and a dump: merged, no duplicate slices.
         same = os.path.join(d, "same.ring")

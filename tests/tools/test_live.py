@@ -75,6 +75,14 @@ def main():
             check("pid %d " % dead in out and "gone" in out, "status shows the dead ring as gone")
             check(w.poll() is None, "status did not disturb the live process")
 
+            watch = subprocess.Popen([NT, "status", "--rings", rings, "--watch", "0.2"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+            time.sleep(0.9)
+            watch.send_signal(signal.SIGINT)
+            wout, _ = watch.communicate(timeout=10)
+            check(wout.count("nccltrace status") >= 2 and wout.count("pid %d " % w.pid) >= 2,
+                  "--watch refreshes until interrupted:\n" + wout[-500:])
+
             p = run(NT, "decode", "--json", live_ring)
             check(p.returncode == 0, "decode live ring: %r" % p.stderr)
             doc = json.loads(p.stdout)

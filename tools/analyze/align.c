@@ -258,26 +258,52 @@ static void fill_op(struct nta_op *o, const struct nta_proc *p, const struct ntr
   o->op = ntr_kind_fp_op(r->kind);
 }
 
-/* Collect one member's calls from its process's records. */
-static int member_records(struct nta_member *m, uint64_t comm_id) {
-  const struct nta_proc *p = m->proc;
-  uint64_t nc = 0, np = 0;
+/* Which member of process p a record belongs to; last is a one-entry cache
+ * (consecutive records mostly share a communicator). */
+struct nta_pm {
+  uint64_t id;
+  int rank;
+  struct nta_member *m;
+};
+
+static struct nta_member *pm_find(struct nta_pm *pm, int n, int *last, const struct ntr_record *r) {
+  if (*last >= 0 && pm[*last].id == r->comm_id && pm[*last].rank == r->rank)
+    return pm[*last].m;
+  for (int i = 0; i < n; i++)
+    if (pm[i].id == r->comm_id && pm[i].rank == r->rank) {
+      *last = i;
+      return pm[i].m;
+    }
+  return NULL;
+}
+
+/* Distribute one process's records to its members: collectives by seq,
+ * send/recv by (peer, direction, seq), lifecycle times.  One pass to count,
+ * one to fill. */
+static int proc_records(struct nta_proc *p, struct nta_pm *pm, int n) {
+  int last = -1;
   for (uint64_t i = 0; i < p->nrecs; i++) {
     const struct ntr_record *r = &p->recs[i];
-    if (r->comm_id != comm_id || r->rank != m->rank || r->phase == NTR_PHASE_EXIT)
+    struct nta_member *m = r->comm_id && r->phase != NTR_PHASE_EXIT ? pm_find(pm, n, &last, r) : NULL;
+    if (!m)
       continue;
     if (ntr_kind_is_collective(r->kind))
-      nc++;
+      m->ncolls++;
     else if (ntr_kind_is_p2p(r->kind))
-      np++;
+      m->np2p++;
   }
-  m->colls = calloc(nc ? nc : 1, sizeof(*m->colls));
-  m->p2p = calloc(np ? np : 1, sizeof(*m->p2p));
-  if (!m->colls || !m->p2p)
-    return -1;
+  for (int k = 0; k < n; k++) {
+    struct nta_member *m = pm[k].m;
+    m->colls = calloc(m->ncolls ? m->ncolls : 1, sizeof(*m->colls));
+    m->p2p = calloc(m->np2p ? m->np2p : 1, sizeof(*m->p2p));
+    if (!m->colls || !m->p2p)
+      return -1;
+    m->ncolls = m->np2p = 0;
+  }
   for (uint64_t i = 0; i < p->nrecs; i++) {
     const struct ntr_record *r = &p->recs[i];
-    if (r->comm_id != comm_id || r->rank != m->rank)
+    struct nta_member *m = r->comm_id ? pm_find(pm, n, &last, r) : NULL;
+    if (!m)
       continue;
     uint64_t t = nta_rec_ns(p, r);
     if (t && (!m->first_ns || t < m->first_ns))
@@ -289,8 +315,8 @@ static int member_records(struct nta_member *m, uint64_t comm_id) {
     if (r->phase == NTR_PHASE_EXIT)
       continue;
     if (ntr_kind_is_collective(r->kind)) {
-      if (r->flags & NTR_REC_STRICT_REFUSED)
-        continue; /* strict mode refused it: never reached NCCL */
+      /* Strict-mode refusals are kept: what the application called is the
+       * evidence, whether or not NCCL ever saw it. */
       fill_op(&m->colls[m->ncolls++], p, r);
       if (r->flags & NTR_REC_NO_TRACKING)
         m->tracking = 0;
@@ -302,15 +328,18 @@ static int member_records(struct nta_member *m, uint64_t comm_id) {
       fill_op(&x->op, p, r);
     }
   }
-  qsort(m->colls, m->ncolls, sizeof(*m->colls), cmp_op_seq);
-  uint64_t w = 0; /* one call per seq: the first one seen */
-  for (uint64_t i = 0; i < m->ncolls; i++)
-    if (!w || m->colls[w - 1].rec->seq != m->colls[i].rec->seq)
-      m->colls[w++] = m->colls[i];
-  m->ncolls = w;
-  qsort(m->p2p, m->np2p, sizeof(*m->p2p), cmp_p2p);
-  if (m->ncolls && m->colls[m->ncolls - 1].rec->seq > m->issued)
-    m->issued = m->colls[m->ncolls - 1].rec->seq;
+  for (int k = 0; k < n; k++) {
+    struct nta_member *m = pm[k].m;
+    qsort(m->colls, m->ncolls, sizeof(*m->colls), cmp_op_seq);
+    uint64_t w = 0; /* one call per seq: the first one seen */
+    for (uint64_t i = 0; i < m->ncolls; i++)
+      if (!w || m->colls[w - 1].rec->seq != m->colls[i].rec->seq)
+        m->colls[w++] = m->colls[i];
+    m->ncolls = w;
+    qsort(m->p2p, m->np2p, sizeof(*m->p2p), cmp_p2p);
+    if (m->ncolls && m->colls[m->ncolls - 1].rec->seq > m->issued)
+      m->issued = m->colls[m->ncolls - 1].rec->seq;
+  }
   return 0;
 }
 
@@ -340,77 +369,86 @@ static void member_state(struct nta_member *m) {
     m->init_enter_ns = m->first_ns;
 }
 
+/* Register (comm id, rank) of process p as a member; cs may be NULL. */
+static int add_member(struct nta_job *job, int *cap, int **mcap, int *mcap_n, struct nta_proc *p, uint64_t id,
+                      int rank, int nranks, const struct ntr_comm_state *cs) {
+  struct nta_comm *c = find_comm(job, id, cap);
+  if (!c)
+    return -1;
+  if (*cap > *mcap_n) {
+    int *v = realloc(*mcap, (size_t)*cap * sizeof(*v));
+    if (!v)
+      return -1;
+    for (int k = *mcap_n; k < *cap; k++)
+      v[k] = 0;
+    *mcap = v;
+    *mcap_n = *cap;
+  }
+  struct nta_member *m = find_member(c, p, rank, &(*mcap)[c - job->comms]);
+  if (!m)
+    return -1;
+  if (cs) {
+    m->cs = cs;
+    if (cs->parent_id)
+      c->parent = cs->parent_id;
+  }
+  if (nranks > c->nranks && nranks <= NTA_MAX_NRANKS)
+    c->nranks = nranks;
+  return 0;
+}
+
 int nta_align(struct nta_job *job) {
-  int cap = 0;
+  int cap = 0, mcap_n = 0, rc = 0;
   int *mcap = NULL;
-  int mcap_n = 0;
-  for (int pi = 0; pi < job->nprocs; pi++) {
+  for (int pi = 0; pi < job->nprocs && rc == 0; pi++) {
     struct nta_proc *p = &job->procs[pi];
     /* Members from the comm table, then from records (a comm whose slot was
      * not available still left records). */
-    for (uint32_t ci = 0; ci <= p->img->ncomms; ci++) {
-      uint64_t id;
-      int rank, nranks;
-      const struct ntr_comm_state *cs = NULL;
-      if (ci < p->img->ncomms) {
-        cs = &p->img->comms[ci];
-        if (!cs->comm_id)
-          continue;
-        id = cs->comm_id;
-        rank = cs->rank;
-        nranks = cs->nranks;
-        struct nta_comm *c = find_comm(job, id, &cap);
-        if (!c)
-          return -1;
-        if (job->ncomms > mcap_n) {
-          int *v = realloc(mcap, (size_t)cap * sizeof(*v));
-          if (!v)
-            return -1;
-          for (int k = mcap_n; k < cap; k++)
-            v[k] = 0;
-          mcap = v;
-          mcap_n = cap;
-        }
-        struct nta_member *m = find_member(c, p, rank, &mcap[c - job->comms]);
-        if (!m)
-          return -1;
-        m->cs = cs;
-        if (nranks > c->nranks && nranks <= NTA_MAX_NRANKS)
-          c->nranks = nranks;
-        if (cs->parent_id)
-          c->parent = cs->parent_id;
+    for (uint32_t ci = 0; ci < p->img->ncomms && rc == 0; ci++) {
+      const struct ntr_comm_state *cs = &p->img->comms[ci];
+      if (cs->comm_id)
+        rc = add_member(job, &cap, &mcap, &mcap_n, p, cs->comm_id, cs->rank, cs->nranks, cs);
+    }
+    uint64_t last_id = 0;
+    int last_rank = -2;
+    for (uint64_t i = 0; i < p->nrecs && rc == 0; i++) {
+      const struct ntr_record *r = &p->recs[i];
+      if (!r->comm_id || r->rank < 0 || r->kind >= NTR_KIND_FIRST_TRACER_EVENT ||
+          (r->comm_id == last_id && r->rank == last_rank))
         continue;
-      }
-      for (uint64_t i = 0; i < p->nrecs; i++) {
-        const struct ntr_record *r = &p->recs[i];
-        if (!r->comm_id || r->rank < 0 || r->kind >= NTR_KIND_FIRST_TRACER_EVENT)
-          continue;
-        struct nta_comm *c = find_comm(job, r->comm_id, &cap);
-        if (!c)
-          return -1;
-        if (cap > mcap_n) {
-          int *v = realloc(mcap, (size_t)cap * sizeof(*v));
-          if (!v)
-            return -1;
-          for (int k = mcap_n; k < cap; k++)
-            v[k] = 0;
-          mcap = v;
-          mcap_n = cap;
-        }
-        if (!find_member(c, p, r->rank, &mcap[c - job->comms]))
-          return -1;
-        if (r->nranks > c->nranks && r->nranks <= NTA_MAX_NRANKS)
-          c->nranks = r->nranks;
-      }
+      last_id = r->comm_id;
+      last_rank = r->rank;
+      rc = add_member(job, &cap, &mcap, &mcap_n, p, r->comm_id, r->rank, r->nranks, NULL);
     }
   }
   free(mcap);
+  if (rc != 0)
+    return -1;
+  /* Members no longer move: hand each process its members, then its records. */
+  int nm = 0;
+  for (int ci = 0; ci < job->ncomms; ci++)
+    nm += job->comms[ci].nmembers;
+  struct nta_pm *pm = calloc((size_t)(nm ? nm : 1), sizeof(*pm));
+  if (!pm)
+    return -1;
+  for (int pi = 0; pi < job->nprocs && rc == 0; pi++) {
+    int n = 0;
+    for (int ci = 0; ci < job->ncomms; ci++)
+      for (int i = 0; i < job->comms[ci].nmembers; i++)
+        if (job->comms[ci].members[i].proc == &job->procs[pi]) {
+          pm[n].id = job->comms[ci].id;
+          pm[n].rank = job->comms[ci].members[i].rank;
+          pm[n++].m = &job->comms[ci].members[i];
+        }
+    rc = proc_records(&job->procs[pi], pm, n);
+  }
+  free(pm);
+  if (rc != 0)
+    return -1;
   for (int ci = 0; ci < job->ncomms; ci++) {
     struct nta_comm *c = &job->comms[ci];
     int maxr = c->nranks;
     for (int i = 0; i < c->nmembers; i++) {
-      if (member_records(&c->members[i], c->id) != 0)
-        return -1;
       member_state(&c->members[i]);
       if (c->members[i].rank + 1 > maxr && c->members[i].rank < NTA_MAX_NRANKS)
         maxr = c->members[i].rank + 1;

@@ -9,8 +9,10 @@
  *   load.c     inputs -> ntr_images, grouped by job, merged per process
  *   align.c    per communicator: members by comm rank, collectives by seq,
  *              point-to-point by (peer, direction, seq)
- *   detect.c   findings: mismatches, missing collectives, init hangs, deaths,
- *              async errors, env differences, stalls; the evidence chain
+ *   detect.c   per-communicator findings: mismatches, missing collectives,
+ *              init hangs, env differences, stalls
+ *   fates.c    per-process findings: exits, signals, vanished ranks, aborts,
+ *              async errors; tracer events for the evidence chain
  *   verdict.c  pick the earliest independent cause (time first, priority
  *              for ties and for telling effects from causes)
  *   report_text.c / report_json.c   the two outputs
@@ -197,6 +199,8 @@ uint64_t nta_rec_ns(const struct nta_proc *p, const struct ntr_record *r);
 
 /* detect.c + verdict.c */
 int nta_detect(struct nta_job *job);
+void nta_detect_fates(struct nta_job *job);  /* fates.c */
+void nta_detect_errors(struct nta_job *job); /* fates.c */
 void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void nta_describe_op(const struct nta_op *op, char *buf, size_t len);

@@ -2,14 +2,11 @@
  * the time it happened.  Nothing here decides; verdict.c weighs candidates by
  * time and priority.  Each detector reads only the aligned view (align.c).
  */
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
 
-#define NTA_VICTIM_GRACE_NS 1000000000ull /* pending this long before dying: already stuck */
-#define NTA_MARKS_SHOWN 4                  /* application markers per process in the chain */
 
 struct nta_cand *nta_cand_add(struct nta_job *job, enum nta_class cls, uint64_t t_ns) {
   if (job->ncands == job->cap_cands) {
@@ -108,16 +105,23 @@ static const char *plural(int n) {
 /* ------------------------------------------------- collective mismatch -- */
 
 static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
-  uint64_t maxseq = 0;
-  for (int i = 0; i < c->nmembers; i++)
-    if (c->members[i].ncolls && c->members[i].colls[c->members[i].ncolls - 1].rec->seq > maxseq)
-      maxseq = c->members[i].colls[c->members[i].ncolls - 1].rec->seq;
+  /* Only the span of seqs some record covers (a wrapped ring starts late). */
+  uint64_t maxseq = 0, minseq = UINT64_MAX;
+  for (int i = 0; i < c->nmembers; i++) {
+    const struct nta_member *m = &c->members[i];
+    if (!m->ncolls)
+      continue;
+    if (m->colls[m->ncolls - 1].rec->seq > maxseq)
+      maxseq = m->colls[m->ncolls - 1].rec->seq;
+    if (m->colls[0].rec->seq < minseq)
+      minseq = m->colls[0].rec->seq;
+  }
   const struct nta_op **ops = calloc((size_t)c->nranks, sizeof(*ops));
   int *grp = calloc((size_t)c->nranks, sizeof(*grp));
   int *gsize = calloc((size_t)c->nranks, sizeof(*gsize));
   if (!ops || !grp || !gsize)
     goto out;
-  for (uint64_t s = 1; s <= maxseq; s++) {
+  for (uint64_t s = minseq; s <= maxseq && maxseq; s++) {
     int n = 0, ng = 0;
     for (int r = 0; r < c->nranks; r++) {
       ops[r] = c->by_rank[r] ? op_at(c->by_rank[r], s) : NULL;
@@ -198,7 +202,9 @@ static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
         nta_describe_op(ops[r], d, sizeof(d));
         nta_event_add(job, ops[r]->t_ns, c->by_rank[r]->proc->lrank, "call",
                       "comm %.8s rank %d seq %llu: %s%s", hex, r, (unsigned long long)s, d,
-                      ops[r]->done_ns ? " (completed)" : " (never completed)");
+                      ops[r]->rec->flags & NTR_REC_STRICT_REFUSED ? " (refused by strict mode)"
+                      : ops[r]->done_ns                           ? " (completed)"
+                                                                  : " (never completed)");
       }
     break; /* the first differing seq is the one that matters */
   }
@@ -210,11 +216,72 @@ out:
 
 /* ------------------------------------------------------ p2p mismatch -- */
 
+/* p2p[] is sorted by (peer, dir, seq) (align.c): binary search. */
 static const struct nta_p2p *p2p_find(const struct nta_member *m, int peer, int dir, uint64_t seq) {
-  for (uint64_t i = 0; i < m->np2p; i++)
-    if (m->p2p[i].peer == peer && m->p2p[i].dir == dir && m->p2p[i].seq == seq)
-      return &m->p2p[i];
-  return NULL;
+  uint64_t lo = 0, hi = m->np2p;
+  while (lo < hi) {
+    uint64_t mid = (lo + hi) / 2;
+    const struct nta_p2p *x = &m->p2p[mid];
+    int less = x->peer != peer ? x->peer < peer : x->dir != dir ? x->dir < dir : x->seq < seq;
+    if (less)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const struct nta_p2p *x = lo < m->np2p ? &m->p2p[lo] : NULL;
+  return x && x->peer == peer && x->dir == dir && x->seq == seq ? x : NULL;
+}
+
+static int p2p_unmatched(const struct nta_comm *c, const struct nta_p2p *x, int self) {
+  const struct nta_member *peer = c->by_rank[x->peer];
+  return !x->op.done_ns && !p2p_find(peer, self, !x->dir, x->seq);
+}
+
+/* The wrong peer: rank a's send to b has no receive on b, while another rank
+ * d waits to receive from a something a never sent it.  Both a and d are
+ * named (either side may have picked the wrong peer).  Records lost to a
+ * wrapped ring could fake an unmatched call: such processes are skipped. */
+static void detect_p2p_peer(struct nta_job *job, const struct nta_comm *c) {
+  for (int a = 0; a < c->nranks; a++) {
+    const struct nta_member *ma = c->by_rank[a];
+    if (!ma || ma->proc->lost)
+      continue;
+    for (uint64_t i = 0; i < ma->np2p; i++) {
+      const struct nta_p2p *s = &ma->p2p[i];
+      if (s->dir != 0 || s->peer < 0 || s->peer >= c->nranks || !c->by_rank[s->peer] ||
+          c->by_rank[s->peer]->proc->lost || !p2p_unmatched(c, s, a))
+        continue;
+      for (int d = 0; d < c->nranks; d++) {
+        const struct nta_member *md = c->by_rank[d];
+        if (d == a || d == s->peer || !md || md->proc->lost)
+          continue;
+        for (uint64_t j = 0; j < md->np2p; j++) {
+          const struct nta_p2p *r = &md->p2p[j];
+          if (r->dir != 1 || r->peer != a || !p2p_unmatched(c, r, d))
+            continue;
+          struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, s->op.t_ns > r->op.t_ns ? s->op.t_ns : r->op.t_ns);
+          if (!k)
+            return;
+          k->comm = c;
+          k->seq = s->seq;
+          snprintf(k->field, sizeof(k->field), "peer");
+          k->ranks[k->nranks++] = a < d ? a : d;
+          k->ranks[k->nranks++] = a < d ? d : a;
+          char hex[17], ds[160], dr[160];
+          nta_comm_hex(c->id, hex);
+          nta_describe_op(&s->op, ds, sizeof(ds));
+          nta_describe_op(&r->op, dr, sizeof(dr));
+          snprintf(k->summary, sizeof(k->summary),
+                   "p2p mismatch on comm %s: rank %d's send #%llu went to rank %d, which never receives it, "
+                   "while rank %d waits in %s for data from rank %d (peer differs)",
+                   hex, a, (unsigned long long)s->seq, s->peer, d, dr, a);
+          nta_event_add(job, s->op.t_ns, ma->proc->lrank, "call", "comm %.8s rank %d: %s (unmatched)", hex, a, ds);
+          nta_event_add(job, r->op.t_ns, md->proc->lrank, "call", "comm %.8s rank %d: %s (unmatched)", hex, d, dr);
+          return;
+        }
+      }
+    }
+  }
 }
 
 static void detect_p2p(struct nta_job *job, const struct nta_comm *c) {
@@ -247,8 +314,10 @@ static void detect_p2p(struct nta_job *job, const struct nta_comm *c) {
       }
     }
   }
-  if (!best_s)
+  if (!best_s) {
+    detect_p2p_peer(job, c);
     return;
+  }
   struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, best_t);
   if (!k)
     return;
@@ -601,199 +670,6 @@ static void detect_stall(struct nta_job *job, const struct nta_comm *c) {
   }
 }
 
-/* --------------------------------------------- process fates, errors -- */
-
-int nta_proc_comm_rank(const struct nta_comm *c, const struct nta_proc *p) {
-  const struct nta_member *m = nta_member_of(c, p);
-  return m ? m->rank : -1;
-}
-
-/* Was the process already stuck itself when it died or aborted at t? */
-static int victim_at(const struct nta_job *job, const struct nta_proc *p, uint64_t t) {
-  if (p->timeout_ns && p->timeout_ns <= t)
-    return 1;
-  if (p->async_ns && p->async_ns < t)
-    return 1;
-  for (int ci = 0; ci < job->ncomms; ci++) {
-    const struct nta_member *m = nta_member_of(&job->comms[ci], p);
-    if (!m || !m->tracking)
-      continue;
-    if (m->in_init && m->init_enter_ns && m->init_enter_ns + NTA_VICTIM_GRACE_NS < t)
-      return 1;
-    for (uint64_t i = m->ncolls; i-- > 0;) {
-      const struct nta_op *o = &m->colls[i];
-      if (o->rec->seq <= m->completed)
-        break;
-      if (!o->done_ns && o->t_ns + NTA_VICTIM_GRACE_NS < t && o->rec->result <= 0)
-        return 1;
-    }
-  }
-  return 0;
-}
-
-static const char *sig_name(int s) {
-  switch (s) {
-  case SIGSEGV: return "SIGSEGV";
-  case SIGBUS: return "SIGBUS";
-  case SIGILL: return "SIGILL";
-  case SIGFPE: return "SIGFPE";
-  case SIGABRT: return "SIGABRT";
-  case SIGTERM: return "SIGTERM";
-  case SIGINT: return "SIGINT";
-  case SIGKILL: return "SIGKILL";
-  case SIGHUP: return "SIGHUP";
-  case SIGQUIT: return "SIGQUIT";
-  case SIGSYS: return "SIGSYS";
-  default: return "signal";
-  }
-}
-
-static void proc_where(const struct nta_proc *p, char *buf, size_t len) {
-  snprintf(buf, len, "pid %d on %.64s", p->img->hdr.pid, p->img->hdr.host);
-}
-
-static void detect_fates(struct nta_job *job) {
-  for (int i = 0; i < job->nprocs; i++) {
-    const struct nta_proc *p = &job->procs[i];
-    char where[128];
-    proc_where(p, where, sizeof(where));
-    struct nta_cand *k = NULL;
-    if (p->fate == NTA_EXITED) {
-      nta_event_add(job, p->fate_ns, p->lrank, "exit", "%s exited with code %d", where, p->exit_code);
-      if (p->exit_code != 0 && (k = nta_cand_add(job, NTA_RANK_EXIT, p->fate_ns)) != NULL) {
-        k->exit_code = p->exit_code;
-        snprintf(k->summary, sizeof(k->summary), "rank %d (%s) exited with code %d", p->lrank, where,
-                 p->exit_code);
-      }
-    } else if (p->fate == NTA_SIGNALED) {
-      const struct ntr_ring_header *h = &p->img->hdr;
-      char bt[400] = "";
-      size_t o = 0;
-      for (uint32_t f = 0; f < h->bt_depth && f < NTR_BT_DEPTH && f < 6 && o + 80 < sizeof(bt); f++)
-        o += (size_t)snprintf(bt + o, sizeof(bt) - o, "%s%.*s", f ? " < " : "", (int)NTR_SYM_BYTES,
-                              h->bt_sym[f][0] ? h->bt_sym[f] : "?");
-      nta_event_add(job, p->fate_ns, p->lrank, "signal", "%s died of %s (%d)%s%s", where,
-                    sig_name(p->signo), p->signo, bt[0] ? "; backtrace: " : "", bt);
-      if ((k = nta_cand_add(job, NTA_RANK_CRASH, p->fate_ns)) != NULL) {
-        k->signo = p->signo;
-        k->noise = !p->fatal;
-        snprintf(k->summary, sizeof(k->summary), "rank %d (%s) %s %s%s%s", p->lrank, where,
-                 p->fatal ? "crashed with" : "was terminated by", sig_name(p->signo),
-                 bt[0] ? "; backtrace: " : "", bt);
-      }
-    } else if (p->fate == NTA_VANISHED) {
-      nta_event_add(job, p->fate_ns, p->lrank, "vanished",
-                    "%s left no exit record and is gone (SIGKILL or OOM killer); last record here", where);
-      if ((k = nta_cand_add(job, NTA_RANK_KILLED, p->fate_ns)) != NULL)
-        snprintf(k->summary, sizeof(k->summary),
-                 "rank %d (%s) vanished without an exit record (SIGKILL or the OOM killer)", p->lrank,
-                 where);
-    }
-    if (k) {
-      k->proc = p;
-      k->victim = victim_at(job, p, p->fate_ns);
-    }
-    if (p->lost)
-      nta_event_add(job, p->first_ns, p->lrank, "lost",
-                    "%s: ring wrapped, %llu older records were overwritten", where,
-                    (unsigned long long)p->lost);
-    /* Tracer events worth seeing on the timeline; of the application's
-     * markers only the last few per process (a training loop marks every
-     * step). */
-    uint64_t marks = 0, seen = 0;
-    for (uint64_t j = 0; j < p->nrecs; j++)
-      marks += p->recs[j].kind == NTR_KIND_MARK;
-    for (uint64_t j = 0; j < p->nrecs; j++) {
-      const struct ntr_record *r = &p->recs[j];
-      uint64_t t = nta_rec_ns(p, r);
-      char txt[25];
-      memcpy(txt, r->u.text, 24);
-      txt[24] = 0;
-      char hex[17];
-      nta_comm_hex(r->comm_id, hex);
-      switch (r->kind) {
-      case NTR_KIND_TIMEOUT:
-        nta_event_add(job, t, p->lrank, "timeout", "comm %.8s rank %d: seq %llu did not complete in time",
-                      hex, r->rank, (unsigned long long)r->seq);
-        break;
-      case NTR_KIND_ASYNC_ERROR:
-        nta_event_add(job, t, p->lrank, "async_error", "comm %.8s rank %d: %s (was %s)", hex, r->rank,
-                      ntr_result_name((int)r->aux), ntr_result_name(r->result));
-        break;
-      case NTR_KIND_MISMATCH:
-        nta_event_add(job, t, p->lrank, "mismatch", "coordinator: comm %.8s seq %llu: %s differs from rank %d",
-                      hex, (unsigned long long)r->seq, txt, (int)r->aux);
-        break;
-      case NTR_KIND_PEER_LOST:
-        nta_event_add(job, t, p->lrank, "peer_lost", "coordinator: comm %.8s lost rank %d", hex, r->peer);
-        break;
-      case NTR_KIND_ENV_DIFF:
-        nta_event_add(job, t, p->lrank, "env_diff", "coordinator: %s differs on comm %.8s", txt, hex);
-        break;
-      case NTR_KIND_MARK:
-        if (++seen + NTA_MARKS_SHOWN > marks)
-          nta_event_add(job, t, p->lrank, "mark", "%s = %lld", txt, (long long)r->count);
-        break;
-      case NTR_KIND_DUMP:
-        nta_event_add(job, t, p->lrank, "dump", "dump written (%s)", txt);
-        break;
-      case NTR_KIND_COMM_ABORT:
-        if (r->phase != NTR_PHASE_EXIT)
-          nta_event_add(job, t, p->lrank, "abort", "comm %.8s rank %d: ncclCommAbort", hex, r->rank);
-        break;
-      default:
-        break;
-      }
-    }
-  }
-}
-
-static void detect_aborts_errors(struct nta_job *job) {
-  for (int ci = 0; ci < job->ncomms; ci++) {
-    const struct nta_comm *c = &job->comms[ci];
-    for (int i = 0; i < c->nmembers; i++) {
-      const struct nta_member *m = &c->members[i];
-      char hex[17];
-      nta_comm_hex(c->id, hex);
-      if (m->abort_ns) {
-        struct nta_cand *k = nta_cand_add(job, NTA_APP_ABORT, m->abort_ns);
-        if (k) {
-          k->comm = c;
-          k->proc = m->proc;
-          k->ranks[k->nranks++] = m->rank;
-          k->victim = victim_at(job, m->proc, m->abort_ns);
-          snprintf(k->summary, sizeof(k->summary), "rank %d aborted comm %s (ncclCommAbort)", m->rank, hex);
-        }
-      }
-      int err = m->cs ? m->cs->async_error : 0;
-      uint64_t t = 0;
-      for (uint64_t j = 0; j < m->proc->nrecs; j++) {
-        const struct ntr_record *r = &m->proc->recs[j];
-        if (r->kind == NTR_KIND_ASYNC_ERROR && r->comm_id == c->id && r->aux != 0 && r->aux != 7) {
-          t = nta_rec_ns(m->proc, r);
-          err = (int)r->aux;
-          break;
-        }
-      }
-      if (err == 0 || err == 7)
-        continue;
-      if (!t)
-        t = m->proc->last_ns;
-      struct nta_cand *k = nta_cand_add(job, NTA_NCCL_ERROR, t);
-      if (!k)
-        continue;
-      k->comm = c;
-      k->proc = m->proc;
-      k->error = err;
-      k->ranks[k->nranks++] = m->rank;
-      /* A peer's death shows up as ncclRemoteError: only a cause when
-       * nothing came before it (verdict.c compares times). */
-      snprintf(k->summary, sizeof(k->summary), "rank %d of comm %s got %s from NCCL", m->rank, hex,
-               ntr_result_name(err));
-    }
-  }
-}
-
 int nta_detect(struct nta_job *job) {
   for (int i = 0; i < job->nprocs; i++)
     if (job->procs[i].timeout_ns && (!job->stuck_ns || job->procs[i].timeout_ns < job->stuck_ns))
@@ -807,7 +683,7 @@ int nta_detect(struct nta_job *job) {
     detect_env(job, c);
     detect_stall(job, c);
   }
-  detect_fates(job);
-  detect_aborts_errors(job);
+  nta_detect_fates(job);
+  nta_detect_errors(job);
   return 0;
 }

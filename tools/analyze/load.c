@@ -50,7 +50,12 @@ static void load_file(struct nta_job *job, struct nta_loaded *l, const char *pat
     l->n++;
     return;
   }
-  add_error(job, path, err[0] ? err : "unreadable");
+  /* The reader's reason may already start with "PATH: ": say the path once. */
+  const char *why = err;
+  size_t pl = strlen(path);
+  if (strncmp(why, path, pl) == 0 && why[pl] == ':')
+    why += pl + (why[pl + 1] == ' ' ? 2 : 1);
+  add_error(job, path, why[0] ? why : "unreadable");
   /* What is intact past the damage is still evidence; the error above keeps
    * the exit status and the verdict honest about it. */
   ntr_image_free(img);

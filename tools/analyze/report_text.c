@@ -42,6 +42,12 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
     snprintf(buf, len, "%s", ntr_kind_name(m->cs && m->cs->init_kind ? m->cs->init_kind : NTR_KIND_COMM_INIT_RANK));
     return;
   }
+  if (!m->tracking && m->ncolls) {
+    /* No completion events: say where it last was, and that it is a guess. */
+    const struct nta_op *o = &m->colls[m->ncolls - 1];
+    snprintf(buf, len, "%s #%llu?", ntr_kind_name(o->op), (unsigned long long)o->rec->seq);
+    return;
+  }
   if (m->tracking && m->enqueued > m->completed) {
     for (uint64_t i = 0; i < m->ncolls; i++)
       if (m->colls[i].rec->seq == m->completed + 1) {

@@ -203,13 +203,16 @@ void nta_decide(struct nta_job *job) {
   }
   if (!pick) {
     v->cls = NTA_HEALTHY;
-    int ncoll = 0;
+    unsigned long long ncoll = 0, np2p = 0;
     for (int ci = 0; ci < job->ncomms; ci++)
-      for (int i = 0; i < job->comms[ci].nmembers; i++)
-        ncoll += (int)job->comms[ci].members[i].ncolls;
+      for (int i = 0; i < job->comms[ci].nmembers; i++) {
+        ncoll += job->comms[ci].members[i].ncolls;
+        np2p += job->comms[ci].members[i].np2p;
+      }
     snprintf(v->summary, sizeof(v->summary),
-             "healthy: %d process%s, %d communicator%s, %d collective calls recorded, no fault found",
-             job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll);
+             "healthy: %d process%s, %d communicator%s, %llu collective and %llu send/recv calls recorded, "
+             "no fault found",
+             job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll, np2p);
   } else {
     v->cls = pick->cls;
     v->t_ns = pick->t_ns;
@@ -219,8 +222,9 @@ void nta_decide(struct nta_job *job) {
     char ctx[256] = "";
     if (pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)) {
       place_in_comm(job, pick, v, ctx, sizeof(ctx));
-      /* Same-class, independent deaths close together: one event, several ranks. */
-      for (int j = 0; j < job->ncands; j++) {
+      /* Same-class, independent deaths close together: one event, several
+       * ranks (an NCCL error spreads to peers: only the first counts). */
+      for (int j = 0; j < job->ncands && is_death(pick->cls); j++) {
         const struct nta_cand *k = &job->cands[j];
         if (k == pick || k->cls != pick->cls || !k->proc || !independent(job, k) ||
             k->t_ns > pick->t_ns + NTA_SAME_CAUSE_NS || v->nranks >= NTA_MAX_VRANKS)

@@ -14,6 +14,7 @@
 #define TB_MAX_IMGS 64
 
 static int tb_failures;
+static uint64_t tb_cap = 4096; /* records per synthetic image */
 
 #define TB_CHECK(cond, ...)                                           \
   do {                                                                \
@@ -25,14 +26,14 @@ static int tb_failures;
     }                                                                 \
   } while (0)
 
-static void tb_job(struct nta_job *job) {
+static inline void tb_job(struct nta_job *job) {
   memset(job, 0, sizeof(*job));
   job->imgs = calloc(TB_MAX_IMGS, sizeof(*job->imgs));
   snprintf(job->job_id, sizeof(job->job_id), "unit");
 }
 
 /* A process: a dump (is_dump) or a left-behind/live ring. */
-static struct ntr_image *tb_proc(struct nta_job *job, int lrank, int world, int pid) {
+static inline struct ntr_image *tb_proc(struct nta_job *job, int lrank, int world, int pid) {
   struct ntr_image *img = &job->imgs[job->nimgs++];
   memset(img, 0, sizeof(*img));
   snprintf(img->path, sizeof(img->path), "unit-r%d-%d.zst", lrank, pid);
@@ -48,11 +49,11 @@ static struct ntr_image *tb_proc(struct nta_job *job, int lrank, int world, int 
   img->has_trigger = 1;
   img->trigger.kind = NTR_TRIG_TIMEOUT;
   img->comms = calloc(8, sizeof(*img->comms));
-  img->recs = calloc(4096, sizeof(*img->recs));
+  img->recs = calloc(tb_cap, sizeof(*img->recs));
   return img;
 }
 
-static struct ntr_comm_state *tb_comm(struct ntr_image *img, uint64_t id, int rank, int nranks) {
+static inline struct ntr_comm_state *tb_comm(struct ntr_image *img, uint64_t id, int rank, int nranks) {
   struct ntr_comm_state *cs = &img->comms[img->ncomms++];
   cs->comm_id = id;
   cs->rank = rank;
@@ -62,20 +63,27 @@ static struct ntr_comm_state *tb_comm(struct ntr_image *img, uint64_t id, int ra
   return cs;
 }
 
-static struct ntr_comm_state *tb_find(struct ntr_image *img, uint64_t id) {
+static inline struct ntr_comm_state *tb_find(struct ntr_image *img, uint64_t id) {
   for (uint32_t i = 0; i < img->ncomms; i++)
     if (img->comms[i].comm_id == id)
       return &img->comms[i];
   return NULL;
 }
 
-static struct ntr_record *tb_rec(struct ntr_image *img, unsigned kind, unsigned phase, uint64_t comm,
+/* Ticks of the image's own clock at t_ms after the common epoch. */
+static inline uint64_t tb_tsc(const struct ntr_image *img, double t_ms) {
+  const struct ntr_ring_header *h = &img->hdr;
+  double ns = t_ms * 1e6 + (double)(TB_BASE_NS - h->real_base_ns);
+  return h->tsc_base + (uint64_t)(ns * (double)h->tsc_hz / 1e9) + 1;
+}
+
+static inline struct ntr_record *tb_rec(struct ntr_image *img, unsigned kind, unsigned phase, uint64_t comm,
                                  double t_ms) {
   struct ntr_record *r = &img->recs[img->nrecs];
   memset(r, 0, sizeof(*r));
   r->commit = img->nrecs + 1 + img->lost;
   img->nrecs++;
-  r->tsc = (uint64_t)(t_ms * 1e6) + 1;
+  r->tsc = tb_tsc(img, t_ms);
   r->kind = (uint16_t)kind;
   r->phase = (uint8_t)phase;
   r->comm_id = comm;
@@ -93,7 +101,7 @@ static struct ntr_record *tb_rec(struct ntr_image *img, unsigned kind, unsigned 
 }
 
 /* A collective; done_ms < 0: never completed. */
-static struct ntr_record *tb_coll(struct ntr_image *img, uint64_t comm, unsigned kind, uint64_t count,
+static inline struct ntr_record *tb_coll(struct ntr_image *img, uint64_t comm, unsigned kind, uint64_t count,
                                   int dtype, int redop, int root, double t_ms, double done_ms) {
   struct ntr_comm_state *cs = tb_find(img, comm);
   struct ntr_record *r = tb_rec(img, kind, NTR_PHASE_CALL, comm, t_ms);
@@ -105,19 +113,19 @@ static struct ntr_record *tb_coll(struct ntr_image *img, uint64_t comm, unsigned
   r->peer = root;
   if (done_ms >= 0) {
     r->flags |= NTR_REC_COMPLETED;
-    r->tsc_done = (uint64_t)(done_ms * 1e6) + 1;
+    r->tsc_done = tb_tsc(img, done_ms);
     cs->last_completed = r->seq;
   }
   return r;
 }
 
 /* AllReduce float32 sum. */
-static struct ntr_record *tb_ar(struct ntr_image *img, uint64_t comm, uint64_t count, double t_ms,
+static inline struct ntr_record *tb_ar(struct ntr_image *img, uint64_t comm, uint64_t count, double t_ms,
                                 double done_ms) {
   return tb_coll(img, comm, NTR_KIND_ALLREDUCE, count, 7, 0, -1, t_ms, done_ms);
 }
 
-static struct ntr_record *tb_p2p(struct ntr_image *img, uint64_t comm, int send, int peer, uint64_t seq,
+static inline struct ntr_record *tb_p2p(struct ntr_image *img, uint64_t comm, int send, int peer, uint64_t seq,
                                  uint64_t count, double t_ms, double done_ms) {
   struct ntr_record *r = tb_rec(img, send ? NTR_KIND_SEND : NTR_KIND_RECV, NTR_PHASE_CALL, comm, t_ms);
   r->seq = seq;
@@ -126,12 +134,12 @@ static struct ntr_record *tb_p2p(struct ntr_image *img, uint64_t comm, int send,
   r->peer = peer;
   if (done_ms >= 0) {
     r->flags |= NTR_REC_COMPLETED;
-    r->tsc_done = (uint64_t)(done_ms * 1e6) + 1;
+    r->tsc_done = tb_tsc(img, done_ms);
   }
   return r;
 }
 
-static void tb_exit(struct ntr_image *img, int code, double t_ms) {
+static inline void tb_exit(struct ntr_image *img, int code, double t_ms) {
   struct ntr_record *r = tb_rec(img, NTR_KIND_EXIT, NTR_PHASE_EVENT, 0, t_ms);
   r->aux = (uint64_t)(int64_t)code;
   img->hdr.proc_state = NTR_PROC_EXITED;
@@ -140,7 +148,7 @@ static void tb_exit(struct ntr_image *img, int code, double t_ms) {
   img->trigger.tsc = r->tsc;
 }
 
-static void tb_signal(struct ntr_image *img, int signo, double t_ms) {
+static inline void tb_signal(struct ntr_image *img, int signo, double t_ms) {
   struct ntr_record *r = tb_rec(img, NTR_KIND_SIGNAL, NTR_PHASE_EVENT, 0, t_ms);
   r->aux = (uint64_t)signo;
   img->hdr.proc_state = NTR_PROC_SIGNALED;
@@ -150,20 +158,20 @@ static void tb_signal(struct ntr_image *img, int signo, double t_ms) {
   img->trigger.tsc = r->tsc;
 }
 
-static void tb_timeout(struct ntr_image *img, uint64_t comm, uint64_t seq, double t_ms) {
+static inline void tb_timeout(struct ntr_image *img, uint64_t comm, uint64_t seq, double t_ms) {
   struct ntr_record *r = tb_rec(img, NTR_KIND_TIMEOUT, NTR_PHASE_EVENT, comm, t_ms);
   r->seq = seq;
 }
 
 /* Left-behind ring of a process that is gone. */
-static void tb_vanish(struct ntr_image *img) {
+static inline void tb_vanish(struct ntr_image *img) {
   img->is_dump = 0;
   img->has_trigger = 0;
   img->pid_alive = 0;
   img->hdr.proc_state = NTR_PROC_RUNNING;
 }
 
-static void tb_env(struct ntr_image *img, const char *kv) {
+static inline void tb_env(struct ntr_image *img, const char *kv) {
   size_t l = strlen(kv) + 1;
   if (img->hdr.env_len + l < NTR_ENV_BYTES) {
     memcpy(img->hdr.env + img->hdr.env_len, kv, l);
@@ -172,19 +180,19 @@ static void tb_env(struct ntr_image *img, const char *kv) {
 }
 
 /* Healthy prefix: n AllReduces of count c, 10 ms apart, each done 1 ms later. */
-static void tb_steps(struct ntr_image *img, uint64_t comm, int n, double t0) {
+static inline void tb_steps(struct ntr_image *img, uint64_t comm, int n, double t0) {
   for (int i = 0; i < n; i++)
     tb_ar(img, comm, 1024, t0 + 10.0 * i, t0 + 10.0 * i + 1);
 }
 
-static int tb_has_rank(const struct nta_verdict *v, int r) {
+static inline int tb_has_rank(const struct nta_verdict *v, int r) {
   for (int i = 0; i < v->nranks; i++)
     if (v->ranks[i] == r)
       return 1;
   return 0;
 }
 
-static const char *tb_cls(const struct nta_job *job) {
+static inline const char *tb_cls(const struct nta_job *job) {
   return nta_class_name(job->v.cls);
 }
 #endif

@@ -4,6 +4,7 @@
  * priority and the time rule (design §1) without the interposer or emulator.
  * Exit 0 pass, 1 fail.
  */
+#include <time.h>
 #include "tools/analyze/tests/builder.h"
 
 #define W 0x9f2c0123456789abull /* world comm */
@@ -311,6 +312,8 @@ static void t_async_error(void) {
       tb_exit(img, 1, 35);
     } else {
       tb_ar(img, W, 1024, 40, -1);
+      /* the peers then see the remote error too: effects, not more culprits */
+      tb_rec(img, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, W, 60 + r)->aux = 6;
       tb_timeout(img, W, 4, 1040);
       tb_signal(img, SIGTERM, 1100);
     }
@@ -337,6 +340,28 @@ static void t_p2p(void) {
   run(&job, "p2p");
   TB_CHECK(job.v.cls == NTA_P2P_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
   TB_CHECK(!strcmp(job.v.field, "count") && job.v.seq == 2 && job.v.nranks == 2, "field %s", job.v.field);
+  nta_job_free(&job);
+}
+
+/* Wrong peer: rank 0 sends to rank 2 instead of rank 1; rank 1 waits for
+ * rank 0, rank 2's receive from rank 1 is matched. */
+static void t_p2p_peer(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *r0 = world_rank(&job, 0, 3), *r1 = world_rank(&job, 1, 3), *r2 = world_rank(&job, 2, 3);
+  tb_steps(r0, W, 1, 0);
+  tb_steps(r1, W, 1, 0);
+  tb_steps(r2, W, 1, 0);
+  tb_p2p(r0, W, 1, 2, 1, 100, 20, -1);  /* 0 -> 2: nobody receives it */
+  tb_p2p(r1, W, 0, 0, 1, 100, 20, -1);  /* 1 <- 0: never sent */
+  tb_p2p(r1, W, 1, 2, 1, 100, 20, 21);  /* 1 -> 2 */
+  tb_p2p(r2, W, 0, 1, 1, 100, 20, 21);  /* 2 <- 1: matched */
+  for (int i = 0; i < 3; i++)
+    tb_timeout(&job.imgs[i], W, 0, 1030);
+  run(&job, "p2p_peer");
+  TB_CHECK(job.v.cls == NTA_P2P_MISMATCH && !strcmp(job.v.field, "peer"), "got %s field %s: %s", tb_cls(&job),
+           job.v.field, job.v.summary);
+  TB_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1), "ranks");
   nta_job_free(&job);
 }
 
@@ -407,6 +432,64 @@ static void t_no_evidence(void) {
   nta_job_free(&job);
 }
 
+/* Scale: 16 ranks x 20000 collectives, one ring wrapped (its oldest half
+ * lost), a count mismatch near the end.  Must be found, and fast. */
+static void t_scale(void) {
+  struct nta_job job;
+  tb_cap = 20010;
+  tb_job(&job);
+  const int n = 16, steps = 20000;
+  for (int r = 0; r < n; r++) {
+    struct ntr_image *img = world_rank(&job, r, n);
+    for (int i = 1; i <= steps; i++)
+      tb_ar(img, W, r == 5 && i == 19990 ? 7 : 1024, i, i == steps ? -1 : i + 0.5);
+    if (r == 3) { /* wrapped: only the newest half survived */
+      memmove(img->recs, img->recs + steps / 2, (size_t)(steps / 2) * sizeof(*img->recs));
+      img->nrecs = (uint64_t)steps / 2;
+      img->lost = (uint64_t)steps / 2;
+    }
+    tb_timeout(img, W, (uint64_t)steps, steps + 1000.0);
+  }
+  tb_cap = 4096;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  run(&job, "scale");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == 19990 && job.v.nranks == 1 && job.v.ranks[0] == 5,
+           "got %s seq %llu", tb_cls(&job), (unsigned long long)job.v.seq);
+  int lost_line = 0;
+  for (int i = 0; i < job.nev; i++)
+    lost_line |= strcmp(job.ev[i].kind, "lost") == 0 && job.ev[i].rank == 3;
+  TB_CHECK(lost_line, "the wrapped ring is reported");
+  TB_CHECK(s < 5.0, "analysis of 320000 records took %.2f s", s);
+  nta_job_free(&job);
+}
+
+/* Two hosts with different clocks (rate, tick base, realtime base): rank 1
+ * exits 1 at 1.5 s, after rank 0 timed out in the collective rank 1 never
+ * issued.  Only converted times put the exit after the timeout: raw ticks
+ * of a 3 GHz clock with another base would put it first. */
+static void t_clocks(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  snprintf(b->hdr.host, sizeof(b->hdr.host), "othernode");
+  b->hdr.tsc_hz = 3000000000ull;
+  b->hdr.tsc_base = 1000000000000ull;
+  b->hdr.real_base_ns = TB_BASE_NS - 7000000000ull; /* its clock started 7 s earlier */
+  a->hdr.tsc_base = 50000000000000ull;             /* and host A's ticks are far larger */
+  tb_steps(a, W, 2, 0);
+  tb_steps(b, W, 2, 0);
+  tb_ar(a, W, 1024, 30, -1);
+  tb_timeout(a, W, 3, 1030);
+  tb_exit(b, 1, 1500);
+  run(&job, "clocks");
+  TB_CHECK(job.v.cls == NTA_MISSING_COLL && job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1,
+           "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
 int main(void) {
   t_healthy();
   t_bcast_alias();
@@ -427,9 +510,12 @@ int main(void) {
   t_abort_after_stuck();
   t_async_error();
   t_p2p();
+  t_p2p_peer();
   t_split_group();
   t_merge();
   t_no_evidence();
+  t_scale();
+  t_clocks();
   if (tb_failures)
     fprintf(stderr, "%d check(s) failed\n", tb_failures);
   return tb_failures ? 1 : 0;

@@ -1,0 +1,116 @@
+/* bu.h -- small helpers shared by the scale benchmarks (bench/scale/):
+ * clocks, medians, the one result line bench/run.sh collects, load average,
+ * a power-law fit and child-process resource use.
+ *
+ * Result lines: every benchmark prints, besides its human text, one line per
+ * figure
+ *   FIGURE|<name>|<measured>|<target>|<PASS|FAIL|INFO>
+ * which bench/run.sh gathers into its table.  Nothing else starts with
+ * "FIGURE|".
+ *
+ * Thread-safety: every function is reentrant.  Signal-safety: none needed.
+ */
+#ifndef BU_H
+#define BU_H
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline double bu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline double bu_thread_cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void bu_sleep(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+}
+
+static inline int bu_cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of n values (v is sorted in place). */
+static inline double bu_median(double *v, int n) {
+  if (n <= 0)
+    return 0;
+  qsort(v, (size_t)n, sizeof *v, bu_cmp_d);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The p-th quantile (0..1) of sorted values. */
+static inline double bu_quantile(const double *sorted, int n, double p) {
+  if (n <= 0)
+    return 0;
+  int i = (int)(p * (n - 1) + 0.5);
+  return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static inline double bu_loadavg(void) {
+  double l = -1;
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fscanf(f, "%lf", &l) != 1)
+      l = -1;
+    fclose(f);
+  }
+  return l;
+}
+
+/* One result line for bench/run.sh. */
+static inline void bu_figure(const char *name, const char *target, int verdict, const char *fmt, ...) {
+  char m[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m, sizeof m, fmt, ap);
+  va_end(ap);
+  printf("FIGURE|%s|%s|%s|%s\n", name, m, target,
+         verdict > 0 ? "PASS" : verdict == 0 ? "FAIL" : "INFO");
+  fflush(stdout);
+}
+
+/* Least-squares slope of log(y) over log(x): the exponent k of y ~ x^k. */
+static inline double bu_fit_exponent(const double *x, const double *y, int n) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int i = 0; i < n; i++) {
+    double lx = log(x[i]), ly = log(y[i]);
+    sx += lx;
+    sy += ly;
+    sxx += lx * lx;
+    sxy += lx * ly;
+  }
+  double d = n * sxx - sx * sx;
+  return d != 0 ? (n * sxy - sx * sy) / d : 0;
+}
+
+/* "key value kB" from /proc/PID/<file> (status: VmRSS; smaps_rollup: Pss).
+ * @return kB, or -1. */
+static inline long bu_proc_kb(int pid, const char *file, const char *key) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+  FILE *f = fopen(path, "r");
+  long v = -1;
+  size_t kl = strlen(key);
+  if (!f)
+    return -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, key, kl) && line[kl] == ':') {
+      v = atol(line + kl + 1);
+      break;
+    }
+  fclose(f);
+  return v;
+}
+#endif

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# run_all.sh -- every case of faults.py under torchrun with nccltrace, on a
+# machine with 3 or more GPUs, each checked against the verdict its comment
+# in faults.py promises (`nccltrace analyze --json`).  About 5 minutes: the
+# hanging cases end at PyTorch's watchdog (30 s) or, for lazy_skip, at this
+# script's deadline (60 s).
+#
+#   examples/torch/run_all.sh [CASE...]
+#   NCCLTRACE=build/tools/nccltrace NPROC=4 examples/torch/run_all.sh op skip
+#
+# Exit: 0 all as expected, 1 a verdict differed, 77 no torch or < 3 GPUs.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+nccltrace=${NCCLTRACE:-nccltrace}
+command -v "$nccltrace" >/dev/null || { echo "no nccltrace command (set NCCLTRACE=path)" >&2; exit 1; }
+command -v torchrun >/dev/null || { echo "SKIP: torchrun not found"; exit 77; }
+ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+nproc=${NPROC:-$(( ngpu < 4 ? ngpu : 4 ))}
+[ "$nproc" -ge 3 ] || { echo "SKIP: $ngpu GPU(s); the fault cases need 3 (NPROC)"; exit 77; }
+
+# case  class[|alternative]  field  seq  ranks   ("-": not checked)
+expect='
+healthy    healthy                  -      -  -
+op         collective_mismatch      op     2  1
+shape      collective_mismatch      count  2  1
+order      collective_mismatch      op     2  1
+skip       missing_collective       -      2  1
+lazy_skip  init_hang                -      -  1
+exit42     rank_exit                -      -  1
+app_error  rank_exit|app_abort      -      -  1
+abort      app_abort                -      -  1
+'
+cases=${*:-$(echo "$expect" | awk 'NF {print $1}')}
+out=$(mktemp -d "${TMPDIR:-/tmp}/nccltrace-torch.XXXXXX")
+port=$(( 29600 + $$ % 200 ))
+fail=0
+for c in $cases; do
+  line=$(echo "$expect" | awk -v c="$c" '$1 == c')
+  [ -n "$line" ] || { echo "unknown case $c" >&2; exit 1; }
+  d=$out/$c
+  mkdir -p "$d"
+  port=$((port + 1))
+  echo "== $c"
+  # The deadline plays the job scheduler: it ends what the watchdog does not
+  # (lazy_skip waits in communicator init, which no work timeout covers).
+  timeout -k 10 60 "$nccltrace" run --timeout 10 --dir "$d/dumps" --ring-dir "$d/rings" -- \
+    torchrun --nproc-per-node "$nproc" --master-port "$port" "$here/faults.py" "$c" --pg-timeout 30 \
+    >"$d/job.log" 2>&1 || true
+  "$nccltrace" collect --rings "$d/rings" --dir "$d/dumps" >/dev/null 2>&1 || true
+  "$nccltrace" analyze --json "$d/dumps" >"$d/verdict.json" 2>"$d/analyze.err" || true
+  # shellcheck disable=SC2086  # $line is five words
+  if python3 - "$d/verdict.json" $line <<'EOF'
+import json, sys
+f, case, cls, field, seq, ranks = sys.argv[1:]
+try:
+    v = json.load(open(f))["verdict"]
+except Exception as e:
+    sys.exit("   no verdict: %s" % e)
+bad = []
+if v.get("class") not in cls.split("|"): bad.append("class %s, want %s" % (v.get("class"), cls))
+if field != "-" and v.get("field") != field: bad.append("field %s, want %s" % (v.get("field"), field))
+if seq != "-" and v.get("seq") != int(seq): bad.append("seq %s, want %s" % (v.get("seq"), seq))
+if ranks != "-" and v.get("ranks") != [int(r) for r in ranks.split(",")]:
+    bad.append("ranks %s, want %s" % (v.get("ranks"), ranks))
+print("   " + v.get("summary", ""))
+sys.exit("   FAIL: " + "; ".join(bad) if bad else 0)
+EOF
+  then echo "   ok"; else fail=1; echo "   (log: $d/job.log)"; fi
+done
+echo "evidence kept in $out"
+exit $fail

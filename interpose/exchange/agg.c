@@ -1,0 +1,642 @@
+/* agg.c -- the node-local aggregator (contract: agg.h). */
+#include "interpose/exchange/agg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "interpose/exchange/agg_link.h"
+#include "interpose/exchange/check.h"
+#include "interpose/exchange/wire.h"
+
+#define EV_LISTEN UINT64_MAX
+#define EV_WAKE (UINT64_MAX - 1)
+#define EV_UP (UINT64_MAX - 2)
+#define MAX_REQS 4096u      /* strict requests in flight upstream */
+#define PING_S 1.0
+#define UP_OUT_MAX (16u << 20)
+
+struct local {
+  struct agg_link l;
+  uint32_t gen;
+  int32_t pid, lrank;
+  uint32_t last_reg;    /* index of the registration that matched last (a cache) */
+};
+
+struct reg {
+  uint64_t comm_id;
+  int32_t rank, nranks, nccl_version;
+  uint32_t local, gen, env_len;
+  int live;
+  char *env;
+};
+
+struct req {
+  uint32_t up_id, local, gen, local_id;
+  int used;
+};
+
+struct ntx_agg {
+  struct ntx_agg_cfg cfg;
+  char host[NTX_HOST], job[NTX_JOB];
+  int lfd, ep, wake[2];
+  struct local *locals;
+  uint32_t next_local;
+  struct reg *regs;
+  uint32_t nregs, capregs;
+  struct req reqs[MAX_REQS];
+  uint32_t next_req;
+  uint32_t cur_local;   /* the local whose frames on_local_frame is given */
+  /* upstream */
+  struct agg_link up;
+  int up_connecting;
+  double up_next_try, up_backoff, up_last_tx;
+  /* the FP batch: payload of one FP frame being filled */
+  uint8_t *batch;
+  uint32_t nbatch;
+  double batch_t0;
+  pthread_t thread;
+  int thread_started, stop;
+  pthread_mutex_t lock;
+  struct ntx_agg_stats st;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void ntx_agg_default_cfg(struct ntx_agg_cfg *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->host = "";
+  cfg->job = "";
+  cfg->flush_s = 0.005;
+  cfg->max_local = 512;
+}
+
+void ntx_agg_name(const struct ntx_key *key, const char *job, char *out, size_t len) {
+  struct ntx_sip s;
+  uint32_t uid = (uint32_t)getuid();
+  ntx_sip_init(&s, key);
+  ntx_sip_update(&s, "nccltrace-agg", 13);
+  ntx_sip_update(&s, &uid, sizeof uid);
+  ntx_sip_update(&s, job ? job : "", job ? strlen(job) : 0);
+  snprintf(out, len, "nccltrace-agg-%016llx", (unsigned long long)ntx_sip_final(&s));
+}
+
+static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa) {
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  size_t n = strnlen(name, sizeof sa->sun_path - 2);
+  memcpy(sa->sun_path + 1, name, n); /* sun_path[0] = 0: the abstract namespace */
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+int ntx_agg_connect(const char *name) {
+  struct sockaddr_un sa;
+  socklen_t sl = abstract_addr(name, &sa);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  if (connect(fd, (struct sockaddr *)&sa, sl) != 0 && errno != EINPROGRESS && errno != EAGAIN) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
+int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *err, size_t errlen) {
+  *out = NULL;
+  struct sockaddr_un sa;
+  socklen_t sl = abstract_addr(cfg->name, &sa);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, errlen, "aggregator socket: %s", strerror(errno));
+    return -errno;
+  }
+  if (bind(fd, (struct sockaddr *)&sa, sl) != 0 || listen(fd, 1024) != 0) {
+    int e = errno;
+    close(fd);
+    if (e != EADDRINUSE)
+      snprintf(err, errlen, "aggregator cannot listen on @%s: %s", cfg->name, strerror(e));
+    return -e;
+  }
+  struct ntx_agg *a = calloc(1, sizeof *a);
+  if (!a) {
+    close(fd);
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  a->cfg = *cfg;
+  a->cfg.name = NULL; /* not kept: the caller's string */
+  if (!a->cfg.max_local)
+    a->cfg.max_local = 512;
+  if (a->cfg.flush_s <= 0)
+    a->cfg.flush_s = 0.005;
+  snprintf(a->host, sizeof a->host, "%s", cfg->host ? cfg->host : "");
+  if (!a->host[0])
+    gethostname(a->host, sizeof a->host - 1);
+  snprintf(a->job, sizeof a->job, "%s", cfg->job ? cfg->job : "");
+  a->lfd = fd;
+  a->up.fd = -1;
+  a->wake[0] = a->wake[1] = -1;
+  pthread_mutex_init(&a->lock, NULL);
+  a->locals = calloc(a->cfg.max_local, sizeof *a->locals);
+  a->batch = malloc(NTX_FRAME_MAX_PAYLOAD);
+  a->ep = epoll_create1(EPOLL_CLOEXEC);
+  if (!a->locals || !a->batch || a->ep < 0 || pipe2(a->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+    snprintf(err, errlen, "aggregator setup failed");
+    ntx_agg_stop(a);
+    return -ENOMEM;
+  }
+  for (uint32_t i = 0; i < a->cfg.max_local; i++)
+    a->locals[i].l.fd = -1;
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
+  epoll_ctl(a->ep, EPOLL_CTL_ADD, a->lfd, &ev);
+  ev.data.u64 = EV_WAKE;
+  epoll_ctl(a->ep, EPOLL_CTL_ADD, a->wake[0], &ev);
+  *out = a;
+  return 0;
+}
+
+/* ------------------------------------------------------------ upstream -- */
+
+static void up_send(struct ntx_agg *a, uint8_t type, const void *p, size_t n, double now) {
+  if (a->up.state != AGG_L_READY)
+    return;
+  agg_link_send(&a->up, type, p, n);
+  a->up_last_tx = now;
+}
+
+static void batch_flush(struct ntx_agg *a, double now) {
+  if (!a->nbatch || a->up.state != AGG_L_READY)
+    return;
+  size_t n = ntx_enc_fp_head(a->batch, NTX_FRAME_MAX_PAYLOAD, 0, a->nbatch);
+  up_send(a, NTX_MSG_FP, a->batch, n, now);
+  a->st.fps_up += a->nbatch;
+  a->st.frames_up++;
+  a->nbatch = 0;
+}
+
+static void up_register(struct ntx_agg *a, const struct reg *r, double now) {
+  static uint8_t buf[64 + NTX_ENV_MAX];
+  size_t n = ntx_enc_register(buf, sizeof buf, r->comm_id, r->rank, r->nranks, r->nccl_version,
+                              r->env ? r->env : "", r->env_len);
+  up_send(a, NTX_MSG_REGISTER, buf, n, now);
+}
+
+static void up_lost(struct ntx_agg *a, double now) {
+  if (a->up.fd >= 0)
+    epoll_ctl(a->ep, EPOLL_CTL_DEL, a->up.fd, NULL);
+  agg_link_close(&a->up);
+  a->up_connecting = 0;
+  a->nbatch = 0; /* those fingerprints go unchecked: the root never saw them */
+  a->up_backoff = a->up_backoff < 0.05 ? 0.05 : a->up_backoff * 2 > 1 ? 1 : a->up_backoff * 2;
+  a->up_next_try = now + a->up_backoff;
+  for (uint32_t i = 0; i < MAX_REQS; i++)
+    a->reqs[i].used = 0; /* their clients time out, as with a lost coordinator */
+}
+
+static void up_connect(struct ntx_agg *a, double now) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *ai = NULL;
+  a->up_next_try = now + (a->up_backoff < 0.05 ? 0.05 : a->up_backoff);
+  if (!a->cfg.up_host || getaddrinfo(a->cfg.up_host, a->cfg.up_port, &hints, &ai) != 0 || !ai)
+    return;
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+  if (fd >= 0) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      agg_link_init(&a->up, fd, 0, &a->cfg.key, UP_OUT_MAX);
+      a->up_connecting = 1;
+      struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = EV_UP};
+      epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
+    } else {
+      close(fd);
+    }
+  }
+  freeaddrinfo(ai);
+}
+
+static void to_local(struct ntx_agg *a, uint32_t i, uint8_t type, const void *p, size_t n) {
+  if (a->locals[i].l.state == AGG_L_READY)
+    agg_link_send(&a->locals[i].l, type, p, n);
+}
+
+static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
+  struct ntx_agg *a = ctx;
+  struct ntx_msg m;
+  double now = now_s();
+  if (ntx_msg_decode(f, &m) < 0) {
+    up_lost(a, now);
+    return -1;
+  }
+  if (l->state == AGG_L_HANDSHAKE) {
+    if (m.type == NTX_MSG_CHALLENGE) {
+      agg_link_on_challenge(l, &m, (int32_t)getpid(), -1, a->host, a->job);
+      return 0;
+    }
+    if (m.type != NTX_MSG_WELCOME) {
+      up_lost(a, now);
+      return -1;
+    }
+    l->state = AGG_L_READY;
+    a->up_backoff = 0;
+    a->st.up_connects++;
+    for (uint32_t i = 0; i < a->nregs; i++) /* the root knows nothing of us yet */
+      if (a->regs[i].live)
+        up_register(a, &a->regs[i], now);
+    return 0;
+  }
+  if (m.type == NTX_MSG_VERDICT) {
+    /* Fan out: once to every local client with a rank in that comm (all of
+     * them for a verdict without a comm). */
+    a->st.verdicts_in++;
+    size_t n = f->len;
+    const uint8_t *p = f->payload;
+    uint64_t comm = m.u.verdict.comm_id;
+    for (uint32_t i = 0; i < a->cfg.max_local; i++) {
+      if (a->locals[i].l.state != AGG_L_READY)
+        continue;
+      int hit = comm == 0;
+      for (uint32_t k = 0; k < a->nregs && !hit; k++)
+        hit = a->regs[k].live && a->regs[k].local == i && a->regs[k].gen == a->locals[i].gen &&
+              a->regs[k].comm_id == comm;
+      if (hit) {
+        to_local(a, i, NTX_MSG_VERDICT, p, n);
+        a->st.verdicts_out++;
+      }
+    }
+  } else if (m.type == NTX_MSG_REPLY) {
+    struct req *r = &a->reqs[m.u.reply.req_id % MAX_REQS];
+    if (r->used && r->up_id == m.u.reply.req_id) {
+      r->used = 0;
+      if (a->locals[r->local].gen == r->gen) {
+        uint8_t buf[16 + NTX_TEXT_MAX];
+        char text[NTX_TEXT_MAX + 1];
+        uint32_t tl = m.u.reply.text_len < NTX_TEXT_MAX ? m.u.reply.text_len : NTX_TEXT_MAX;
+        memcpy(text, m.u.reply.text, tl);
+        text[tl] = '\0';
+        size_t n = ntx_enc_reply(buf, sizeof buf, r->local_id, m.u.reply.status, text);
+        to_local(a, r->local, NTX_MSG_REPLY, buf, n);
+        a->st.replies_out++;
+      }
+    }
+  } else if (m.type == NTX_MSG_BYE) {
+    up_lost(a, now); /* the root shut down: retry, as a client does */
+    return -1;
+  } else {
+    up_lost(a, now);
+    return -1;
+  }
+  return 0;
+}
+
+/* --------------------------------------------------------------- local -- */
+
+static void local_close(struct ntx_agg *a, uint32_t i, int lost) {
+  struct local *lc = &a->locals[i];
+  int was_ready = lc->l.state == AGG_L_READY;
+  epoll_ctl(a->ep, EPOLL_CTL_DEL, lc->l.fd, NULL);
+  agg_link_close(&lc->l);
+  if (!was_ready)
+    return;
+  a->st.locals--;
+  if (lost)
+    a->st.local_lost++;
+  else
+    a->st.local_bye++;
+  uint64_t comm = 0;
+  int32_t rank = -1;
+  for (uint32_t k = 0; k < a->nregs; k++)
+    if (a->regs[k].live && a->regs[k].local == i && a->regs[k].gen == lc->gen) {
+      a->regs[k].live = 0;
+      if (!comm) {
+        comm = a->regs[k].comm_id;
+        rank = a->regs[k].rank;
+      }
+    }
+  lc->gen++;
+  if (!lost)
+    return;
+  /* Wire v1 cannot tell the root about one of our ranks: tell the others
+   * here, so at least this host's survivors dump (agg.h, "Known gap"). */
+  char text[256];
+  snprintf(text, sizeof text,
+           "lost a process on this host (host %s, pid %d): its connection to the node aggregator "
+           "closed without goodbye%s",
+           a->host, (int)lc->pid, comm ? "" : " (it had no communicator)");
+  uint8_t buf[64 + 256];
+  size_t n = ntx_enc_verdict(buf, sizeof buf, NTX_V_PEER_LOST, comm, 0, rank, lc->pid, "lost", text);
+  for (uint32_t o = 0; o < a->cfg.max_local; o++)
+    to_local(a, o, NTX_MSG_VERDICT, buf, n);
+}
+
+static void local_accept(struct ntx_agg *a) {
+  for (;;) {
+    int fd = accept4(a->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+      return;
+    uint32_t id = a->cfg.max_local;
+    for (uint32_t k = 0; k < a->cfg.max_local; k++) {
+      uint32_t i = (a->next_local + k) % a->cfg.max_local;
+      if (a->locals[i].l.fd < 0) {
+        id = i;
+        break;
+      }
+    }
+    if (id == a->cfg.max_local) {
+      close(fd);
+      continue;
+    }
+    a->next_local = id + 1;
+    struct local *lc = &a->locals[id];
+    uint32_t gen = lc->gen;
+    memset(lc, 0, sizeof *lc);
+    lc->gen = gen;
+    agg_link_init(&lc->l, fd, 1, &a->cfg.key, 1u << 20);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
+    epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
+    agg_link_accept(&lc->l, 0, (int32_t)getpid(), a->host);
+    a->st.local_accepted++;
+  }
+}
+
+static int reg_of(struct ntx_agg *a, uint32_t i, uint64_t comm, int32_t rank) {
+  struct local *lc = &a->locals[i];
+  uint32_t k = lc->last_reg;
+  if (k < a->nregs && a->regs[k].live && a->regs[k].local == i && a->regs[k].gen == lc->gen &&
+      a->regs[k].comm_id == comm && a->regs[k].rank == rank)
+    return 1;
+  for (k = 0; k < a->nregs; k++)
+    if (a->regs[k].live && a->regs[k].local == i && a->regs[k].gen == lc->gen &&
+        a->regs[k].comm_id == comm && a->regs[k].rank == rank) {
+      lc->last_reg = k;
+      return 1;
+    }
+  return 0;
+}
+
+static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
+  struct ntx_agg *a = ctx;
+  uint32_t i = a->cur_local;
+  struct local *lc = &a->locals[i];
+  struct ntx_msg m;
+  double now = now_s();
+  a->st.frames_in++;
+  if (ntx_msg_decode(f, &m) < 0) {
+    local_close(a, i, 1);
+    return -1;
+  }
+  if (l->state == AGG_L_HANDSHAKE) {
+    if (m.type != NTX_MSG_HELLO) {
+      local_close(a, i, 1);
+      return -1;
+    }
+    lc->pid = m.u.hello.pid;
+    lc->lrank = m.u.hello.launcher_rank;
+    agg_link_on_hello(l, &m, i, 0);
+    a->st.locals++;
+    return 0;
+  }
+  switch (m.type) {
+  case NTX_MSG_REGISTER: {
+    if (a->nregs == a->capregs) {
+      uint32_t nc = a->capregs ? 2 * a->capregs : 64;
+      struct reg *p = realloc(a->regs, nc * sizeof *p);
+      if (!p)
+        return 0;
+      a->regs = p;
+      a->capregs = nc;
+    }
+    struct reg *r = &a->regs[a->nregs++];
+    memset(r, 0, sizeof *r);
+    r->comm_id = m.u.reg.comm_id;
+    r->rank = m.u.reg.rank;
+    r->nranks = m.u.reg.nranks;
+    r->nccl_version = m.u.reg.nccl_version;
+    r->local = i;
+    r->gen = lc->gen;
+    r->live = 1;
+    r->env_len = m.u.reg.env_len;
+    r->env = r->env_len ? malloc(r->env_len) : NULL;
+    if (r->env)
+      memcpy(r->env, m.u.reg.env, r->env_len);
+    else
+      r->env_len = 0;
+    batch_flush(a, now); /* keep the order: fingerprints after their registration */
+    up_register(a, r, now);
+    return 0;
+  }
+  case NTX_MSG_FP:
+    for (uint32_t k = 0; k < m.u.fp.n; k++) {
+      const uint8_t *e = m.u.fp.entries + (size_t)k * NTX_FP_WIRE;
+      struct ntx_fp fp;
+      ntx_fp_get(m.u.fp.entries, k, &fp);
+      a->st.fps_in++;
+      if (!reg_of(a, i, fp.comm_id, fp.rank)) {
+        a->st.fps_refused++;
+        continue;
+      }
+      if (a->up.state != AGG_L_READY) {
+        a->st.fps_dropped++; /* as a client without a connection: unchecked */
+        continue;
+      }
+      if (!a->nbatch)
+        a->batch_t0 = now;
+      memcpy(a->batch + 8 + (size_t)a->nbatch * NTX_FP_WIRE, e, NTX_FP_WIRE);
+      if (++a->nbatch == NTX_FP_MAX)
+        batch_flush(a, now);
+    }
+    return 0;
+  case NTX_MSG_STRICT: {
+    for (uint32_t k = 0; k < m.u.fp.n; k++) {
+      struct ntx_fp fp;
+      ntx_fp_get(m.u.fp.entries, k, &fp);
+      if (!reg_of(a, i, fp.comm_id, fp.rank)) {
+        a->st.fps_refused++;
+        uint8_t buf[64];
+        size_t n = ntx_enc_reply(buf, sizeof buf, m.u.fp.req_id, NTX_REPLY_UNCHECKED, "");
+        agg_link_send(l, NTX_MSG_REPLY, buf, n);
+        return 0;
+      }
+    }
+    uint32_t up_id = ++a->next_req;
+    struct req *r = &a->reqs[up_id % MAX_REQS];
+    if (r->used || a->up.state != AGG_L_READY) { /* full, or nobody to ask */
+      uint8_t buf[64];
+      size_t n = ntx_enc_reply(buf, sizeof buf, m.u.fp.req_id, NTX_REPLY_UNCHECKED, "");
+      agg_link_send(l, NTX_MSG_REPLY, buf, n);
+      return 0;
+    }
+    *r = (struct req){.up_id = up_id, .local = i, .gen = lc->gen, .local_id = m.u.fp.req_id, .used = 1};
+    batch_flush(a, now);
+    /* the entries are forwarded verbatim; only req_id changes */
+    static uint8_t buf[NTX_FRAME_MAX_PAYLOAD];
+    size_t n = ntx_enc_fp_head(buf, sizeof buf, up_id, m.u.fp.n);
+    memcpy(buf + 8, m.u.fp.entries, (size_t)m.u.fp.n * NTX_FP_WIRE);
+    up_send(a, NTX_MSG_STRICT, buf, n, now);
+    a->st.strict_up++;
+    return 0;
+  }
+  case NTX_MSG_PING:
+    return 0;
+  case NTX_MSG_BYE:
+    local_close(a, i, 0);
+    return -1;
+  default:
+    local_close(a, i, 1);
+    return -1;
+  }
+}
+
+/* ---------------------------------------------------------------- loop -- */
+
+static void agg_run(struct ntx_agg *a) {
+  struct epoll_event evs[64];
+  pthread_mutex_lock(&a->lock);
+  while (!a->stop) {
+    double now = now_s();
+    int timeout = 50;
+    if (a->nbatch) {
+      double left = a->batch_t0 + a->cfg.flush_s - now;
+      timeout = left <= 0 ? 0 : (int)(left * 1000) + 1;
+    }
+    pthread_mutex_unlock(&a->lock);
+    int n = epoll_wait(a->ep, evs, 64, timeout);
+    pthread_mutex_lock(&a->lock);
+    now = now_s();
+    for (int k = 0; k < n; k++) {
+      uint64_t d = evs[k].data.u64;
+      if (d == EV_LISTEN) {
+        local_accept(a);
+      } else if (d == EV_WAKE) {
+        char b[16];
+        while (read(a->wake[0], b, sizeof b) > 0)
+          ;
+        a->stop = 1;
+      } else if (d == EV_UP) {
+        if (a->up.fd < 0)
+          continue;
+        if (a->up_connecting && (evs[k].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+          int err = 0;
+          socklen_t el = sizeof err;
+          getsockopt(a->up.fd, SOL_SOCKET, SO_ERROR, &err, &el);
+          if (err) {
+            up_lost(a, now);
+            continue;
+          }
+          a->up_connecting = 0;
+          struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_UP};
+          epoll_ctl(a->ep, EPOLL_CTL_MOD, a->up.fd, &ev);
+        }
+        if (evs[k].events & EPOLLOUT)
+          agg_link_flush(&a->up);
+        if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+          int r = agg_link_read(&a->up, on_up_frame, a);
+          if (r < 0)
+            up_lost(a, now);
+        }
+      } else if (d < a->cfg.max_local && a->locals[d].l.fd >= 0) {
+        a->cur_local = (uint32_t)d;
+        int r = agg_link_read(&a->locals[d].l, on_local_frame, a);
+        if (r < 0)
+          local_close(a, (uint32_t)d, 1);
+      }
+    }
+    if (a->up.fd < 0 && now >= a->up_next_try)
+      up_connect(a, now);
+    if (a->nbatch && now - a->batch_t0 >= a->cfg.flush_s)
+      batch_flush(a, now);
+    if (a->up.state == AGG_L_READY) {
+      if (now - a->up_last_tx >= PING_S)
+        up_send(a, NTX_MSG_PING, NULL, 0, now);
+      if (a->up.out_len) { /* a slow root: wait for the socket, bounded by UP_OUT_MAX */
+        int r = agg_link_flush(&a->up);
+        if (r < 0)
+          up_lost(a, now);
+      }
+    }
+    a->st.up_ready = a->up.state == AGG_L_READY;
+    if (a->cfg.poll_s > 0 && n > 0 && !a->stop) {
+      pthread_mutex_unlock(&a->lock);
+      struct timespec ts = {0, (long)(a->cfg.poll_s * 1e9)};
+      nanosleep(&ts, NULL);
+      pthread_mutex_lock(&a->lock);
+    }
+  }
+  pthread_mutex_unlock(&a->lock);
+}
+
+static void *agg_thread(void *arg) {
+  agg_run(arg);
+  return NULL;
+}
+
+int ntx_agg_start(struct ntx_agg *a) {
+  int rc = pthread_create(&a->thread, NULL, agg_thread, a);
+  if (rc)
+    return -rc;
+  a->thread_started = 1;
+  return 0;
+}
+
+void ntx_agg_stop(struct ntx_agg *a) {
+  if (!a)
+    return;
+  if (a->thread_started) {
+    ssize_t w = write(a->wake[1], "x", 1);
+    (void)w;
+    pthread_join(a->thread, NULL);
+  }
+  uint8_t b[8];
+  size_t n = ntx_enc_bye(b, sizeof b, 1);
+  if (a->up.fd >= 0) {
+    batch_flush(a, now_s());
+    if (a->up.state == AGG_L_READY) {
+      size_t bn = ntx_enc_bye(b, sizeof b, 0);
+      agg_link_send(&a->up, NTX_MSG_BYE, b, bn);
+    }
+    agg_link_close(&a->up);
+  }
+  for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++)
+    if (a->locals[i].l.fd >= 0) {
+      to_local(a, i, NTX_MSG_BYE, b, n);
+      agg_link_close(&a->locals[i].l);
+    }
+  for (uint32_t k = 0; k < a->nregs; k++)
+    free(a->regs[k].env);
+  free(a->regs);
+  free(a->locals);
+  free(a->batch);
+  if (a->lfd >= 0)
+    close(a->lfd);
+  if (a->ep >= 0)
+    close(a->ep);
+  if (a->wake[0] >= 0) {
+    close(a->wake[0]);
+    close(a->wake[1]);
+  }
+  pthread_mutex_destroy(&a->lock);
+  free(a);
+}
+
+void ntx_agg_get_stats(struct ntx_agg *a, struct ntx_agg_stats *st) {
+  pthread_mutex_lock(&a->lock);
+  *st = a->st;
+  pthread_mutex_unlock(&a->lock);
+}

@@ -1,0 +1,162 @@
+/* agg_link.c -- a framed wire-protocol connection, either end (agg_link.h). */
+#include "interpose/exchange/agg_link.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+void agg_nonce(uint8_t nonce[NTX_NONCE]) {
+  if (getrandom(nonce, NTX_NONCE, 0) == (ssize_t)NTX_NONCE)
+    return;
+  static uint64_t counter;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t v[2] = {(uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32),
+                   (uint64_t)ts.tv_sec ^ __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED)};
+  memcpy(nonce, v, NTX_NONCE);
+}
+
+void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max) {
+  memset(l, 0, sizeof *l);
+  l->fd = fd;
+  l->state = AGG_L_HANDSHAKE;
+  l->dir_out = server ? NTX_DIR_TO_CLIENT : NTX_DIR_TO_COORD;
+  l->dir_in = server ? NTX_DIR_TO_COORD : NTX_DIR_TO_CLIENT;
+  l->sess.key = *key;
+  l->out_max = out_max ? out_max : (size_t)4 << 20;
+}
+
+void agg_link_close(struct agg_link *l) {
+  if (l->fd >= 0)
+    close(l->fd);
+  free(l->in);
+  free(l->out);
+  memset(l, 0, sizeof *l);
+  l->fd = -1;
+}
+
+int agg_link_flush(struct agg_link *l) {
+  size_t off = 0;
+  int rc = 0;
+  while (off < l->out_len) {
+    ssize_t n = send(l->fd, l->out + off, l->out_len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n < 0 && errno != EAGAIN)
+        rc = -errno;
+      break;
+    }
+    off += (size_t)n;
+  }
+  if (off) {
+    memmove(l->out, l->out + off, l->out_len - off);
+    l->out_len -= off;
+  }
+  return rc;
+}
+
+int agg_link_queue(struct agg_link *l, uint8_t type, const void *payload, size_t plen) {
+  size_t need = l->out_len + NTX_FRAME_HDR + plen + NTX_FRAME_MAC;
+  if (need > l->out_max) {
+    l->dropped++;
+    return -ENOBUFS;
+  }
+  if (need > l->out_cap) {
+    size_t cap = l->out_cap ? l->out_cap : 8192;
+    while (cap < need)
+      cap *= 2;
+    uint8_t *p = realloc(l->out, cap);
+    if (!p) {
+      l->dropped++;
+      return -ENOMEM;
+    }
+    l->out = p;
+    l->out_cap = cap;
+  }
+  l->out_len += ntx_frame_encode(l->out + l->out_len, l->out_cap - l->out_len, type, l->tx++, payload,
+                                 plen, &l->sess, l->dir_out);
+  return 0;
+}
+
+int agg_link_send(struct agg_link *l, uint8_t type, const void *payload, size_t plen) {
+  int rc = agg_link_queue(l, type, payload, plen);
+  return rc ? rc : agg_link_flush(l);
+}
+
+int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link *l, const struct ntx_frame *f),
+                  void *ctx) {
+  for (int rounds = 0; rounds < 16; rounds++) { /* bounded: other links get their turn */
+    if (l->in_cap - l->in_len < 4096) {
+      size_t cap = l->in_cap ? 2 * l->in_cap : 16384;
+      if (cap > 2 * NTX_FRAME_MAX)
+        cap = 2 * NTX_FRAME_MAX;
+      if (cap > l->in_cap) {
+        uint8_t *p = realloc(l->in, cap);
+        if (!p)
+          return -ENOMEM;
+        l->in = p;
+        l->in_cap = cap;
+      }
+    }
+    ssize_t n = recv(l->fd, l->in + l->in_len, l->in_cap - l->in_len, MSG_DONTWAIT);
+    if (n == 0)
+      return -ECONNRESET;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return errno == EAGAIN ? 0 : -errno;
+    }
+    l->in_len += (size_t)n;
+    size_t off = 0;
+    for (;;) {
+      struct ntx_frame f;
+      int r = ntx_frame_parse(l->in + off, l->in_len - off, &l->sess, l->dir_in, l->rx, &f);
+      if (r == 0)
+        break;
+      if (r < 0)
+        return r;
+      l->rx++;
+      off += (size_t)r;
+      if (on_frame(ctx, l, &f) < 0)
+        return 1;
+    }
+    memmove(l->in, l->in + off, l->in_len - off);
+    l->in_len -= off;
+    if ((size_t)n < 4096)
+      break; /* drained */
+  }
+  return 0;
+}
+
+int agg_link_accept(struct agg_link *l, uint32_t flags, int32_t pid, const char *host) {
+  uint8_t nonce[NTX_NONCE], buf[128];
+  agg_nonce(nonce);
+  size_t n = ntx_enc_challenge(buf, sizeof buf, nonce, flags, pid, host);
+  int rc = agg_link_send(l, NTX_MSG_CHALLENGE, buf, n); /* tagged with zero nonces */
+  memcpy(l->sess.nonce, nonce, NTX_NONCE);
+  return rc;
+}
+
+int agg_link_on_hello(struct agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags) {
+  memcpy(l->sess.nonce + NTX_NONCE, m->u.hello.nonce, NTX_NONCE);
+  l->state = AGG_L_READY;
+  uint8_t buf[16];
+  size_t n = ntx_enc_welcome(buf, sizeof buf, client_id, flags);
+  return agg_link_send(l, NTX_MSG_WELCOME, buf, n);
+}
+
+int agg_link_on_challenge(struct agg_link *l, const struct ntx_msg *m, int32_t pid, int32_t launcher_rank,
+                          const char *host, const char *job) {
+  uint8_t nonce[NTX_NONCE], buf[256];
+  memcpy(l->sess.nonce, m->u.challenge.nonce, NTX_NONCE);
+  agg_nonce(nonce);
+  size_t n = ntx_enc_hello(buf, sizeof buf, nonce, pid, launcher_rank, 0, host, job);
+  int rc = agg_link_send(l, NTX_MSG_HELLO, buf, n); /* tagged with (coordinator nonce, zeros) */
+  memcpy(l->sess.nonce + NTX_NONCE, nonce, NTX_NONCE);
+  return rc;
+}

@@ -1,0 +1,71 @@
+/* agg_link.h -- one non-blocking, framed, authenticated connection of the
+ * exchange wire protocol (docs/wire-protocol.md), either end: the
+ * node-local aggregator (agg.h) uses it towards its local clients (server
+ * end) and towards the root coordinator (client end); the scale benchmarks
+ * use it to simulate clients.  Frames are built with wire.h's encoders and
+ * parsed with ntx_frame_parse: nothing of the protocol is re-implemented.
+ *
+ * Thread-safety: a link belongs to one thread.  Signal-safety: none
+ * (allocates).
+ *
+ * Handshake, as the coordinator and the client do it:
+ *   server end: agg_link_accept() sends CHALLENGE (seq 0, zero nonces);
+ *     agg_link_on_hello() takes the client's nonce and sends WELCOME.
+ *   client end: agg_link_on_challenge() takes the server's nonce and sends
+ *     HELLO; WELCOME then makes the link ready.
+ */
+#ifndef NTX_AGG_LINK_H
+#define NTX_AGG_LINK_H
+#include <stddef.h>
+#include <stdint.h>
+#include "interpose/exchange/wire.h"
+
+enum agg_link_state { AGG_L_FREE = 0, AGG_L_HANDSHAKE = 1, AGG_L_READY = 2 };
+
+struct agg_link {
+  int fd, state;
+  uint8_t dir_out, dir_in;      /* NTX_DIR_* of what we send and what we accept */
+  struct ntx_session sess;
+  uint64_t tx, rx;              /* next seq out, next seq expected in */
+  uint8_t *in;
+  size_t in_len, in_cap;
+  uint8_t *out;
+  size_t out_len, out_cap, out_max;
+  uint64_t dropped;             /* frames not queued: out_max reached */
+};
+
+/* Set up a link on a connected non-blocking fd.  server: 1 for the
+ * coordinator-like end.  out_max bounds the bytes queued (0: 4 MiB). */
+void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max);
+/* Close the fd and free the buffers; the link becomes AGG_L_FREE. */
+void agg_link_close(struct agg_link *l);
+
+/* Queue one frame (type, payload) and try to send.  @return 0, -ENOBUFS
+ * when it would pass out_max (dropped, counted), -ENOMEM. */
+int agg_link_send(struct agg_link *l, uint8_t type, const void *payload, size_t plen);
+/* Queue one frame without sending (several frames, one send: call
+ * agg_link_flush after).  @return as agg_link_send. */
+int agg_link_queue(struct agg_link *l, uint8_t type, const void *payload, size_t plen);
+/* Write what is queued.  @return 0, or -errno when the peer is gone. */
+int agg_link_flush(struct agg_link *l);
+
+/* Read what the socket holds and call on_frame for every complete frame
+ * (the frame's payload is valid during the call only).  on_frame returns 0
+ * to go on, < 0 to stop (the link was closed by it).
+ * @return 0, 1 when the link was closed by on_frame, or a negative value:
+ *         -errno (peer gone) or an ntx_wire_err (bad frame); the caller
+ *         closes the link then. */
+int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link *l, const struct ntx_frame *f),
+                  void *ctx);
+
+/* Server end: send CHALLENGE with a fresh nonce. */
+int agg_link_accept(struct agg_link *l, uint32_t flags, int32_t pid, const char *host);
+/* Server end: HELLO received (m decoded from it); send WELCOME(client_id). */
+int agg_link_on_hello(struct agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags);
+/* Client end: CHALLENGE received; send HELLO. */
+int agg_link_on_challenge(struct agg_link *l, const struct ntx_msg *m, int32_t pid, int32_t launcher_rank,
+                          const char *host, const char *job);
+
+/* A fresh 16-byte nonce (getrandom, else clock and a counter). */
+void agg_nonce(uint8_t nonce[NTX_NONCE]);
+#endif

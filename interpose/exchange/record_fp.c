@@ -1,0 +1,37 @@
+/* record_fp.c -- a ring record's fingerprint as the wire carries it
+ * (contract: record_fp.h).  Which kinds are collectives and which are
+ * send/recv comes from interpose/nccl_api.def. */
+#include "interpose/exchange/record_fp.h"
+
+static int fp_dir_of(unsigned kind) {
+  switch (kind) {
+#define NT_COLL(name, KIND, ...) case NTR_KIND_##KIND: return NTX_FP_COLL;
+#define NT_P2P(name, KIND, ...) case NTR_KIND_##KIND: return NTR_KIND_##KIND == NTR_KIND_SEND ? NTX_FP_SEND : NTX_FP_RECV;
+#define NT_GROUP(name, KIND, ...)
+#define NT_LIFE(name, KIND, ...)
+#include "interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+  default: return -1;
+  }
+}
+
+int ntx_fp_from_record(const struct ntr_record *r, struct ntx_fp *fp) {
+  int dir = fp_dir_of(r->kind);
+  if (dir < 0 || r->phase == NTR_PHASE_EXIT || !r->comm_id || (r->flags & NTR_REC_STRICT_REFUSED))
+    return -1;
+  fp->comm_id = r->comm_id;
+  fp->seq = r->seq;
+  fp->count = r->count;
+  fp->fp = r->fp;
+  fp->kind = (uint16_t)ntr_kind_fp_op(r->kind);
+  fp->dtype = r->dtype;
+  fp->dir = (uint8_t)dir;
+  fp->redop = dir == NTX_FP_COLL ? r->redop : -1;
+  fp->peer = r->peer;
+  fp->rank = r->rank;
+  return 0;
+}
+

@@ -1,0 +1,15 @@
+/* record_fp.h -- turn a ring record into the fingerprint of the wire
+ * protocol (docs/wire-protocol.md, "fingerprint").
+ *
+ * Thread-safety: pure function over caller memory.  Signal-safety: safe.
+ */
+#ifndef NTX_RECORD_FP_H
+#define NTX_RECORD_FP_H
+#include "interpose/exchange/wire.h"
+#include "recorder/format.h"
+
+/* @return 0 and *fp filled for a collective or send/recv call record of a
+ *         communicator, -1 for anything else (lifecycle, groups, exit
+ *         records, tracer events, calls strict mode refused). */
+int ntx_fp_from_record(const struct ntr_record *r, struct ntx_fp *fp);
+#endif

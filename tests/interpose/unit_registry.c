@@ -1,0 +1,137 @@
+/* unit_registry.c -- the communicator registry under concurrent lookups,
+ * and the identity/fingerprint rules, without preloading anything (so it
+ * also runs under ASan and TSan).
+ *
+ * Proves: a lookup never returns another handle's comm while lifecycle
+ * code binds and unbinds (readers race with a writer, as wrappers race
+ * with init/destroy); unknown handles give NULL; ids follow docs/identity.md
+ * (split by color and n, scalable with one id == InitRank id); ncclBcast
+ * and ncclBroadcast fingerprint alike, other fields do not.
+ * Exit: 0 pass, 1 fail.
+ * Thread-safety: four reader threads and the main thread as the writer.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interpose/nti.h"
+
+/* The library's globals live in init.c, which is not linked here. */
+struct nti_global nti_g;
+NTI_TLS struct nti_tls nti_tls;
+void nti_first_comm(void) {}
+
+#define NCOMMS 64
+#define HANDLE(i) ((ncclComm_t)(uintptr_t)(0x10000 + (i) * 0x40))
+
+static struct nti_comm *comms[NCOMMS];
+static int stop; /* atomic */
+static int bad;  /* atomic */
+
+static void *reader(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+    int i = (int)(rand_r(&seed) % (NCOMMS + 8));
+    struct nti_comm *c = nti_comm_lookup(i < NCOMMS ? HANDLE(i) : HANDLE(1000 + i));
+    if (i >= NCOMMS && c)
+      __atomic_store_n(&bad, 1, __ATOMIC_RELAXED); /* a handle never bound */
+    if (i < NCOMMS && c && c != comms[i])
+      __atomic_store_n(&bad, 2, __ATOMIC_RELAXED); /* another handle's comm */
+  }
+  return NULL;
+}
+
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    fprintf(stderr, "FAIL: " __VA_ARGS__);                                     \
+    fprintf(stderr, "\n");                                                     \
+    return 1;                                                                  \
+  } while (0)
+
+static int identity(void) {
+  ncclUniqueId id;
+  memset(&id, 7, sizeof id);
+  uint64_t a = nti_hash_bytes(&id, sizeof id);
+  if (a != nti_hash_bytes(&id, sizeof id) || a == 0)
+    FAIL("hash not deterministic");
+  id.internal[127] ^= 1;
+  if (nti_hash_bytes(&id, sizeof id) == a)
+    FAIL("hash ignores the last byte");
+  if (nti_id_scalable(&id, 1) != nti_hash_bytes(&id, sizeof id))
+    FAIL("scalable init with one id differs from InitRank");
+  ncclUniqueId two[2] = {id, id};
+  if (nti_id_scalable(two, 2) == nti_id_scalable(two, 1))
+    FAIL("scalable ids ignore the second id");
+  if (nti_id_split(a, 1, 0) == nti_id_split(a, 1, 1) || nti_id_split(a, 1, 0) == nti_id_split(a, 2, 0) ||
+      nti_id_split(a, 1, 0) != nti_id_split(a, 1, 0))
+    FAIL("split ids do not follow (parent, n, color)");
+  int ex1[] = {1, 3}, ex2[] = {1, 2};
+  if (nti_id_shrink(a, 1, ex1, 2) == nti_id_shrink(a, 1, ex2, 2))
+    FAIL("shrink ids ignore the excluded ranks");
+  if (nti_fp_coll(NTR_KIND_BCAST, 8, 7, -1, 0) != nti_fp_coll(NTR_KIND_BROADCAST, 8, 7, -1, 0))
+    FAIL("Bcast and Broadcast fingerprint differently");
+  if (nti_fp_coll(NTR_KIND_ALLREDUCE, 8, 7, 0, -1) == nti_fp_coll(NTR_KIND_ALLREDUCE, 9, 7, 0, -1) ||
+      nti_fp_coll(NTR_KIND_ALLREDUCE, 8, 7, 0, -1) == nti_fp_coll(NTR_KIND_ALLREDUCE, 8, 7, 1, -1) ||
+      nti_fp_coll(NTR_KIND_BROADCAST, 8, 7, -1, 0) == nti_fp_coll(NTR_KIND_BROADCAST, 8, 7, -1, 1))
+    FAIL("fingerprint ignores count, redop or root");
+  if (nti_fp_p2p(1, 8, 7, 2, 0) == nti_fp_p2p(1, 8, 7, 2, 1))
+    FAIL("p2p fingerprint ignores the direction");
+  return 0;
+}
+
+int main(void) {
+  if (identity())
+    return 1;
+  char dir[] = "/tmp/nti-unit-XXXXXX";
+  if (!mkdtemp(dir))
+    FAIL("mkdtemp");
+  struct ntr_ring_config rc = {.dir = dir, .job_id = "unit", .slots = 64};
+  int r = ntr_ring_open(&nti_g.ring, &rc);
+  if (r < 0)
+    FAIL("ntr_ring_open: %d", r);
+  nti_g.active = 1;
+  if (nti_comm_lookup(HANDLE(0)) || nti_comm_lookup(NULL))
+    FAIL("lookup of an unbound handle");
+  for (int i = 0; i < NCOMMS; i++) {
+    comms[i] = nti_comm_create(0x1000 + (uint64_t)i, i % 4, 4, NTR_KIND_COMM_INIT_RANK);
+    if (!comms[i] || comms[i]->np2p != 4 || comms[i]->cs->comm_id != 0x1000 + (uint64_t)i)
+      FAIL("create %d", i);
+  }
+  pthread_t th[4];
+  for (int t = 0; t < 4; t++)
+    pthread_create(&th[t], NULL, reader, (void *)(uintptr_t)(t + 1));
+  /* The writer: bind everything, then churn unbind/rebind (destroy and a
+   * new comm at a recycled address), as lifecycle wrappers do. */
+  for (int round = 0; round < 200; round++) {
+    for (int i = 0; i < NCOMMS; i++) {
+      pthread_mutex_lock(&nti_life_lock);
+      if (round % 2 == 0)
+        r = nti_comm_bind(comms[i], HANDLE(i));
+      else
+        nti_comm_unbind(comms[i]);
+      pthread_mutex_unlock(&nti_life_lock);
+      if (r < 0)
+        FAIL("bind %d: %d", i, r);
+    }
+  }
+  __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+  for (int t = 0; t < 4; t++)
+    pthread_join(th[t], NULL);
+  if (bad)
+    FAIL("a reader saw %s", bad == 1 ? "a comm for a never-bound handle" : "another handle's comm");
+  /* Final state: the last round unbound everything. */
+  for (int i = 0; i < NCOMMS; i++)
+    if (nti_comm_lookup(HANDLE(i)) || comms[i]->live)
+      FAIL("comm %d still bound after unbind", i);
+  pthread_mutex_lock(&nti_life_lock);
+  r = nti_comm_bind(comms[5], HANDLE(5));
+  pthread_mutex_unlock(&nti_life_lock);
+  if (r < 0 || nti_comm_lookup(HANDLE(5)) != comms[5])
+    FAIL("rebind after tombstones");
+  ntr_ring_close(&nti_g.ring, 1);
+  rmdir(dir);
+  puts("PASS unit_registry");
+  return 0;
+}

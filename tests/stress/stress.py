@@ -1,0 +1,857 @@
+#!/usr/bin/env python3
+"""stress.py -- reliability and security tests of nccltrace (tests/stress).
+
+  stress.py TEST [ARGS]     paths come from STRESS_* (tests/stress/meson.build)
+
+Each test runs tests/stress/stress_prog on the CPU emulator, traced
+(LD_PRELOAD=libnccltrace.so) and where it matters untraced, then judges what
+the tracer left with `nccltrace decode --json` / `collect` / `analyze`.
+docs/reliability.md lists what each test proves.  Figures a test measured are
+printed as "FIGURE name=value" lines (run-long.sh collects them).
+
+Exit: 0 pass, 1 fail, 77 skip.  Every process a test starts is killed and its
+temporary directory removed before it returns.
+"""
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+E = {}
+TMP = None
+PROCS = []
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def figure(name, value):
+    print("FIGURE %s=%s" % (name, value), flush=True)
+
+
+def base_env(preload=True, tmp=None):
+    tmp = tmp or TMP
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("NCCLTRACE_") or k.startswith("STRESS_") or k in ("LD_PRELOAD", "NCCLEMU_FAULT"):
+            del env[k]
+    env["LD_LIBRARY_PATH"] = E["emu"] + ":" + os.path.dirname(E["prog"])
+    env["NCCLEMU_DEVICES"] = "8"
+    if preload:
+        env["LD_PRELOAD"] = E["lib"]
+    env["NCCLTRACE_RING_DIR"] = os.path.join(tmp, "rings")
+    env["NCCLTRACE_DIR"] = os.path.join(tmp, "dumps")
+    env["NCCLTRACE_CHECK"] = "off"
+    return env
+
+
+def spawn(args, env, **kw):
+    if len(args) > 3 and os.path.basename(args[0]) == "stress_prog":
+        env = dict(env)
+        env.update(RANK=args[2], LOCAL_RANK=args[2], WORLD_SIZE=args[3], LOCAL_WORLD_SIZE=args[3])
+    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    PROCS.append(p)
+    return p
+
+
+def kill_all():
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+    for p in PROCS:
+        try:
+            p.communicate(timeout=10)
+        except Exception:
+            pass
+    del PROCS[:]
+
+
+def run_prog(mode, rank, nranks, iddir, args, env, timeout=60):
+    p = spawn([E["prog"], mode, str(rank), str(nranks), iddir] + [str(a) for a in args], env)
+    try:
+        o, e = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_all()
+        fail("%s rank %d did not finish within %d s (deadlock?)" % (mode, rank, timeout))
+    return p.returncode, o, e
+
+
+def tool(*args, timeout=120):
+    return subprocess.run([E["tool"]] + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def decode(path, salvage=False):
+    args = ["decode", "--json", path] + (["--salvage"] if salvage else [])
+    p = tool(*args)
+    check(p.returncode == 0, "nccltrace decode %s failed (%d): %s" % (path, p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout)
+
+
+def files_in(sub, pattern="*"):
+    return sorted(glob.glob(os.path.join(TMP, sub, pattern)))
+
+
+def ncc_lines(err):
+    return [ln for ln in err.splitlines() if ln.startswith("nccltrace:")]
+
+
+def mkdtemp(prefix):
+    return tempfile.mkdtemp(prefix=prefix, dir=TMP)
+
+
+# ------------------------------------------------------------------ kill --
+# The formula of tests/stress/stress_expect.h.
+DT = {2: "int32", 7: "float32"}
+RO = {0: "sum", 2: "max"}
+
+
+def expect(t, seq, nranks):
+    bcast = seq % 3 == 0
+    count = 1 + (seq * 131 + t * 977) % 1024
+    dtype = DT[7 if seq % 2 else 2]
+    if bcast:
+        return ("Broadcast", count, dtype, None, (seq // 3) % nranks)
+    return ("AllReduce", count, dtype, RO[2 if seq % 4 == 1 else 0], None)
+
+
+def thread_of(rec, nthreads, nranks):
+    """The load thread whose call #seq has exactly this record's fields, or None."""
+    for t in range(nthreads):
+        kind, count, dtype, redop, root = expect(t, rec["seq"], nranks)
+        if (rec["kind"] == kind and rec["count"] == count and rec["dtype"] == dtype and
+                rec["redop"] == redop and rec["root"] == root):
+            return t
+    return None
+
+
+def check_ring(path, rank, nranks, nthreads, acks, stats):
+    d = decode(path)
+    h = d["header"]
+    check(h["rank"] == rank, "%s: header rank %s, expected %d" % (path, h["rank"], rank))
+    check(h["lost"] == 0, "%s: %d records overwritten; the trial is too long for the ring" % (path, h["lost"]))
+    stats["torn"] += h["torn"]
+    comm_of = {}
+    seqs = {}
+    for r in d["records"]:
+        if r["kind"] not in ("AllReduce", "Broadcast"):
+            continue
+        stats["records"] += 1
+        # a record the decoder reports as valid must be self-consistent
+        t = thread_of(r, nthreads, nranks)
+        check(t is not None, "%s: record pos %d (%s seq %s count %s %s) matches no call the program made: torn?"
+              % (path, r["pos"], r["kind"], r["seq"], r["count"], r["dtype"]))
+        check(r["rank"] == rank and r["nranks"] == nranks and r["comm"],
+              "%s: record pos %d: rank %s/%s comm %s" % (path, r["pos"], r["rank"], r["nranks"], r["comm"]))
+        check(r["phase"] == "call", "%s: record pos %d phase %s" % (path, r["pos"], r["phase"]))
+        check(comm_of.setdefault(t, r["comm"]) == r["comm"],
+              "%s: thread %d's calls on two comms %s %s" % (path, t, comm_of[t], r["comm"]))
+        check(r["result"] in ("ncclSuccess", None),
+              "%s: record pos %d result %s" % (path, r["pos"], r["result"]))
+        s = seqs.setdefault(t, set())
+        check(r["seq"] not in s, "%s: thread %d seq %d recorded twice" % (path, t, r["seq"]))
+        s.add(r["seq"])
+    check(len(set(comm_of.values())) == len(comm_of), "%s: threads share a comm id: %s" % (path, comm_of))
+    for t in range(nthreads):
+        got = seqs.get(t, set())
+        acked = acks.get(t, [])
+        if acked:
+            check(acked == list(range(1, len(acked) + 1)), "rank %d thread %d: acks out of order" % (rank, t))
+        top = max(got) if got else 0
+        # no hole: the ring holds seq 1..top, and every acknowledged call
+        missing = sorted(set(range(1, top + 1)) - got)
+        check(not missing, "%s: thread %d: seqs %s missing below %d" % (path, t, missing[:10], top))
+        lost = [s for s in acked if s not in got]
+        stats["lost"] += len(lost)
+        check(not lost, "%s: thread %d: %d acknowledged calls not in the ring (first %s)"
+              % (path, t, len(lost), lost[:5]))
+        stats["acked"] += len(acked)
+        # a call acknowledged by the program had returned: its result is stored
+        byseq = {r["seq"]: r for r in d["records"] if r["kind"] in ("AllReduce", "Broadcast")
+                 and thread_of(r, nthreads, nranks) == t}
+        for s in acked:
+            check(byseq[s]["result"] == "ncclSuccess",
+                  "%s: thread %d seq %d returned but its record says %s" % (path, t, s, byseq[s]["result"]))
+        stats["inflight"] += top - len(acked)
+
+
+def t_kill(ntrials="10"):
+    ntrials = int(ntrials)
+    nranks, nthreads = 4, 3
+    rng = random.Random(int(os.environ.get("STRESS_SEED", str(int(time.time())))))
+    stats = {"records": 0, "acked": 0, "lost": 0, "torn": 0, "inflight": 0}
+    t0 = time.time()
+    for trial in range(ntrials):
+        tdir = mkdtemp("trial-")
+        env = base_env(tmp=tdir)
+        iddir = os.path.join(tdir, "ids")
+        ackdir = os.path.join(tdir, "acks")
+        os.makedirs(iddir)
+        os.makedirs(ackdir)
+        procs = [spawn([E["prog"], "load", str(r), str(nranks), iddir, str(nthreads), "0", ackdir], env)
+                 for r in range(nranks)]
+        for r, p in enumerate(procs):
+            line = p.stdout.readline()
+            if line.strip() != "ready":
+                kill_all()
+                fail("trial %d rank %d did not start: %r" % (trial, r, line))
+        # a random point of the run: a random delay, then each rank killed at
+        # its own random moment (one first, the others while it is dead)
+        time.sleep(rng.uniform(0.0, 0.6))
+        order = list(range(nranks))
+        rng.shuffle(order)
+        for r in order:
+            procs[r].send_signal(signal.SIGKILL)
+            time.sleep(rng.uniform(0.0, 0.02))
+        for p in procs:
+            p.wait(timeout=20)
+            check(p.returncode == -signal.SIGKILL, "trial %d: rank exited %s before the kill" % (trial, p.returncode))
+        kill_all()
+        rings = sorted(glob.glob(os.path.join(tdir, "rings", "*.ring")))
+        check(len(rings) == nranks, "trial %d: %d ring files: %s" % (trial, len(rings), rings))
+        check(not glob.glob(os.path.join(tdir, "dumps", "*.zst")), "trial %d: a SIGKILLed rank dumped" % trial)
+        byrank = {}
+        for f in rings:
+            byrank[decode(f)["header"]["rank"]] = f
+        for r in range(nranks):
+            check(r in byrank, "trial %d: no ring of rank %d" % (trial, r))
+            acks = {}
+            for t in range(nthreads):
+                try:
+                    with open(os.path.join(ackdir, "ack-%d-%d" % (r, t))) as f:
+                        acks[t] = [int(x) for x in f.read().split()]
+                except FileNotFoundError:
+                    acks[t] = []
+            check_ring(byrank[r], r, nranks, nthreads, acks, stats)
+        # collect turns the dead rings into dumps that say the same
+        if trial == 0:
+            p = tool("collect", "--rings", os.path.join(tdir, "rings"), "--dir", os.path.join(tdir, "coll"))
+            check(p.returncode == 0, "collect failed: %s" % p.stderr)
+            check(len(glob.glob(os.path.join(tdir, "coll", "*.zst"))) == nranks, "collect made %s" %
+                  os.listdir(os.path.join(tdir, "coll")))
+        shutil.rmtree(tdir, ignore_errors=True)
+    print("kill: %d trials x %d ranks in %.1f s: %d records checked, %d acknowledged calls, %d lost, "
+          "%d torn slots skipped, %d calls in flight at the kill"
+          % (ntrials, nranks, time.time() - t0, stats["records"], stats["acked"], stats["lost"],
+             stats["torn"], stats["inflight"]))
+    figure("kill_trials", ntrials)
+    figure("kill_rings", ntrials * nranks)
+    figure("kill_acked", stats["acked"])
+    figure("kill_records", stats["records"])
+    figure("kill_lost", stats["lost"])
+    figure("kill_torn_reported_valid", 0)
+
+
+
+# -------------------------------------------------------------- overflow --
+def load_run(ring, nthreads, iters, extra_env=None):
+    """One rank of load mode to its normal exit; returns the exit dump, decoded."""
+    shutil.rmtree(os.path.join(TMP, "dumps"), ignore_errors=True)
+    env = base_env()
+    if ring:
+        env["NCCLTRACE_RING"] = str(ring)
+    env.update(extra_env or {})
+    rc, o, e = run_prog("load", 0, 1, mkdtemp("ids-"), [nthreads, iters, mkdtemp("acks-")], env)
+    check(rc == 0, "load run (ring %s) exited %s: %s" % (ring, rc, e))
+    f = files_in("dumps", "*-exit.zst")
+    check(len(f) == 1, "exit dumps: %s" % f)
+    return decode(f[0])
+
+
+def t_overflow():
+    for nthreads, iters in ((1, 1000), (3, 400)):
+        big = load_run(0, nthreads, iters)
+        check(big["header"]["lost"] == 0, "default ring lost records")
+        total = max(r["pos"] for r in big["records"]) + 1
+        check(len(big["records"]) == total, "default ring: %d records for %d positions" % (len(big["records"]), total))
+        ncoll = len([r for r in big["records"] if r["kind"] in ("AllReduce", "Broadcast")])
+        check(ncoll == nthreads * iters, "default ring: %d collectives, made %d" % (ncoll, nthreads * iters))
+        for slots in (64, 256):
+            d = load_run(slots, nthreads, iters)
+            h = d["header"]
+            pos = sorted(r["pos"] for r in d["records"])
+            end = pos[-1] + 1
+            # the same program makes the same records: what is missing was overwritten
+            check(end == total, "ring %d: %d positions written, the default ring saw %d" % (slots, end, total))
+            check(h["lost"] == total - slots, "ring %d: lost %d, but %d of %d records cannot fit"
+                  % (slots, h["lost"], total - slots, total))
+            check(d["trigger"]["kind"] == "exit", "trigger %s" % d["trigger"])
+            inring = [p for p in pos if p >= h["lost"]]
+            holes = sorted(set(range(h["lost"], end)) - set(inring))
+            check(not holes or nthreads > 1, "ring %d, one thread: positions %s missing" % (slots, holes[:10]))
+            check(len(holes) <= 2, "ring %d: %d holes in the last lap" % (slots, len(holes)))
+            # overwritten records are exactly the oldest: the retained seqs of
+            # every comm are the last ones made, without a gap
+            per = {}
+            for r in d["records"]:
+                if r["kind"] in ("AllReduce", "Broadcast"):
+                    per.setdefault(r["comm"], []).append(r["seq"])
+            for c, seqs in per.items():
+                seqs.sort()
+                check(seqs[-1] == iters and seqs == list(range(seqs[0], iters + 1)),
+                      "ring %d comm %s: retained seqs %s..%s with gaps" % (slots, c, seqs[0], seqs[-1]))
+            print("overflow: %d thread(s) x %d calls, ring %d: %d records made, lost %d, retained %d in the ring"
+                  " (+%d from comm recent[])" % (nthreads, iters, slots, total, h["lost"], len(inring),
+                                                  len(pos) - len(inring)))
+    figure("overflow_lost_exact", 1)
+
+
+# ----------------------------------------------------------- dump failure --
+def collect_ring(what, ncoll_min):
+    rings = files_in("rings", "*.ring")
+    check(len(rings) == 1, "%s: the ring should stay for collect: %s" % (what, rings))
+    out = mkdtemp("coll-")
+    p = tool("collect", "--rings", os.path.join(TMP, "rings"), "--dir", out)
+    check(p.returncode == 0, "%s: collect failed: %s" % (what, p.stderr))
+    dd = glob.glob(os.path.join(out, "*.zst"))
+    check(len(dd) == 1, "%s: collect made %s" % (what, dd))
+    d = decode(dd[0])
+    n = len([r for r in d["records"] if r["kind"] in ("AllReduce", "Broadcast")])
+    check(n >= ncoll_min, "%s: collected dump holds %d collectives, want %d" % (what, n, ncoll_min))
+    return d
+
+
+def same_as_untraced(mode, args, extra_env, traced_env_fn=None):
+    """Run untraced then traced; return both (rc, stdout, stderr)."""
+    outs = []
+    for pre in (False, True):
+        env = base_env(preload=pre)
+        env.update(extra_env)
+        if pre and traced_env_fn:
+            traced_env_fn(env)
+        outs.append(run_prog(mode, 0, 1, mkdtemp("ids-"), args, env))
+    check(outs[0][0] == outs[1][0], "%s %s: exit status %s untraced, %s traced (stderr %s)"
+          % (mode, args, outs[0][0], outs[1][0], outs[1][2].strip()))
+    check(outs[0][1] == outs[1][1], "%s %s: stdout %r untraced, %r traced" % (mode, args, outs[0][1], outs[1][1]))
+    return outs
+
+
+def dump_fail_lines(err):
+    return [ln for ln in ncc_lines(err) if "cross-rank check off" not in ln]
+
+
+def t_dump_dir():
+    blocker = os.path.join(TMP, "not-a-dir")
+    open(blocker, "w").close()
+
+    def tenv(env):
+        env["NCCLTRACE_DIR"] = os.path.join(blocker, "dumps")
+    outs = same_as_untraced("load", [1, 200, ""], {}, tenv)
+    lines = dump_fail_lines(outs[1][2])
+    check(len(lines) == 1, "want one clear nccltrace: line about the failed dump, got %s" % lines)
+    check("dump" in lines[0] and ("not-a-dir" in lines[0] or "Not a directory" in lines[0]),
+          "the line does not say which directory and why: %s" % lines[0])
+    d = collect_ring("unwritable dir", 200)
+    check(d["header"]["proc_state"] == "exited" and d["header"]["exit_code"] == 0,
+          "ring header after the failed exit dump: %s" % d["header"])
+    print("dump_dir: %s" % lines[0])
+
+
+def t_dump_full():
+    # 0: nothing can be written; 8 KiB: the dump is cut in the middle
+    for limit, n in ((0, 5), (8192, 3000)):
+        for sub in ("rings", "dumps"):
+            shutil.rmtree(os.path.join(TMP, sub), ignore_errors=True)
+        outs = same_as_untraced("rlimit", [limit, n], {})
+        check(outs[1][0] == 5 and "alive" in outs[1][1], "rlimit mode: %s" % (outs[1],))
+        lines = dump_fail_lines(outs[1][2])
+        check(len(lines) == 1 and "dump" in lines[0],
+              "RLIMIT_FSIZE=%d: want one clear nccltrace: line about the failed dump, got %s" % (limit, lines))
+        check(not files_in("dumps", "*.zst"), "a dump file was left under its final name: %s" % files_in("dumps"))
+        d = collect_ring("RLIMIT_FSIZE", n + 5)
+        check(d["header"]["exit_code"] == 5, "ring exit code %s" % d["header"]["exit_code"])
+        print("dump_full: RLIMIT_FSIZE=%d: %s; leftovers %s" % (limit, lines[0], os.listdir(os.path.join(TMP, "dumps"))
+                                                               if os.path.isdir(os.path.join(TMP, "dumps")) else []))
+
+
+def t_dump_resignal():
+    outcomes = []
+    for seq_sigs in ((signal.SIGTERM, signal.SIGTERM, signal.SIGINT), (signal.SIGUSR1, signal.SIGTERM, signal.SIGTERM)):
+        for sub in ("rings", "dumps"):
+            shutil.rmtree(os.path.join(TMP, sub), ignore_errors=True)
+        env = base_env()
+        env["NCCLTRACE_RING"] = str(1 << 20)
+        p = spawn([E["prog"], "marks", "0", "1", mkdtemp("ids-"), str(1 << 20)], env)
+        line = p.stdout.readline()
+        check(line.strip() == "ready", "marks mode: %r %s" % (line, p.stderr.read() if p.poll() is not None else ""))
+        t0 = time.time()
+        for sig in seq_sigs:
+            p.send_signal(sig)
+            time.sleep(0.01)
+        try:
+            o, e = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_all()
+            fail("signals %s during a dump: the process hung" % (seq_sigs,))
+        took = time.time() - t0
+        check(p.returncode == -signal.SIGTERM, "signals %s: exit status %s, expected death by SIGTERM (stderr %s)"
+              % ([s.name for s in seq_sigs], p.returncode, e.strip()))
+        # every dump under its final name is complete; the evidence is in a
+        # dump or, when the dump did not finish, in the ring for collect
+        complete = []
+        for f in files_in("dumps", "*.zst"):
+            complete.append(decode(f))
+        marks = 0
+        for d in complete:
+            marks = max(marks, len([r for r in d["records"] if r["kind"] == "Mark"]))
+        rings = files_in("rings", "*.ring")
+        if rings:
+            d = collect_ring("dump interrupted", 3)
+            marks = max(marks, len([r for r in d["records"] if r["kind"] == "Mark"]))
+        check(marks > 0, "no evidence left: dumps %s rings %s" % (files_in("dumps"), rings))
+        outcomes.append("%s: died of SIGTERM after %.2f s, %d complete dump(s), ring %s, %d marks kept"
+                        % ("+".join(s.name for s in seq_sigs), took, len(complete),
+                           "left" if rings else "removed", marks))
+    for x in outcomes:
+        print("dump_resignal: " + x)
+
+
+# --------------------------------------------------------------- signals --
+# Combinations that differ today (bugs in interpose/signals.c, see
+# docs/reliability.md); `signals known` runs only these (suite stress-known).
+KNOWN_SIGNALS = {("SEGV", "ignore"), ("USR1", "reset")}
+
+
+def t_signals(which="fixed"):
+    ran = 0
+    bad = []
+    for sig in ("TERM", "INT", "SEGV", "USR1"):
+        for when in ("early", "after"):
+            for behav in ("exit", "return", "reset", "default", "ignore"):
+                if sig == "USR1" and behav == "default":
+                    continue  # design §6: SIGUSR1 = dump and continue (its default would kill)
+                if ((sig, behav) in KNOWN_SIGNALS) != (which == "known"):
+                    continue
+                extra = {}
+                if when == "early":
+                    extra = {"STRESS_EARLY_SIG": sig, "STRESS_EARLY_BEHAV": behav}
+                outs = []
+                for pre in (False, True):
+                    env = base_env(preload=pre)
+                    env.update(extra)
+                    outs.append(run_prog("signal", 0, 1, mkdtemp("ids-"), [sig, when, behav], env, timeout=30))
+                what = "SIG%s %s %s" % (sig, when, behav)
+                if outs[0][0] != outs[1][0]:
+                    bad.append("%s: exit status %s untraced, %s traced" % (what, outs[0][0], outs[1][0]))
+                elif outs[0][1] != outs[1][1]:
+                    bad.append("%s: stdout %r untraced, %r traced" % (what, outs[0][1], outs[1][1]))
+                handler_ran = "app handler" in outs[0][1]
+                check(handler_ran == (behav in ("exit", "return", "reset")), "%s: handler ran: %s" % (what, outs[0][1]))
+                ran += 1
+    for b in bad:
+        print("MISMATCH " + b)
+    check(not bad, "%d of %d combinations differ under the tracer" % (len(bad), ran))
+    print("signals: %d combinations, same exit status and output traced and untraced" % ran)
+
+
+# ------------------------------------------------------------------ fork --
+def t_fork():
+    nthreads, nforkers = 3, 4
+    env = base_env()
+    t0 = time.time()
+    rc, o, e = run_prog("fork", 0, 1, mkdtemp("ids-"), [nthreads, nforkers], env, timeout=45)
+    check(rc == 0, "fork mode exited %s: %s" % (rc, e.strip()[-500:]))
+    m = re.search(r"^tids ([\d ]+)$", o, re.M)
+    check(m, "no tids line: %r" % o)
+    tids = set(int(x) for x in m.group(1).split())
+    pid = min(tids)
+    dumps = files_in("dumps", "*.zst")
+    mine = [f for f in dumps if "-%d-" % pid in os.path.basename(f)]
+    check(len(mine) == 1 and mine[0].endswith("-exit.zst"), "parent dumps %s (all: %s)" % (mine, dumps))
+    d = decode(mine[0])
+    h = d["header"]
+    check(h["pid"] == pid and h["proc_state"] == "exited" and h["exit_code"] == 0, "parent header %s" % h)
+    # the tracer's own threads (watchdog) may write too; no child ever does
+    foreign = [r for r in d["records"] if r["tid"] not in tids and r["kind"] in ("AllReduce", "Broadcast", "Exit")]
+    check(not foreign, "records of other threads/processes in the parent's ring: %s" % foreign[:3])
+    exits = [r for r in d["records"] if r["kind"] == "Exit"]
+    check(len(exits) == 1 and exits[0]["tid"] == pid, "Exit records in the parent's ring: %s" % exits)
+    per = {}
+    for r in d["records"]:
+        if r["kind"] in ("AllReduce", "Broadcast"):
+            per.setdefault(r["comm"], []).append(r["seq"])
+    check(len(per) == nthreads and all(sorted(v) == list(range(1, 401)) for v in per.values()),
+          "parent's collectives: %s" % {k: len(v) for k, v in per.items()})
+    # children made no NCCL call: no ring, no dump of theirs
+    others = [f for f in dumps if f not in mine] + files_in("rings", "*.ring")
+    check(not others, "files left by fork children: %s" % others)
+    print("fork: %d threads x 400 collectives while %d threads forked 8 children each "
+          "(_exit, exit, exec, stdio) in %.1f s; parent ring clean" % (nthreads, nforkers, time.time() - t0))
+
+
+# ------------------------------------------------------------------ ctor --
+def t_ctor(which="main"):
+    """main: the program's constructor and a dlopen()ed library; early: also
+    a library constructor that runs before the tracer's own constructor."""
+    early = which == "early"
+    env = base_env()
+    env.update(STRESS_CTOR="1", STRESS_DL_LIB=E["dl_lib"])
+    if early:
+        env["STRESS_EARLY_NCCL"] = "1"
+    rc, o, e = run_prog("ctor", 0, 1, mkdtemp("ids-"), [], env)
+    check(rc == 0 and "ctor ok" in o, "ctor mode exited %s: %s" % (rc, e.strip()[-500:]))
+    f = files_in("dumps", "*-exit.zst")
+    check(len(f) == 1, "dumps %s" % files_in("dumps"))
+    d = decode(f[0])
+    counts = [r["count"] for r in d["records"] if r["kind"] == "AllReduce"]
+    # 22: library constructor (before the tracer's), 11: program constructor,
+    # 33: dlopen()ed library, 44: main
+    want = [22, 11, 33, 44] if early else [11, 33, 44]
+    check(counts == want, "AllReduce counts in call order %s, want %s" % (counts, want))
+    inits = [r for r in d["records"] if r["kind"] == "CommInitRank" and r["phase"] == "exit"]
+    check(len(inits) == len(want) and all(r["result"] == "ncclSuccess" for r in inits), "inits %s" % inits)
+    print("ctor: NCCL from %sthe program constructor and a dlopen()ed library: all traced"
+          % ("a library constructor, " if early else ""))
+
+
+# ------------------------------------------------------- real evidence --
+def real_evidence(nranks=2, ring=1024):
+    """Exit dumps of a small traced run and the ring of a SIGKILLed one."""
+    env = base_env()
+    env["NCCLTRACE_RING"] = str(ring)
+    iddir = mkdtemp("ids-")
+    procs = [spawn([E["prog"], "load", str(r), str(nranks), iddir, "2", "60", mkdtemp("acks-")], env)
+             for r in range(nranks)]
+    for p in procs:
+        o, e = p.communicate(timeout=60)
+        check(p.returncode == 0, "load run exited %s: %s" % (p.returncode, e))
+    dumps = files_in("dumps", "*-exit.zst")
+    check(len(dumps) == nranks, "exit dumps %s" % dumps)
+    p = spawn([E["prog"], "marks", "0", "1", mkdtemp("ids-"), "100"], env)
+    check(p.stdout.readline().strip() == "ready", "marks mode did not start")
+    p.kill()
+    p.wait()
+    rings = files_in("rings", "*.ring")
+    check(len(rings) == 1, "rings %s" % rings)
+    return dumps, rings[0]
+
+
+def t_valgrind_decode():
+    vg = shutil.which("valgrind")
+    if not vg:
+        print("SKIP: valgrind not installed")
+        sys.exit(77)
+    dumps, ring = real_evidence()
+    runs = [["decode", dumps[0]], ["decode", "--json", dumps[1]], ["decode", "--json", ring],
+            ["analyze", "--json"] + dumps, ["analyze", dumps[0], ring], ["export", "--chrome"] + dumps +
+            ["-o", os.path.join(TMP, "trace.json")]]
+    bad = dumps[0] + ".cut"
+    with open(dumps[0], "rb") as f:
+        data = f.read()
+    with open(bad, "wb") as f:
+        f.write(data[:len(data) * 2 // 3])
+    runs += [["decode", bad], ["decode", "--salvage", "--json", bad]]
+    for args in runs:
+        p = subprocess.run([vg, "-q", "--error-exitcode=99", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                            E["tool"]] + args, capture_output=True, text=True, timeout=300)
+        check(p.returncode != 99, "valgrind errors in nccltrace %s:\n%s" % (" ".join(args), p.stderr[-3000:]))
+        check(p.returncode in (0, 2), "nccltrace %s exited %d under valgrind: %s" % (args, p.returncode, p.stderr[-500:]))
+        print("valgrind: nccltrace %s: exit %d, no errors" % (" ".join(os.path.basename(a) for a in args), p.returncode))
+    figure("valgrind_runs", len(runs))
+
+
+def t_corrupt_real():
+    dumps, ring = real_evidence()
+    with open(dumps[0], "rb") as f:
+        data = f.read()
+    good = decode(dumps[0])
+    ngood = len(good["records"])
+    rng = random.Random(7)
+    cases = []
+    for n in (0, 1, 8, 63, 64, 65, len(data) // 3, len(data) // 2, len(data) - 1):
+        cases.append(("truncated at %d" % n, data[:n]))
+    v = bytearray(data)
+    v[8:12] = (99).to_bytes(4, "little")
+    cases.append(("version 99", bytes(v)))
+    for i in range(40):
+        b = bytearray(data)
+        k = rng.randrange(len(b))
+        b[k] ^= 1 << rng.randrange(8)
+        cases.append(("bit flip at %d" % k, bytes(b)))
+    cases.append(("garbage", bytes(rng.randrange(256) for _ in range(4096))))
+    cases.append(("appended bytes", data + b"\0" * 100))
+    with open(ring, "rb") as f:
+        rdata = f.read()
+    cases.append(("ring truncated", rdata[:len(rdata) // 2]))
+    rv = bytearray(rdata)
+    rv[8:12] = (2).to_bytes(4, "little")
+    cases.append(("ring version 2", bytes(rv)))
+    refused = salvaged = 0
+    for what, blob in cases:
+        path = os.path.join(TMP, "bad.zst")
+        with open(path, "wb") as f:
+            f.write(blob)
+        p = tool("decode", "--json", path)
+        check(p.returncode in (0, 2), "%s: decode exited %d (crash?): %s" % (what, p.returncode, p.stderr[-400:]))
+        if p.returncode == 2:
+            refused += 1
+            err = p.stderr.strip().splitlines()
+            check(len(err) == 1 and "bad.zst" in err[0], "%s: want one line naming the file, got %s" % (what, err))
+            if what.startswith("version") or what.startswith("ring version"):
+                check("version" in err[0], "%s: message does not say version: %s" % (what, err[0]))
+        else:
+            # accepted: only harmless bytes can have changed
+            check(not what.startswith("truncated") and what != "garbage", "%s accepted" % what)
+        ps = tool("decode", "--json", "--salvage", path)
+        check(ps.returncode in (0, 2), "%s: decode --salvage exited %d: %s" % (what, ps.returncode, ps.stderr[-400:]))
+        if ps.returncode == 0:
+            d = json.loads(ps.stdout)
+            check(len(d["records"]) <= ngood + 64, "%s: salvage invented records" % what)
+            if p.returncode == 2 and d["records"]:
+                salvaged += 1
+        pa = tool("analyze", "--json", path)
+        check(pa.returncode in (0, 2), "%s: analyze exited %d: %s" % (what, pa.returncode, pa.stderr[-400:]))
+    # a cut in the second half of the frame: salvage keeps the header and records before it
+    path = os.path.join(TMP, "cut.zst")
+    with open(path, "wb") as f:
+        f.write(data[:len(data) - 1])
+    ps = tool("decode", "--json", "--salvage", path)
+    check(ps.returncode == 0, "salvage of a dump missing its last byte failed: %s" % ps.stderr)
+    d = json.loads(ps.stdout)
+    check(d["header"]["pid"] == good["header"]["pid"], "salvaged header differs")
+    print("corrupt_real: %d damaged inputs from real dumps/rings: %d refused with one line (exit 2), "
+          "%d partly recovered by --salvage, no crash" % (len(cases), refused, salvaged))
+
+
+SECRETS = {"NCCL_IB_AUTH_TOKEN": "tok-ABCDEF123", "CUDA_API_KEY": "cudakey-4242", "AWS_SECRET_ACCESS_KEY": "aws-SeCrEt99",
+           "MY_PASSWORD": "pw-hunter2", "HF_TOKEN": "hf_zzzz1234", "NCCLTRACE_SECRET": "tracesecret-777",
+           "NCCL_PASSWD": "ncclpw-31337", "FOO": "foo-not-allowed-55"}
+
+
+def t_files():
+    env = base_env()
+    env.update(SECRETS)
+    env.update(NCCL_DEBUG="WARN", NCCL_PROTO="Simple", CUDA_VISIBLE_DEVICES="0,1", OMPI_COMM_WORLD_RANK="0")
+    # 1. modes of rings, dumps and directories
+    p = spawn([E["prog"], "marks", "0", "1", mkdtemp("ids-"), "10"], env)
+    check(p.stdout.readline().strip() == "ready", "marks mode did not start")
+    rings = files_in("rings", "*.ring")
+    check(len(rings) == 1, "rings %s" % rings)
+    rmode = stat.S_IMODE(os.stat(rings[0]).st_mode)
+    dmode = stat.S_IMODE(os.stat(os.path.join(TMP, "rings")).st_mode)
+    check(rmode == 0o600, "ring file mode %o" % rmode)
+    check(dmode == 0o700, "ring directory mode %o" % dmode)
+    with open(rings[0], "rb") as f:
+        ring_bytes = f.read()
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=20)
+    dumps = files_in("dumps", "*.zst")
+    check(len(dumps) == 1, "dumps %s" % dumps)
+    fmode = stat.S_IMODE(os.stat(dumps[0]).st_mode)
+    check(fmode == 0o600, "dump mode %o" % fmode)
+    # 2. what the environment section holds
+    d = decode(dumps[0])
+    allowed = re.compile(r"^(NCCL_|CUDA_)|^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_COMM_WORLD_\w+|"
+                         r"PMI_\w+|PMIX_RANK|SLURM_PROCID|SLURM_LOCALID|SLURM_NTASKS|SLURM_NODEID|\w*JOB\w*|"
+                         r"TORCHELASTIC_RUN_ID|MASTER_ADDR|MASTER_PORT)$")
+    for k in d["env"]:
+        check(allowed.search(k), "environment variable %s recorded" % k)
+    for k in ("NCCL_DEBUG", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"):
+        check(d["env"].get(k) == env[k], "%s not recorded: %s" % (k, d["env"]))
+    raw = subprocess.run(["zstd", "-dc"], input=open(dumps[0], "rb").read()[64:], capture_output=True).stdout \
+        if shutil.which("zstd") else b""
+    blobs = {"ring file": ring_bytes, "dump (decoded)": json.dumps(d).encode(), "dump (raw payload)": raw}
+    for name, value in SECRETS.items():
+        for where, blob in blobs.items():
+            check(value.encode() not in blob, "%s's value found in the %s" % (name, where))
+    # 3. NCCLTRACE_DUMP_MODE
+    shutil.rmtree(os.path.join(TMP, "dumps"))
+    env2 = base_env()
+    env2["NCCLTRACE_DUMP_MODE"] = "0640"
+    rc, o, e = run_prog("load", 0, 1, mkdtemp("ids-"), [1, 10, mkdtemp("acks-")], env2)
+    check(rc == 0, "load: %s" % e)
+    dumps = files_in("dumps", "*.zst")
+    check(len(dumps) == 1 and stat.S_IMODE(os.stat(dumps[0]).st_mode) == 0o640,
+          "NCCLTRACE_DUMP_MODE=0640: %s" % [(f, oct(os.stat(f).st_mode)) for f in dumps])
+    # 4. no symlink following: a symlinked ring dir is refused (the job runs),
+    # a symlink planted at the dump's name is never written through
+    victim = os.path.join(TMP, "victim")
+    with open(victim, "w") as f:
+        f.write("precious")
+    real = mkdtemp("realdir-")
+    link = os.path.join(TMP, "linkdir")
+    os.symlink(real, link)
+    env3 = base_env()
+    env3["NCCLTRACE_RING_DIR"] = link
+    rc, o, e = run_prog("load", 0, 1, mkdtemp("ids-"), [1, 10, mkdtemp("acks-")], env3)
+    check(rc == 0, "symlinked ring dir: the job failed: %s" % e)
+    check(not os.listdir(real), "a ring was created through a symlinked directory: %s" % os.listdir(real))
+    check(any("ring" in ln for ln in ncc_lines(e)), "no nccltrace: line about the refused ring dir: %s" % e)
+    shutil.rmtree(os.path.join(TMP, "dumps"), ignore_errors=True)
+    shutil.rmtree(os.path.join(TMP, "rings"), ignore_errors=True)
+    env4 = base_env()
+    p = spawn([E["prog"], "marks", "0", "1", mkdtemp("ids-"), "10"], env4)
+    check(p.stdout.readline().strip() == "ready", "marks mode did not start")
+    ring = os.path.basename(files_in("rings", "*.ring")[0])
+    m = re.match(r"nccltrace-(.+)-(\d+)\.ring$", ring)
+    check(m, "ring name %s" % ring)
+    os.makedirs(os.path.join(TMP, "dumps"), mode=0o700, exist_ok=True)
+    planted = []
+    for seq in range(4):
+        for mid in ("%s-r0-%s-%d" % (m.group(1).split("-")[0], socket.gethostname(), p.pid), m.group(1) + "-r0-%d" % p.pid):
+            for trig in ("sigterm", "exit"):
+                q = os.path.join(TMP, "dumps", "nccltrace-%s-%d-%s.zst" % (mid, seq, trig))
+                if not os.path.lexists(q):
+                    os.symlink(victim, q)
+                    planted.append(q)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=20)
+    with open(victim) as f:
+        check(f.read() == "precious", "a dump was written through a planted symlink")
+    real_dumps = [f for f in files_in("dumps", "*.zst") if not os.path.islink(f)]
+    print("files: ring 0600 in a 0700 dir, dumps 0600 (0640 with NCCLTRACE_DUMP_MODE); env holds %s; no secret "
+          "value in ring or dump; symlinked ring dir refused; %d planted symlinks untouched, %d real dump(s)"
+          % (sorted(d["env"]), len(planted), len(real_dumps)))
+
+
+# ------------------------------------------------------------- coordinator --
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1])
+    return -1
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def t_coord_flood():
+    port = free_port()
+    cenv = dict(os.environ)
+    cenv["NCCLTRACE_SECRET"] = "stress-secret-1"
+    coord = spawn([E["tool"], "coord", "--listen", "127.0.0.1:%d" % port], cenv)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        fail("coordinator did not listen: %s" % (coord.poll(),))
+    time.sleep(0.3)
+    rss0 = rss_kb(coord.pid)
+    # a real job checked through this coordinator while the flood goes on
+    jenv = base_env()
+    jenv.update(NCCLTRACE_CHECK="async", NCCLTRACE_COORD="127.0.0.1:%d" % port, NCCLTRACE_SECRET="stress-secret-1")
+    iddir = mkdtemp("ids-")
+    job = [spawn([E["prog"], "load", str(r), "2", iddir, "2", "300", mkdtemp("acks-")], jenv) for r in range(2)]
+    rng = random.Random(3)
+    held = []
+    sent = 0
+    peak = rss0
+    t0 = time.time()
+    for i in range(600):
+        try:
+            c = socket.create_connection(("127.0.0.1", port), timeout=2)
+        except OSError:
+            time.sleep(0.01)
+            continue
+        kind = i % 6
+        try:
+            if kind == 0:    # garbage
+                c.sendall(bytes(rng.randrange(256) for _ in range(512)))
+            elif kind == 1:  # a header announcing 256 MiB
+                c.sendall(b"NX\x01\x02" + b"\0\0\0\x10" + b"\0" * 8)
+            elif kind == 2:  # header that claims the max then dribbles
+                c.sendall(b"NX\x01\x02\xff\xff\x00\x00")
+            elif kind == 3:  # forged HELLO: right magic and type, bogus tag
+                c.sendall(b"NX\x01\x02" + (200).to_bytes(4, "big") + b"\0" * 8 + bytes(rng.randrange(256) for _ in range(232)))
+            elif kind == 4:  # slowloris: one byte, then hold the socket
+                c.sendall(b"N")
+            else:            # a zero-length-payload frame of every type, repeated (replay-like)
+                for t in range(16):
+                    c.sendall(b"NX\x01" + bytes([t]) + b"\0" * 12)
+            sent += 1
+        except OSError:
+            pass
+        held.append(c)
+        if len(held) > 40:
+            for x in held[:20]:
+                x.close()
+            del held[:20]
+        if i % 50 == 0:
+            peak = max(peak, rss_kb(coord.pid))
+    for x in held:
+        x.close()
+    time.sleep(1.5)
+    rss1 = rss_kb(coord.pid)
+    peak = max(peak, rss1)
+    res = []
+    for pj in job:
+        try:
+            o, e = pj.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            kill_all()
+            fail("the real job hung while the coordinator was flooded")
+        res.append((pj.returncode, e))
+    check(coord.poll() is None, "the coordinator died under the flood: %s" % (coord.communicate(timeout=5),))
+    for rc, e in res:
+        check(rc == 0, "a rank of the real job exited %s: %s" % (rc, e[-500:]))
+        check(not [ln for ln in ncc_lines(e) if "mismatch" in ln or "lost" in ln],
+              "the flood disturbed the job: %s" % ncc_lines(e))
+    dumps = files_in("dumps", "*-exit.zst")
+    check(len(dumps) == 2, "exit dumps %s" % dumps)
+    pa = tool("analyze", "--json", *dumps)
+    check(pa.returncode == 0 and json.loads(pa.stdout)["verdict"]["class"] == "healthy",
+          "analyze after the flood: %s %s" % (pa.stdout[:300], pa.stderr))
+    coord.terminate()
+    print("coord_flood: %d hostile connections in %.1f s; coordinator RSS %d KiB before, %d KiB peak, %d KiB after; "
+          "the 2-rank job checked through it exited 0, verdict healthy" % (sent, time.time() - t0, rss0, peak, rss1))
+    figure("coord_rss_before_kib", rss0)
+    figure("coord_rss_peak_kib", peak)
+    figure("coord_rss_after_kib", rss1)
+    check(peak - rss0 < 16 * 1024, "coordinator RSS grew by %d KiB under the flood" % (peak - rss0))
+
+
+TESTS = {n[2:]: f for n, f in list(globals().items()) if n.startswith("t_")}
+
+
+def main():
+    global TMP
+    if len(sys.argv) < 2 or sys.argv[1] not in TESTS:
+        print("usage: stress.py {%s} [ARGS]" % ",".join(sorted(TESTS)), file=sys.stderr)
+        return 1
+    for k in ("lib", "tool", "emu", "prog", "dl_lib", "sanitize", "cc_id", "src"):
+        E[k] = os.environ.get("STRESS_" + k.upper(), "")
+    name = sys.argv[1]
+    if E["sanitize"] not in ("", "none") and name not in ("threads",):
+        print("SKIP: %s preloads libnccltrace.so into uninstrumented programs (plain build only)" % name)
+        return 77
+    for k in ("lib", "tool", "emu", "prog"):
+        if not E[k] or not os.path.exists(E[k]):
+            print("SKIP: STRESS_%s not built" % k.upper())
+            return 77
+    TMP = tempfile.mkdtemp(prefix="stress-" + name + "-")
+    try:
+        TESTS[name](*sys.argv[2:])
+    finally:
+        kill_all()
+        shutil.rmtree(TMP, ignore_errors=True)
+    print("PASS " + name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
