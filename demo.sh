@@ -25,11 +25,17 @@ else
   ntr_install_deps
   b=build
   [ -f build/build.ninja ] || b=build-demo
-  [ -f "$b/build.ninja" ] || meson setup "$b" "$@"
-  echo "== building in $b"
+  log=$(mktemp "${TMPDIR:-/tmp}/nccltrace-demo-build.XXXXXX")
+  echo "== building in $b (log: $log)"
   # Only what the demo runs: the command, the interposer, the example, the emulator.
-  ninja -C "$b" tools/nccltrace interpose/libnccltrace.so examples/faults \
-    tests/emu/libnccl.so.2 tests/emu/libcudart.so.13 tests/emu/libcuda.so.1
+  if ! { { [ -f "$b/build.ninja" ] || meson setup "$b" "$@"; } &&
+         ninja -C "$b" tools/nccltrace interpose/libnccltrace.so examples/faults \
+           tests/emu/libnccl.so.2 tests/emu/libcudart.so.13 tests/emu/libcuda.so.1; } >"$log" 2>&1; then
+    tail -40 "$log"
+    echo "demo.sh: the build failed (full log: $log)" >&2
+    exit 1
+  fi
+  rm -f "$log"
 fi
 b=$(cd "$b" && pwd)
 nccltrace=$b/tools/nccltrace
@@ -55,7 +61,7 @@ echo "       -- examples/launch.sh 4 $b/examples/faults op --step 3 --rank 1"
 set +e
 "$nccltrace" run --coord --check async --timeout 2 --dir "$dumps" --ring-dir "$out/rings" \
   -- "$src/examples/launch.sh" 4 "$b/examples/faults" op --step 3 --rank 1 2>&1 |
-  tee "$out/job.log" | grep --line-buffered -E "injecting|coord: mismatch|timeout: comm .* rank 0 |launch.sh:"
+  tee "$out/job.log" | grep --line-buffered -E "injecting|coord: mismatch|^nccltrace: timeout: comm .* rank 0 |launch.sh:"
 rc=${PIPESTATUS[0]}
 set -e
 echo "   (job exit status $rc; full output in $out/job.log)"

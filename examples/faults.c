@@ -20,6 +20,7 @@
  *   sigkill   R is SIGKILLed (as by the OOM killer)
  *   group     inside a group of two AllReduces, R's second has twice the count
  *   split     on a communicator split by rank parity, R's AllReduce differs in count
+ *   split_skip R never calls ncclCommSplit (the others wait in it), exits 0
  *   p2p       ring exchange: R sends twice the count its neighbour receives
  *   p2p_peer  ring exchange: R sends to the rank after its neighbour (needs 3 ranks)
  *
@@ -40,7 +41,7 @@ static void mark(const char *what, long long v) {
 
 static const char *const cases[] = {"none", "stall", "op", "raw_op", "shape", "order", "dtype",
                                     "redop", "root", "skip", "lazy", "exit42", "app_error", "abort",
-                                    "segv", "sigkill", "group", "split", "p2p", "p2p_peer", NULL};
+                                    "segv", "sigkill", "group", "split", "split_skip", "p2p", "p2p_peer", NULL};
 
 static __attribute__((noinline)) void inject_segfault(volatile int *p) {
   *p = 42; /* the backtrace names this function */
@@ -91,6 +92,13 @@ int main(int argc, char **argv) {
   NCCL_CHECK(ncclCommInitRank(&comm, ex_size, id, ex_rank));
   if (IS("split"))
     NCCL_CHECK(ncclCommSplit(comm, ex_rank % 2, ex_rank, &sub, NULL));
+  if (IS("split_skip")) {
+    if (me) {
+      fprintf(stderr, "rank %d: skipping ncclCommSplit\n", ex_rank);
+      return 0; /* leaves the communicator undestroyed, like an early return */
+    }
+    NCCL_CHECK(ncclCommSplit(comm, 0, ex_rank, &sub, NULL));
+  }
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreate(&s));
   const size_t n = 256;

@@ -2,7 +2,10 @@
  * A value that does not parse is reported once on stderr and the default used.
  *
  * Thread-safety: ntr_config_load runs once before any other thread of ours
- * exists; afterwards ntr_cfg is read-only.  Signal-safety: reading is safe.
+ * exists; afterwards ntr_cfg is read-only, with one exception: when no job
+ * id was given, job is filled once at the first communicator init (under
+ * the interposer's lifecycle lock, before that comm is registered with the
+ * exchange).  Signal-safety: reading is safe.
  */
 #ifndef NTR_CONFIG_H
 #define NTR_CONFIG_H

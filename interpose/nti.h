@@ -297,6 +297,7 @@ struct nti_op {
   /* filled by the wrapper */
   struct nti_comm *c;
   uint64_t seq, pos, tsc;
+  int blocked;                 /* we set cs->blocked_since for this call */
   struct ntr_record *rec;
 };
 ncclResult_t nti_replay(const struct nti_op *op); /* wrappers.c */

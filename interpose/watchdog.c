@@ -312,13 +312,15 @@ static int is_op(unsigned kind) {
 #undef NT_LIFE
 }
 
+static struct nti_comm *scan_last; /* watchdog only: consecutive records share a comm */
+
 static struct nti_comm *comm_of(const struct ntr_record *r) {
-  static struct nti_comm *last; /* watchdog only: consecutive records share a comm */
+  struct nti_comm *last = scan_last;
   if (last && last->cs->comm_id == r->comm_id && last->cs->rank == r->rank)
     return last;
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
     if (c->cs->comm_id == r->comm_id && c->cs->rank == r->rank)
-      return last = c;
+      return scan_last = c;
   return NULL;
 }
 
@@ -466,4 +468,8 @@ void nti_watchdog_forget(void) {
   wd_running = 0;
   wd_stop = 0;
   nti_life_lock = m;
+  /* The child's ring starts at position 0. */
+  nti_recent_scan_pos = 0;
+  scan_stall_pos = scan_stall_polls = 0;
+  scan_last = NULL; /* pointed at a comm of the parent's ring */
 }

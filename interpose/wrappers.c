@@ -73,24 +73,41 @@ static void op_result(const struct nti_op *o, ncclResult_t res) {
     nti_record_patch(o->pos, o->c, (int)res, 0, 0);
 }
 
+/* Mark the comm blocked in this call while NCCL has it: a collective can
+ * block inside the call (NCCL connects to peers lazily, at the first op
+ * that needs them), and the watchdog times that out like a lifecycle call.
+ * Plain stores to a line the seq counter already brought in; a blocked
+ * mark of a lifecycle call in progress (nonblocking init) is left alone. */
+static int op_block(struct nti_op *o) {
+  struct ntr_comm_state *cs = o->c ? o->c->cs : NULL;
+  if (cs && !__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED)) {
+    cs->blocked_kind = o->kind;
+    cs->blocked_tid = nti_tid();
+    /* Release: kind/tid are visible to a reader that sees blocked_since. */
+    __atomic_store_n(&cs->blocked_since, o->tsc, __ATOMIC_RELEASE);
+    o->blocked = 1;
+  }
+  return 0;
+}
+
 /* @return 0: forward to NCCL; 1: do not forward, return *res. */
 static int op_pre(struct nti_op *o, ncclResult_t *res) {
   op_record(o);
   if (NTI_LIKELY(!nti_strict_on()))
-    return 0;
+    return op_block(o);
   if (nti_tls.group_depth) {
     if (nti_strict_defer(o) == 0) {
       *res = ncclSuccess;
       return 1;
     }
-    return 0;
+    return op_block(o);
   }
   if (nti_strict_single(o) < 0) {
     *res = ncclInvalidUsage;
     op_result(o, ncclInvalidUsage);
     return 1;
   }
-  return 0;
+  return op_block(o);
 }
 
 static inline int accepted(ncclResult_t r) {
@@ -101,6 +118,8 @@ static inline int accepted(ncclResult_t r) {
 static void op_post(struct nti_op *o, ncclResult_t res) {
   op_result(o, res);
   struct nti_comm *c = o->c;
+  if (o->blocked && __atomic_load_n(&c->cs->blocked_since, __ATOMIC_RELAXED) == o->tsc)
+    __atomic_store_n(&c->cs->blocked_since, 0, __ATOMIC_RELEASE);
   if (!c || !accepted(res))
     return;
   int p2p = o->kind == NTR_KIND_SEND || o->kind == NTR_KIND_RECV;

@@ -6,7 +6,9 @@
  * function is.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <nccl.h>
 
 #define NOOP_API __attribute__((visibility("default")))
@@ -56,6 +58,21 @@ NOOP_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async
   if (asyncError)
     *asyncError = ncclSuccess;
   return ncclSuccess;
+}
+
+/* NOOP_NESTED only: NOOP_BLOCK_AT=n makes the n-th ncclAllReduce block
+ * inside the call for 3 s (as NCCL does while it connects to a peer that
+ * does not answer), for the interposer's in-call timeout test. */
+static void maybe_block(void) {
+#ifdef NOOP_NESTED
+  static int calls;
+  const char *at = getenv("NOOP_BLOCK_AT");
+  if (at && ++calls == atoi(at)) {
+    struct timespec ts = {3, 0};
+    while (nanosleep(&ts, &ts) != 0)
+      ;
+  }
+#endif
 }
 
 static void nested_poll(ncclComm_t comm) {
@@ -108,6 +125,7 @@ NOOP_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream) {
   (void)sendbuff; (void)recvbuff; (void)count; (void)datatype; (void)op; (void)stream;
+  maybe_block();
   nested_poll(comm);
   return ncclSuccess;
 }

@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
   sim_run(&cfg, 3.0, &oa.r);
   oa.coord_cpu = proc_cpu_s(cpa.pid) - c0;
   oa.self_cpu = self_cpu() - s0;
-  uint64_t fps_up = 0, frames_up = 0, refused = 0, dropped = 0;
+  uint64_t fps_up = 0, frames_up = 0, refused = 0, dropped = 0, upc = 0;
   for (int h = 0; h < hosts; h++) {
     struct ntx_agg_stats st;
     ntx_agg_get_stats(aggs[h], &st);
@@ -158,6 +158,7 @@ int main(int argc, char **argv) {
     frames_up += st.frames_up;
     refused += st.fps_refused;
     dropped += st.fps_dropped;
+    upc += st.up_connects;
     ntx_agg_stop(aggs[h]);
   }
   free(aggs);
@@ -169,11 +170,14 @@ int main(int argc, char **argv) {
   snprintf(what, sizeof what, "through %d aggregators (%d ranks each, flush %.0f ms, poll %.0f ms)", hosts,
            per_host, flush_ms, poll_ms);
   report(what, nranks, rate, &oa);
-  printf("  aggregators sent %llu fingerprints upstream in %llu frames (%.1f per frame); refused %llu, "
-         "dropped %llu\n",
+  printf("  aggregators: %llu upstream connections made; sent %llu fingerprints upstream in %llu frames "
+         "(%.1f per frame); refused %llu, dropped %llu; root closed: auth %llu malformed %llu slow %llu dead %llu\n",
+         (unsigned long long)upc,
          (unsigned long long)fps_up, (unsigned long long)frames_up,
          frames_up ? (double)fps_up / (double)frames_up : 0, (unsigned long long)refused,
-         (unsigned long long)dropped);
+         (unsigned long long)dropped, (unsigned long long)cpa.st.rejected_auth,
+         (unsigned long long)cpa.st.rejected_malformed, (unsigned long long)cpa.st.slow_closed,
+         (unsigned long long)cpa.st.dead_closed);
 
   /* 2. the same ranks straight to the coordinator */
   if (direct) {

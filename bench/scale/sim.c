@@ -210,9 +210,11 @@ static void *driver(void *arg) {
     }
     __atomic_store_n(&t->min_seq, mn, __ATOMIC_RELAXED);
     if (cfg->rate > 0) {
+      /* Everything due is sent: wait for the next 1 ms tick at least (a
+       * driver that spun here would starve the aggregators it feeds). */
       double w = next_due - bu_now();
-      if (w > 0.0002) { /* nothing due: read what came while waiting (1 ms ticks) */
-        int m = epoll_wait(t->ep, evs, 1024, (int)(w * 1000) + 1);
+      {
+        int m = epoll_wait(t->ep, evs, 1024, w > 0.001 ? (int)(w * 1000) + 1 : 1);
         for (int k = 0; k < m; k++) {
           struct srank *r = &t->r[evs[k].data.u64];
           if (r->l.fd >= 0 && agg_link_read(&r->l, on_frame, r) < 0) {

@@ -41,7 +41,8 @@ The expected verdict of `nccltrace analyze --json` for each case
 The ranks left waiting are victims: PyTorch's watchdog (TORCH_NCCL_*), then
 torchrun's fail-fast SIGTERM end them; nccltrace's verdict orders the evidence
 by time, so those later events never replace the first cause.
-Without torch installed this file still compiles (the test suite runs
+More in docs/pytorch.md; examples/torch/run_all.sh runs every case and checks
+its verdict.  Without torch installed this file still compiles (the test suite runs
 `python3 -m py_compile` on it); it needs torch and CUDA GPUs to run.
 """
 import argparse
@@ -84,7 +85,7 @@ def abort_communicators(group=None):
         backend = pg._get_backend(torch.device("cuda"))
     except (AttributeError, RuntimeError):
         return False
-    for name in ("abort", "_abort", "_shutdown"):
+    for name in ("abort", "_abort"):                  # ProcessGroupNCCL.abort()
         fn = getattr(backend, name, None)
         if fn is not None:
             fn()

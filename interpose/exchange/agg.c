@@ -64,6 +64,8 @@ struct ntx_agg {
   double up_next_try, up_backoff, up_last_tx;
   /* the FP batch: payload of one FP frame being filled */
   uint8_t *batch;
+  uint8_t *scratch;     /* NTX_FRAME_MAX_PAYLOAD: REGISTER and STRICT payloads (per aggregator:
+                         * several aggregators may run in one process) */
   uint32_t nbatch;
   double batch_t0;
   pthread_t thread;
@@ -156,8 +158,9 @@ int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *er
   pthread_mutex_init(&a->lock, NULL);
   a->locals = calloc(a->cfg.max_local, sizeof *a->locals);
   a->batch = malloc(NTX_FRAME_MAX_PAYLOAD);
+  a->scratch = malloc(NTX_FRAME_MAX_PAYLOAD);
   a->ep = epoll_create1(EPOLL_CLOEXEC);
-  if (!a->locals || !a->batch || a->ep < 0 || pipe2(a->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+  if (!a->locals || !a->batch || !a->scratch || a->ep < 0 || pipe2(a->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
     snprintf(err, errlen, "aggregator setup failed");
     ntx_agg_stop(a);
     return -ENOMEM;
@@ -192,8 +195,8 @@ static void batch_flush(struct ntx_agg *a, double now) {
 }
 
 static void up_register(struct ntx_agg *a, const struct reg *r, double now) {
-  static uint8_t buf[64 + NTX_ENV_MAX];
-  size_t n = ntx_enc_register(buf, sizeof buf, r->comm_id, r->rank, r->nranks, r->nccl_version,
+  uint8_t *buf = a->scratch;
+  size_t n = ntx_enc_register(buf, NTX_FRAME_MAX_PAYLOAD, r->comm_id, r->rank, r->nranks, r->nccl_version,
                               r->env ? r->env : "", r->env_len);
   up_send(a, NTX_MSG_REGISTER, buf, n, now);
 }
@@ -486,8 +489,8 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
     *r = (struct req){.up_id = up_id, .local = i, .gen = lc->gen, .local_id = m.u.fp.req_id, .used = 1};
     batch_flush(a, now);
     /* the entries are forwarded verbatim; only req_id changes */
-    static uint8_t buf[NTX_FRAME_MAX_PAYLOAD];
-    size_t n = ntx_enc_fp_head(buf, sizeof buf, up_id, m.u.fp.n);
+    uint8_t *buf = a->scratch;
+    size_t n = ntx_enc_fp_head(buf, NTX_FRAME_MAX_PAYLOAD, up_id, m.u.fp.n);
     memcpy(buf + 8, m.u.fp.entries, (size_t)m.u.fp.n * NTX_FP_WIRE);
     up_send(a, NTX_MSG_STRICT, buf, n, now);
     a->st.strict_up++;
@@ -623,6 +626,7 @@ void ntx_agg_stop(struct ntx_agg *a) {
   free(a->regs);
   free(a->locals);
   free(a->batch);
+  free(a->scratch);
   if (a->lfd >= 0)
     close(a->lfd);
   if (a->ep >= 0)

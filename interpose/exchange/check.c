@@ -490,14 +490,16 @@ static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s
   }
   c->st.mismatches++;
   remember_mismatch(cm, s->seq, text);
-  ntx_resolve(c, s->waiters, NTX_REPLY_MISMATCH, text);
-  s->waiters = NULL;
   /* The first disagreement on a comm is the news; the seqs after it usually
-   * disagree because of it.  Strict callers still get each answer. */
+   * disagree because of it.  Strict callers still get each answer.  The
+   * verdict goes out before the strict replies: a client handles frames in
+   * order, so its record and dump exist before its caller can exit. */
   if (!cm->coll_reported) {
     cm->coll_reported = 1;
     ntx_tell_comm(c, cm, NTX_V_MISMATCH, s->seq, culprit, low[maj], field, text);
   }
+  ntx_resolve(c, s->waiters, NTX_REPLY_MISMATCH, text);
+  s->waiters = NULL;
 }
 
 static void slot_decide(struct ntx_check *c, struct comm *cm, struct slot *s, int32_t unchecked) {

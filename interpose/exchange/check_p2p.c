@@ -44,12 +44,12 @@ static void p2p_report(struct ntx_check *c, struct comm *cm, const struct p2p *a
            NTX_COMM_SHORT(cm->id), (unsigned long long)a->seq, field, (int)src, ds, (int)dst,
            (int)dst, dr, (int)src);
   c->st.p2p_mismatches++;
-  ntx_resolve(c, a->waiters, NTX_REPLY_MISMATCH, text);
-  ntx_resolve(c, w, NTX_REPLY_MISMATCH, text);
-  if (!cm->p2p_reported) {
+  if (!cm->p2p_reported) { /* the verdict first: see report_mismatch */
     cm->p2p_reported = 1;
     ntx_tell_comm(c, cm, NTX_V_P2P_MISMATCH, a->seq, src, dst, field, text);
   }
+  ntx_resolve(c, a->waiters, NTX_REPLY_MISMATCH, text);
+  ntx_resolve(c, w, NTX_REPLY_MISMATCH, text);
 }
 
 /* A send from a to b with seq k must meet b's recv from a with seq k, with

@@ -458,6 +458,24 @@ def t_recent():
     check(mine == want, "first comm's history after the ring wrapped: %s" % mine)
 
 
+def t_incall():
+    # a collective that blocks inside the call (NCCL connecting to a peer
+    # that never answers): the watchdog times it out like a lifecycle call
+    env = base_env(emu=False)
+    env["LD_LIBRARY_PATH"] = ENV["nested"]
+    env["NOOP_BLOCK_AT"] = "1"  # the first ncclAllReduce: collective seq 4
+    env["NCCLTRACE_TIMEOUT"] = "1"
+    p = subprocess.run([ENV["nested_prog"]], env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "nested done" in p.stdout, "nested program failed: %s" % p.stderr)
+    parent = int(re.search(r"parent (\d+)", p.stdout).group(1))
+    m = re.search(r"nccltrace: timeout: comm ([0-9a-f]{16}) rank 0 seq 4 AllReduce not complete after \d+ s", p.stderr)
+    check(m, "no in-call timeout line: %s" % p.stderr)
+    d = decode(dump_of(parent, "timeout"))
+    c = [x for x in d["comms"] if x["id"] == m.group(1)][0]
+    check(c["blocked_kind"] == "AllReduce" and c["coll_seq"] == 4 and c["last_enqueued"] == 3,
+          "comm state in the timeout dump: %s" % c)
+
+
 def free_port():
     import socket
     with socket.socket() as so:
@@ -475,7 +493,8 @@ def t_strict():
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.3)
-        check(coord.poll() is None, "coordinator did not start: %s" % coord.stderr.read())
+        if coord.poll() is not None:
+            fail("coordinator did not start: %s" % coord.stderr.read())
         env = base_env()
         env.update(NCCLTRACE_CHECK="strict", NCCLTRACE_COORD="127.0.0.1:%d" % port,
                    NCCLTRACE_SECRET="nti-strict-test", NCCLTRACE_STRICT_TIMEOUT="8")

@@ -454,6 +454,53 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
   }
 }
 
+/* ncclCommSplit/Shrink are collective over the parent: nobody returns until
+ * every rank called it.  The interposer records them on the parent (the
+ * child's rank and size are known only after the call), so a split that
+ * never completes is seen as parent members blocked in it; the parent's
+ * other ranks never joined. */
+static void detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
+  int waiting[NTA_MAX_VRANKS], nw = 0;
+  uint64_t t = 0;
+  unsigned kind = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const struct nta_member *m = c->by_rank[r];
+    const struct ntr_comm_state *cs = m ? m->cs : NULL;
+    if (!cs || !cs->blocked_since ||
+        (cs->blocked_kind != NTR_KIND_COMM_SPLIT && cs->blocked_kind != NTR_KIND_COMM_SHRINK))
+      continue;
+    uint64_t since = ntr_image_ns(m->proc->img, cs->blocked_since);
+    if (!t || since < t)
+      t = since;
+    kind = cs->blocked_kind;
+    if (nw < NTA_MAX_VRANKS)
+      waiting[nw++] = r;
+  }
+  if (!nw || nw == c->nranks)
+    return;
+  struct nta_cand *k = nta_cand_add(job, NTA_INIT_HANG, t);
+  if (!k)
+    return;
+  k->comm = c;
+  for (int r = 0, w = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++) {
+    if (w < nw && waiting[w] == r)
+      w++;
+    else
+      k->ranks[k->nranks++] = r;
+  }
+  char hex[17], rm[256], rw[256];
+  nta_comm_hex(c->id, hex);
+  rank_list(k->ranks, k->nranks, rm, sizeof(rm));
+  rank_list(waiting, nw, rw, sizeof(rw));
+  snprintf(k->summary, sizeof(k->summary),
+           "%s of comm %s never completed: %s %s never called it while %s %s waited in it",
+           ntr_kind_name(kind), hex, plural(k->nranks), rm, plural(nw), rw);
+  for (int i = 0; i < nw; i++)
+    nta_event_add(job, ntr_image_ns(c->by_rank[waiting[i]]->proc->img, c->by_rank[waiting[i]]->cs->blocked_since),
+                  c->by_rank[waiting[i]]->proc->lrank, "init", "comm %.8s rank %d entered %s and never returned", hex,
+                  waiting[i], ntr_kind_name(kind));
+}
+
 static void detect_init(struct nta_job *job, const struct nta_comm *c) {
   int in_init = 0, present = 0;
   uint64_t t = 0;
@@ -677,6 +724,7 @@ int nta_detect(struct nta_job *job) {
   for (int ci = 0; ci < job->ncomms; ci++) {
     const struct nta_comm *c = &job->comms[ci];
     detect_init(job, c);
+    detect_split_hang(job, c);
     detect_mismatch(job, c);
     detect_p2p(job, c);
     detect_missing(job, c);

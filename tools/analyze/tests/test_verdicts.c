@@ -365,6 +365,35 @@ static void t_p2p_peer(void) {
   nta_job_free(&job);
 }
 
+/* Rank 2 never calls ncclCommSplit: 0, 1, 3 wait in it (recorded on the
+ * parent; the child is still rank -1, size 0). */
+static void t_split_hang(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntr_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    if (r != 2) {
+      struct ntr_comm_state *cs = tb_find(img, W);
+      struct ntr_record *e = tb_rec(img, NTR_KIND_COMM_SPLIT, NTR_PHASE_ENTER, W, 30 + r);
+      cs->blocked_since = e->tsc;
+      cs->blocked_kind = NTR_KIND_COMM_SPLIT;
+      struct ntr_comm_state *child = tb_comm(img, S, -1, 0);
+      child->lifecycle = NTR_COMM_INIT;
+      child->parent_id = W;
+      tb_timeout(img, W, 0, 1030);
+      tb_signal(img, SIGTERM, 1200);
+    } else {
+      tb_exit(img, 0, 40);
+    }
+  }
+  run(&job, "split_hang");
+  TB_CHECK(job.v.cls == NTA_INIT_HANG && job.v.comm && job.v.comm->id == W, "got %s: %s", tb_cls(&job),
+           job.v.summary);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks n=%d", job.v.nranks);
+  nta_job_free(&job);
+}
+
 /* Mismatch on a split comm (launcher ranks 1,3 are its ranks 0,1), inside a
  * group; the world comm is healthy.  Ranks are the split comm's ranks. */
 static void t_split_group(void) {
@@ -512,6 +541,7 @@ int main(void) {
   t_p2p();
   t_p2p_peer();
   t_split_group();
+  t_split_hang();
   t_merge();
   t_no_evidence();
   t_scale();

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# bench/run.sh -- THE benchmark command: runs every benchmark of nccltrace
+# (docs/performance.md) on this machine, in one invocation, and prints one
+# table: figure | measured | target | PASS/FAIL/INFO.
+#
+#   bench/run.sh [-C BUILD_DIR] [--quick] [--log FILE]
+#
+# BUILD_DIR (default: build) must be configured; the benchmark targets are
+# built here first (ninja).  --quick runs smaller sizes (minutes less; the
+# figures are then not the documented ones).  Every measured number is
+# printed by this run: benchmarks alternate measured and baseline runs
+# themselves and report medians; nothing is compared against another run.
+# The load average is printed with each benchmark: on a shared machine the
+# figures move with it.
+#
+# Needs: Open MPI (mpicc/mpirun) for the strict-mode baseline (else that row
+# is INFO); about 2 GiB in /tmp for the analyze inputs, which are generated
+# once into $NCCLTRACE_BENCH_CACHE (default /tmp/nccltrace-bench-cache) and
+# reused (writing 1,024 dumps takes minutes on two cores).
+# Exit status: 0 when every benchmark ran (whatever the verdicts), 1 if one
+# failed to run.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=$here/build
+quick=0
+log=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -C) build=$(cd "$2" && pwd); shift 2 ;;
+    --quick) quick=1; shift ;;
+    --log) log=$2; shift 2 ;;
+    *) echo "usage: bench/run.sh [-C BUILD_DIR] [--quick] [--log FILE]" >&2; exit 2 ;;
+  esac
+done
+[ -f "$build/build.ninja" ] || { echo "run.sh: $build is not a configured meson build directory" >&2; exit 2; }
+b=$build/bench
+targets="bench/overhead bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
+  bench/scale/analyze_bench bench/scale/coord_bench bench/scale/agg_bench bench/scale/mem_bench
+  tools/nccltrace interpose/libnccltrace.so examples/healthy"
+[ -n "$(ls "$build"/bench/scale/mpi_allgather 2>/dev/null)" ] && targets="$targets bench/scale/mpi_allgather"
+# shellcheck disable=SC2086
+ninja -C "$build" $targets tests/emu/libnccl.so.2 tests/emu/libcudart.so.13 tests/emu/libcuda.so.1 >/dev/null ||
+  { echo "run.sh: build failed" >&2; exit 1; }
+lib=$build/interpose/libnccltrace.so
+noop=$build/bench/noop
+cache=${NCCLTRACE_BENCH_CACHE:-/tmp/nccltrace-bench-cache}
+if [ -n "$log" ]; then
+  out=$log
+  : >"$out"
+else
+  out=$(mktemp /tmp/nccltrace-bench-run.XXXXXX)
+fi
+coord_pid=""
+# shellcheck disable=SC2317  # called by the trap
+cleanup() {
+  [ -n "$coord_pid" ] && kill "$coord_pid" 2>/dev/null && wait "$coord_pid" 2>/dev/null
+  [ -z "$log" ] && rm -f "$out"
+}
+trap cleanup EXIT
+failed=0
+
+section() { printf '\n== %s (load %s)\n' "$1" "$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"; }
+run() { # run CMD...: its output goes to the screen and the log
+  "$@" 2>&1 | tee -a "$out"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || { echo "run.sh: '$*' exited $rc" | tee -a "$out"; failed=1; }
+}
+# overhead: the interposer's benchmark; its "added:" line becomes a row
+overhead() { # NAME TARGET_NS ENV...
+  local name=$1 tgt=$2; shift 2
+  local txt
+  txt=$(env "$@" "$b/overhead" --calls "$calls" --rounds "$rounds" "$lib" "$noop" 2>/dev/null)
+  local rc=$?
+  printf '%s\n' "$txt" | tee -a "$out"
+  local added
+  added=$(printf '%s\n' "$txt" | sed -n 's/^added: *\([-0-9.]*\).*/\1/p')
+  if [ $rc -ne 0 ] || [ -z "$added" ]; then
+    echo "FIGURE|$name|did not run|<= $tgt ns|FAIL" | tee -a "$out"; failed=1; return
+  fi
+  local v=FAIL
+  awk -v a="$added" -v t="$tgt" 'BEGIN { exit !(a <= t) }' && v=PASS
+  echo "FIGURE|$name|$added ns|<= $tgt ns|$v" | tee -a "$out"
+}
+
+if [ $quick = 1 ]; then
+  calls=500000; rounds=3; trounds=3; tcalls=300000; scalls=500; srounds=3
+  ana="--ranks 16,64,256 --recs 2048 --big-ranks 256 --big-recs 65536 --reps 1"
+  coordsecs=2; aggsecs=2; memrounds=1
+else
+  calls=2000000; rounds=7; trounds=5; tcalls=1000000; scalls=2000; srounds=5
+  ana="--ranks 64,256,1024 --recs 4096 --big-ranks 1024 --big-recs 65536 --reps 3"
+  coordsecs=4; aggsecs=4; memrounds=3
+fi
+
+printf 'nccltrace benchmarks on %s: %s CPUs, %s, %s\n' "$(hostname)" "$(nproc)" \
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" "$(date -u '+%F %T UTC')" | tee -a "$out"
+
+section "per-call overhead, check off (bench/overhead, no-op NCCL)"
+overhead "added ns per collective call, check off" 25
+section "per-call overhead, async check on (standalone coordinator)"
+port=$((20000 + RANDOM % 20000))
+NCCLTRACE_SECRET=nccltrace-bench-secret "$build/tools/nccltrace" coord --listen "127.0.0.1:$port" --quiet \
+  >/dev/null 2>&1 &
+coord_pid=$!
+sleep 0.5
+overhead "added ns per collective call, async check on" 40 NCCLTRACE_CHECK=async \
+  NCCLTRACE_COORD="127.0.0.1:$port" NCCLTRACE_SECRET=nccltrace-bench-secret
+kill "$coord_pid" 2>/dev/null; wait "$coord_pid" 2>/dev/null; coord_pid=""
+section "per-call overhead, NCCLTRACE_STACKS=1"
+overhead "added ns per collective call, NCCLTRACE_STACKS=1" 300 NCCLTRACE_STACKS=1
+
+section "threads: 8 threads on their own communicators vs 1"
+run "$b/scale/threads" --calls "$tcalls" --rounds "$trounds" "$lib"
+
+section "strict mode, 8 local ranks, vs MPI_Allgather"
+mpi=()
+[ -x "$b/scale/mpi_allgather" ] && command -v mpirun >/dev/null && mpi=(--mpi-bin "$b/scale/mpi_allgather")
+run "$b/scale/strict_bench" --calls "$scalls" --rounds "$srounds" "${mpi[@]}" "$lib" "$noop"
+
+section "dump of a full default ring"
+run "$b/scale/dump_bench"
+
+section "analyze at scale"
+# shellcheck disable=SC2086
+run "$b/scale/analyze_bench" --nccltrace "$build/tools/nccltrace" --cache "$cache" $ana \
+  --mem-cap-gib 6 --time-cap-s 120
+
+section "coordinator throughput, 1,024 simulated ranks x 1,000 collectives/s"
+run "$b/scale/coord_bench" --ranks 1024 --rate 1000 --seconds "$coordsecs"
+
+section "node aggregators, 4,096 simulated ranks x 100 collectives/s, 8 ranks per host"
+run "$b/scale/agg_bench" --ranks 4096 --per-host 8 --rate 100 --seconds "$aggsecs" --poll-ms 5
+section "node aggregators, 4,096 simulated ranks x 100 collectives/s, 64 ranks per host"
+run "$b/scale/agg_bench" --ranks 4096 --per-host 64 --rate 100 --seconds "$aggsecs" --poll-ms 5 --no-direct
+
+section "memory per traced process"
+run "$b/scale/mem_bench" --rounds "$memrounds" "$lib" "$noop" "$build/tests/emu" "$build/examples/healthy" 600
+
+printf '\n== summary (load at the end %s)\n\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+grep '^FIGURE|' "$out" | awk -F'|' '
+  { n++; f[n] = $2; m[n] = $3; t[n] = $4; v[n] = $5
+    if (length($2) > wf) wf = length($2); if (length($3) > wm) wm = length($3); if (length($4) > wt) wt = length($4) }
+  END {
+    fmt = "| %-" wf "s | %-" wm "s | %-" wt "s | %-4s |\n"
+    printf fmt, "figure", "measured", "target", "pass"
+    sep = "|"; for (i = 0; i < wf + 2; i++) sep = sep "-"; sep = sep "|"
+    for (i = 0; i < wm + 2; i++) sep = sep "-"; sep = sep "|"
+    for (i = 0; i < wt + 2; i++) sep = sep "-"; sep = sep "|------|"
+    print sep
+    for (i = 1; i <= n; i++) printf fmt, f[i], m[i], t[i], v[i]
+  }'
+exit $failed
