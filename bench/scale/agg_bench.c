@@ -151,6 +151,7 @@ int main(int argc, char **argv) {
   oa.coord_cpu = proc_cpu_s(cpa.pid) - c0;
   oa.self_cpu = self_cpu() - s0;
   uint64_t fps_up = 0, frames_up = 0, refused = 0, dropped = 0, upc = 0;
+  double v_first = 0, v_last = 0; /* the root's verdict reaching the aggregators */
   for (int h = 0; h < hosts; h++) {
     struct ntx_agg_stats st;
     ntx_agg_get_stats(aggs[h], &st);
@@ -159,6 +160,10 @@ int main(int argc, char **argv) {
     refused += st.fps_refused;
     dropped += st.fps_dropped;
     upc += st.up_connects;
+    if (st.first_mismatch_t && (!v_first || st.first_mismatch_t < v_first))
+      v_first = st.first_mismatch_t;
+    if (st.first_mismatch_t > v_last)
+      v_last = st.first_mismatch_t;
     ntx_agg_stop(aggs[h]);
   }
   free(aggs);
@@ -178,6 +183,12 @@ int main(int argc, char **argv) {
          (unsigned long long)dropped, (unsigned long long)cpa.st.rejected_auth,
          (unsigned long long)cpa.st.rejected_malformed, (unsigned long long)cpa.st.slow_closed,
          (unsigned long long)cpa.st.dead_closed);
+
+  if (v_first && oa.r.mm_last_send > 0)
+    printf("  where the time goes: last rank sent seq %llu -> first aggregator has the root's verdict %.1f ms "
+           "-> last aggregator has it %.1f ms -> last rank has it %.1f ms\n",
+           (unsigned long long)oa.r.mm_planted, (v_first - oa.r.mm_last_send) * 1e3,
+           (v_last - oa.r.mm_last_send) * 1e3, oa.r.mm_lat_max * 1e3);
 
   /* 2. the same ranks straight to the coordinator */
   if (direct) {

@@ -32,6 +32,7 @@ struct srank {
   double next_t;
   double verdict_t;         /* 0 until the mismatch verdict came */
   double sent_t[SIM_HIST];  /* when seq s was sent, at s % SIM_HIST */
+  double mm_sent;           /* when it sent the planted seq (fixed-seq mode) */
 };
 
 struct sthread {
@@ -119,13 +120,15 @@ static void send_fps(struct sthread *t, struct srank *r, double now) {
   for (int k = 0; k < n; k++) {
     struct ntx_fp fp = {.comm_id = SIM_COMM, .seq = ++r->seq, .count = 1024, .kind = NTR_KIND_ALLREDUCE,
                         .dtype = 7, .dir = 0, .redop = 0, .peer = -1, .rank = r->rank};
-    uint64_t mm = __atomic_load_n(&G.mm_seq, __ATOMIC_ACQUIRE);
-    if (!mm && r->rank == cfg->mm_rank && cfg->mm_seq && now - G.t_go >= cfg->duration_s / 2) {
+    uint64_t mm = cfg->mm_seq > 1 ? cfg->mm_seq : __atomic_load_n(&G.mm_seq, __ATOMIC_ACQUIRE);
+    if (!mm && r->rank == cfg->mm_rank && cfg->mm_seq == 1 && now - G.t_go >= cfg->duration_s / 2) {
       /* planted at half time: the seq this rank is at then */
       __atomic_store_n(&G.mm_seq, fp.seq, __ATOMIC_RELEASE);
       mm = fp.seq;
     }
     r->sent_t[fp.seq % SIM_HIST] = now;
+    if (fp.seq == mm)
+      r->mm_sent = now;
     if (fp.seq == mm && r->rank == cfg->mm_rank) {
       fp.kind = NTR_KIND_BROADCAST;
       fp.redop = -1;
@@ -312,11 +315,20 @@ int sim_run(const struct sim_cfg *cfg, double verdict_wait_s, struct sim_result 
     if (!res->mm_text[0] && th[i].text[0])
       snprintf(res->mm_text, sizeof res->mm_text, "%s", th[i].text);
   }
-  uint64_t mm = G.mm_seq;
+  uint64_t mm = cfg->mm_seq > 1 ? cfg->mm_seq : G.mm_seq;
   res->mm_planted = mm;
-  for (int k = 0; mm && k < cfg->nranks; k++)
-    if (r[k].seq >= mm && r[k].seq - mm < SIM_HIST && r[k].sent_t[mm % SIM_HIST] > res->mm_last_send)
-      res->mm_last_send = r[k].sent_t[mm % SIM_HIST];
+  int all_sent = 1;
+  for (int k = 0; mm && k < cfg->nranks; k++) {
+    double t = r[k].mm_sent; /* sent after the planting; else from the history */
+    if (!t && r[k].seq >= mm && r[k].seq - mm < SIM_HIST)
+      t = r[k].sent_t[mm % SIM_HIST];
+    if (!t)
+      all_sent = 0; /* never sent it, or too long ago to know when */
+    if (t > res->mm_last_send)
+      res->mm_last_send = t;
+  }
+  if (!all_sent)
+    res->mm_last_send = 0; /* latency unknown: reported as not measured */
   double *lat = calloc((size_t)(unsigned)cfg->nranks, sizeof *lat);
   int n = 0;
   for (int k = 0; lat && res->mm_last_send > 0 && k < cfg->nranks; k++)

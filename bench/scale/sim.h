@@ -8,7 +8,8 @@
  * sends collective fingerprints seq 1, 2, ... (AllReduce, count 1024,
  * float32, sum), `batch` per FP frame, paced at `rate` collectives per
  * second per rank (0: as fast as the sockets take them).  Rank mm_rank
- * sends a Broadcast at the seq it is at half-way through: the coordinator
+ * sends a Broadcast at seq mm_seq (or at the seq it is at half-way
+ * through): the coordinator
  * must report it; each rank notes when its MISMATCH verdict arrived, and
  * the latency is counted from the moment the LAST rank sent that seq (the
  * earliest the mismatch can be decided).  A rank that is behind queues up
@@ -33,7 +34,8 @@ struct sim_cfg {
   double rate;              /* collectives per second per rank; 0 = unpaced */
   double duration_s;        /* sending phase */
   int batch;                /* fingerprints per FP frame */
-  uint64_t mm_seq;          /* 0: no mismatch; else planted at half time, at the seq mm_rank is at */
+  uint64_t mm_seq;          /* 0: no mismatch; 1: planted at half time, at the seq mm_rank is at;
+                             * > 1: planted at that seq */
   int mm_rank;
   uint64_t max_ahead;       /* unpaced: a thread stays within this many seqs of the slowest */
 };

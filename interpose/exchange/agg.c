@@ -269,6 +269,8 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
     /* Fan out: once to every local client with a rank in that comm (all of
      * them for a verdict without a comm). */
     a->st.verdicts_in++;
+    if (!a->st.first_mismatch_t && m.u.verdict.kind == NTX_V_MISMATCH)
+      a->st.first_mismatch_t = now;
     size_t n = f->len;
     const uint8_t *p = f->payload;
     uint64_t comm = m.u.verdict.comm_id;

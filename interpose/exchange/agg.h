@@ -71,6 +71,7 @@ struct ntx_agg_stats {
   uint64_t local_accepted, local_lost, local_bye;
   uint64_t frames_in, fps_in, fps_up, frames_up, fps_refused, fps_dropped;
   uint64_t verdicts_in, verdicts_out, strict_up, replies_out, up_connects;
+  double first_mismatch_t; /* CLOCK_MONOTONIC seconds of the first MISMATCH verdict from the root, 0 = none */
   uint32_t locals;       /* authenticated local clients now */
   int up_ready;          /* the upstream link is authenticated */
 };

@@ -82,6 +82,7 @@ struct p2p {
   struct comm *cm;
   int32_t src, dst;
   uint64_t seq;
+  double t;       /* arrival: a half alone past grace_s may have the wrong peer */
   struct ntx_fp fp;
   struct waiter *waiters;
   struct p2p *hnext, *fprev, *fnext;

@@ -54,7 +54,8 @@ static void p2p_report(struct ntx_check *c, struct comm *cm, const struct p2p *a
 
 /* A send from a to b with seq k must meet b's recv from a with seq k, with
  * the same count and dtype.  Whichever half comes first waits in the hash. */
-static void p2p_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, struct waiter *w) {
+static void p2p_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, double now,
+                   struct waiter *w) {
   if (fp->peer < 0 || fp->peer >= cm->nranks || fp->peer == fp->rank) {
     c->st.unregistered++;
     ntx_resolve(c, w, NTX_REPLY_UNCHECKED, "");
@@ -104,6 +105,7 @@ static void p2p_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp
   p->src = src;
   p->dst = dst;
   p->seq = fp->seq;
+  p->t = now;
   p->fp = *fp;
   p->waiters = w;
   p->hnext = *bucket;
@@ -126,7 +128,7 @@ static void route(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, dou
   else if (fp->dir == NTX_FP_COLL)
     ntx_coll_fp(c, cm, fp, now, w);
   else
-    p2p_fp(c, cm, fp, w);
+    p2p_fp(c, cm, fp, now, w);
 }
 
 void ntx_check_fp(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, double now) {
@@ -236,12 +238,44 @@ static void skew(struct ntx_check *c, struct comm *cm, const struct slot *s, dou
   free(sel);
 }
 
+/* A recv from s that found no send, while s has a send to another rank
+ * that found no recv, both alone past grace_s: s (or the receiver) has the
+ * wrong peer.  Reported once per comm; the search is bounded. */
+static void p2p_wrong_peer(struct ntx_check *c, struct comm *cm, double now) {
+  uint32_t looked = 0;
+  for (struct p2p *a = cm->p2p_head; a && now - a->t >= c->lim.grace_s && looked < 1024; a = a->fnext, looked++) {
+    if (a->fp.dir != NTX_FP_RECV)
+      continue;
+    for (struct p2p *b = cm->p2p_head; b && now - b->t >= c->lim.grace_s; b = b->fnext) {
+      if (b->fp.dir != NTX_FP_SEND || b->src != a->src || b->dst == a->dst)
+        continue;
+      char ds[160], dr[160], text[NTX_TEXT_MAX];
+      ntx_fp_describe(&b->fp, ds, sizeof ds);
+      ntx_fp_describe(&a->fp, dr, sizeof dr);
+      snprintf(text, sizeof text,
+               "p2p mismatch on comm %08x seq %llu field peer: rank %d %s to rank %d vs rank %d %s from "
+               "rank %d (neither has a partner after %.1f s)",
+               NTX_COMM_SHORT(cm->id), (unsigned long long)a->seq, (int)b->src, ds, (int)b->dst,
+               (int)a->dst, dr, (int)a->src, now - (a->t > b->t ? a->t : b->t));
+      c->st.p2p_mismatches++;
+      cm->p2p_reported = 1;
+      ntx_tell_comm(c, cm, NTX_V_P2P_MISMATCH, a->seq, a->src, a->dst, "peer", text);
+      ntx_resolve(c, a->waiters, NTX_REPLY_MISMATCH, text);
+      ntx_resolve(c, b->waiters, NTX_REPLY_MISMATCH, text);
+      a->waiters = b->waiters = NULL;
+      return;
+    }
+  }
+}
+
 void ntx_check_tick(struct ntx_check *c, double now) {
   for (uint32_t i = 0; i < c->ncomms; i++) {
     struct comm *cm = c->comms[i];
     if (cm->nreg < (uint32_t)cm->nranks && !cm->init_reported &&
         now - cm->first_reg_t >= c->lim.init_wait_s)
       init_wait(c, cm, now);
+    if (cm->p2p_head && !cm->p2p_reported && now - cm->p2p_head->t >= c->lim.grace_s)
+      p2p_wrong_peer(c, cm, now);
     if (!cm->win)
       continue;
     struct slot *s = &cm->win[cm->base & (c->lim.window - 1)];
