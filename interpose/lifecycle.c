@@ -185,9 +185,16 @@ static ncclResult_t init_rank(unsigned kind, ncclComm_t *comm, int nranks, ncclU
   struct life l = {.kind = kind, .c = c, .comm_id = cid, .rank = rank, .nranks = nranks};
   life_enter(&l);
   ncclResult_t res;
-  errno = *nti_errno;
-  res = call(arg);
-  *nti_errno = errno;
+  /* NCCLTRACE_ENV_CHECK=abort: the coordinator compared NCCL_* across the
+   * ranks of this comm; a difference fails the init before NCCL sees it (the
+   * exchange module already printed which variable differs). */
+  if (c && ntx_comm_env_verdict(c->cs) < 0) {
+    res = ncclInvalidUsage;
+  } else {
+    errno = *nti_errno;
+    res = call(arg);
+    *nti_errno = errno;
+  }
   init_done(c, res, comm ? *comm : NULL);
   life_exit(&l, res);
   return res;

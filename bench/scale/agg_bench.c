@@ -7,8 +7,10 @@
  * process of its own (coordproc.h) so that its CPU time is measured alone.
  *
  *   agg_bench [--ranks N] [--per-host L] [--rate R] [--seconds S]
- *             [--flush-ms F] [--poll-ms P] [--threads T] [--no-direct]
+ *             [--flush-ms F] [--poll-ms P] [--threads T] [--no-direct] [--check]
  *
+ * --check (the smoke test): exit 1 unless the planted mismatch reached every
+ * rank in both topologies and no entry was refused, dropped or unregistered.
  * Figures: mismatch report latency end to end (from the moment the last
  * rank issued the disagreeing seq to its verdict arriving at every rank),
  * against 100 ms, with aggregators; the root coordinator's CPU per second
@@ -62,11 +64,15 @@ static void report(const char *what, int nranks, double rate, const struct outco
 }
 
 int main(int argc, char **argv) {
-  int nranks = 4096, per_host = 8, threads = 2, direct = 1;
+  int nranks = 4096, per_host = 8, threads = 2, direct = 1, check = 0;
   double rate = 100, secs = 4, flush_ms = 5, poll_ms = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--no-direct")) {
       direct = 0;
+      continue;
+    }
+    if (!strcmp(argv[i], "--check")) {
+      check = 1;
       continue;
     }
     if (i + 1 >= argc)
@@ -227,9 +233,13 @@ int main(int argc, char **argv) {
   else
     bu_figure(name, "(info)", -1, "%.1f%% of a core, %llu conns", 100 * oa.coord_cpu / wa,
               (unsigned long long)oa.coord_conns);
+  if (check && (oa.r.mm_seen != nranks || refused || dropped || oa.cst.unregistered || (direct && od.r.mm_seen != nranks))) {
+    fprintf(stderr, "agg_bench --check: the planted mismatch did not reach every rank, or entries were lost\n");
+    return 1;
+  }
   return 0;
 usage:
   fprintf(stderr, "usage: agg_bench [--ranks N] [--per-host L] [--rate R] [--seconds S] [--flush-ms F] "
-                  "[--poll-ms P] [--threads T] [--no-direct]\n");
+                  "[--poll-ms P] [--threads T] [--no-direct] [--check]\n");
   return 1;
 }
