@@ -206,19 +206,19 @@ static inline uint32_t nti_mix(uint64_t h, uint64_t v) {
   h *= 0xff51afd7ed558ccdull;
   return (uint32_t)(h ^ (h >> 32));
 }
+/* Two dependent rounds, not one per field: the small fields are packed into
+ * one word first (op 8 bits, dtype 8, redop 16, root 32; a custom redop
+ * that differs only above bit 15 would collide, which a 32-bit hash allows
+ * anyway).  The hash is informational (docs/wire-protocol.md): the exchange
+ * and the tools compare the fields themselves. */
 static inline uint32_t nti_fp_coll(unsigned kind, uint64_t count, int dtype, int redop, int root) {
-  uint64_t h = nti_mix(0x6e63636cull, ntr_kind_fp_op(kind));
-  h = nti_mix(h, count);
-  h = nti_mix(h, (uint32_t)dtype);
-  h = nti_mix(h, (uint32_t)redop);
-  return nti_mix(h, (uint32_t)root);
+  uint64_t packed = (uint64_t)(ntr_kind_fp_op(kind) & 0xffu) | (uint64_t)((uint32_t)dtype & 0xffu) << 8 |
+                    (uint64_t)((uint32_t)redop & 0xffffu) << 16 | (uint64_t)(uint32_t)root << 32;
+  return nti_mix(nti_mix(0x6e63636cull, packed), count);
 }
 static inline uint32_t nti_fp_p2p(uint64_t seq, uint64_t count, int dtype, int peer, int dir) {
-  uint64_t h = nti_mix(0x70327032ull, seq);
-  h = nti_mix(h, count);
-  h = nti_mix(h, (uint32_t)dtype);
-  h = nti_mix(h, (uint32_t)peer);
-  return nti_mix(h, (uint32_t)dir);
+  uint64_t packed = (uint64_t)((uint32_t)dtype & 0xffu) | (uint64_t)(dir & 1) << 8 | (uint64_t)(uint32_t)peer << 32;
+  return nti_mix(nti_mix(nti_mix(0x70327032ull, packed), count), seq);
 }
 
 /* ------------------------------------------------------------ record.c -- */

@@ -18,29 +18,55 @@
 /* ---------------------------------------------------------- common -- */
 
 /* Fill and publish the CALL record before the real call: a call that never
- * returns (lazy connection to a peer that never comes) is still visible. */
-static void op_record(struct nti_op *o) {
+ * returns (lazy connection to a peer that never comes) is still visible.
+ * Inlined into every wrapper; each field of the record is stored once. */
+static inline __attribute__((always_inline)) void op_record(struct nti_op *o) {
   struct nti_comm *c = nti_comm_lookup(o->comm);
   o->c = c;
   int p2p = o->kind == NTR_KIND_SEND || o->kind == NTR_KIND_RECV;
-  if (c && !p2p) {
-    /* Relaxed: the counter only has to hand out unique, ordered numbers;
-     * readers of the mapping accept a stale value. */
-    o->seq = __atomic_add_fetch(&c->cs->coll_seq, 1, __ATOMIC_RELAXED);
-  } else if (c && p2p && o->peer >= 0 && o->peer < c->np2p) {
-    o->seq = __atomic_add_fetch(&c->p2p_seq[o->dir * c->np2p + o->peer], 1, __ATOMIC_RELAXED);
-  } else {
-    o->seq = 0;
+  uint64_t *ctr = NULL;
+  if (c && !p2p)
+    ctr = &c->cs->coll_seq;
+  else if (c && p2p && o->peer >= 0 && o->peer < c->np2p)
+    ctr = &c->p2p_seq[o->dir * c->np2p + o->peer];
+  /* NCCL forbids using one communicator from several threads at once
+   * (its docs: primitives are not thread-safe, threads use separate
+   * communicators), so right now this thread is the only writer of these
+   * counters: a load and a store hand out unique, ordered numbers without
+   * a locked read-modify-write.  Use from another thread later is ordered
+   * by whatever synchronization the application needs for NCCL itself.  A
+   * program that breaks the rule races inside NCCL anyway; here it could
+   * only get a repeated seq, never a torn or lost record.  Atomic (relaxed)
+   * so the watchdog and readers of the mapping see whole values. */
+  o->seq = 0;
+  if (ctr) {
+    o->seq = __atomic_load_n(ctr, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(ctr, o->seq, __ATOMIC_RELAXED);
   }
   uint64_t pos;
-  struct ntr_record *r = nti_record_begin(&pos, o->kind, NTR_PHASE_CALL, c);
-  r->seq = o->seq;
-  r->count = o->count;
+  struct ntr_record *r = ntr_ring_reserve(&nti_g.ring, &pos);
+  uint64_t tsc = ntr_clock_now_inline();
+  uint16_t flags = nti_tls.group_depth ? NTR_REC_IN_GROUP : 0;
+  if (!nti_tracked(c))
+    flags |= NTR_REC_NO_TRACKING; /* said once at startup; no patch later */
+  r->tsc = tsc;
+  r->tsc_done = 0;
+  r->kind = (uint16_t)o->kind;
+  r->phase = NTR_PHASE_CALL;
   r->dtype = (uint8_t)o->dtype;
+  r->result = -1;
+  r->count = o->count;
+  r->seq = o->seq;
+  r->aux = 0;
+  r->stack_id = NTI_UNLIKELY(ntr_cfg.stacks) ? nti_stack_id() : 0;
   r->u.buf.sendbuf = (uint64_t)(uintptr_t)o->sendbuf;
   r->u.buf.recvbuf = (uint64_t)(uintptr_t)o->recvbuf;
   r->u.buf.stream = (uint64_t)(uintptr_t)o->stream;
+  r->tid = nti_tid();
+  r->group_depth = (uint16_t)nti_tls.group_depth;
+  r->group_id = nti_tls.group_id;
   if (p2p) {
+    r->redop = -1;
     r->peer = o->peer;
     r->fp = nti_fp_p2p(o->seq, o->count, o->dtype, o->peer, o->dir);
   } else {
@@ -48,11 +74,19 @@ static void op_record(struct nti_op *o) {
     r->peer = o->root;
     r->fp = nti_fp_coll(o->kind, o->count, o->dtype, o->redop, o->root);
   }
-  if (NTI_UNLIKELY(ntr_cfg.stacks))
-    r->stack_id = nti_stack_id();
-  if (!nti_tracked(c))
-    r->flags |= NTR_REC_NO_TRACKING; /* said once at startup; no patch later */
-  o->tsc = r->tsc;
+  if (c) {
+    r->comm_id = c->cs->comm_id;
+    r->rank = c->cs->rank;
+    r->nranks = c->cs->nranks;
+    if (c->nonblocking)
+      flags |= NTR_REC_NONBLOCKING;
+  } else {
+    r->comm_id = 0;
+    r->rank = -1;
+    r->nranks = 0;
+  }
+  r->flags = flags;
+  o->tsc = tsc;
   o->pos = pos;
   o->rec = r;
   /* Published without the recent[] copy: the watchdog copies collective
@@ -65,7 +99,7 @@ static void op_record(struct nti_op *o) {
 /* Store the result into our record.  The watchdog copies a record into
  * recent[] only once its result is set (or after a second); if it already
  * passed this one, its copy is patched too (rare: a call that took long). */
-static void op_result(const struct nti_op *o, ncclResult_t res) {
+static inline __attribute__((always_inline)) void op_result(const struct nti_op *o, ncclResult_t res) {
   struct ntr_record *r = o->rec;
   if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == o->pos + 1)
     __atomic_store_n(&r->result, (int32_t)res, __ATOMIC_RELAXED);
@@ -78,7 +112,7 @@ static void op_result(const struct nti_op *o, ncclResult_t res) {
  * that needs them), and the watchdog times that out like a lifecycle call.
  * Plain stores to a line the seq counter already brought in; a blocked
  * mark of a lifecycle call in progress (nonblocking init) is left alone. */
-static int op_block(struct nti_op *o) {
+static inline __attribute__((always_inline)) int op_block(struct nti_op *o) {
   struct ntr_comm_state *cs = o->c ? o->c->cs : NULL;
   if (cs && !__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED)) {
     cs->blocked_kind = o->kind;
@@ -90,11 +124,9 @@ static int op_block(struct nti_op *o) {
   return 0;
 }
 
-/* @return 0: forward to NCCL; 1: do not forward, return *res. */
-static int op_pre(struct nti_op *o, ncclResult_t *res) {
-  op_record(o);
-  if (NTI_LIKELY(!nti_strict_on()))
-    return op_block(o);
+/* Strict mode's part of op_pre, out of line: the default path never
+ * enters it. */
+static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_t *res) {
   if (nti_tls.group_depth) {
     if (nti_strict_defer(o) == 0) {
       *res = ncclSuccess;
@@ -110,12 +142,20 @@ static int op_pre(struct nti_op *o, ncclResult_t *res) {
   return op_block(o);
 }
 
+/* @return 0: forward to NCCL; 1: do not forward, return *res. */
+static inline __attribute__((always_inline)) int op_pre(struct nti_op *o, ncclResult_t *res) {
+  op_record(o);
+  if (NTI_LIKELY(!nti_strict_on()))
+    return op_block(o);
+  return op_pre_strict(o, res);
+}
+
 static inline int accepted(ncclResult_t r) {
   /* Nonblocking communicators return ncclInProgress for an op NCCL took. */
   return r == ncclSuccess || r == ncclInProgress;
 }
 
-static void op_post(struct nti_op *o, ncclResult_t res) {
+static inline __attribute__((always_inline)) void op_post(struct nti_op *o, ncclResult_t res) {
   op_result(o, res);
   struct nti_comm *c = o->c;
   if (o->blocked && __atomic_load_n(&c->cs->blocked_since, __ATOMIC_RELAXED) == o->tsc)
@@ -133,14 +173,19 @@ static void op_post(struct nti_op *o, ncclResult_t res) {
     __atomic_store_n(&c->cs->last_enqueued, o->seq, __ATOMIC_RELEASE);
     __atomic_store_n(&c->cs->last_enqueue_tsc, o->tsc, __ATOMIC_RELAXED);
   }
-  nti_complete_track(c, o->stream, p2p ? 0 : o->seq, o->pos, o->tsc, p2p, o->rec);
+  /* Without a driver (or a context) there is no event work at all. */
+  if (nti_tracked(c))
+    nti_complete_track(c, o->stream, p2p ? 0 : o->seq, o->pos, o->tsc, p2p, o->rec);
 }
 
 /* ------------------------------------------------------- generation -- */
 
 /* The wrapper body shared by collectives and p2p.  `real` is resolved first
- * so that a missing function fails the same way traced or not. */
-#define NTI_OP_BODY(name, args)                                              \
+ * so that a missing function fails the same way traced or not.  The op is
+ * filled field by field after the pass-through test: an initializer would
+ * zero the whole struct first (a `rep stos` on every call, traced or not);
+ * the fields left out here are written by op_record before any use. */
+#define NTI_OP_BODY(name, args, fill)                                        \
   nti_fn_##name##_t real = NTI_REAL(name);                                   \
   if (NTI_UNLIKELY(!real))                                                   \
     return ncclInvalidUsage;                                                 \
@@ -148,6 +193,9 @@ static void op_post(struct nti_op *o, ncclResult_t res) {
     return real args;                                                        \
   int nti_errno = errno;                                                     \
   ncclResult_t nti_res;                                                      \
+  struct nti_op nti_o;                                                       \
+  fill;                                                                      \
+  nti_o.blocked = 0;                                                         \
   nti_tls.guard++;                                                           \
   if (!op_pre(&nti_o, &nti_res)) {                                           \
     errno = nti_errno;                                                       \
@@ -161,25 +209,25 @@ static void op_post(struct nti_op *o, ncclResult_t res) {
 
 #define NT_COLL(name, KIND, params, args, a_send, a_recv, a_count, a_dtype, a_redop, a_root, a_comm, a_stream) \
   NTI_EXPORT ncclResult_t name params {                                      \
-    struct nti_op nti_o = {.fn = NTI_FN_##name, .kind = NTR_KIND_##KIND,     \
-                           .sendbuf = (const void *)(a_send),                \
-                           .recvbuf = (void *)(a_recv),                      \
-                           .count = (a_count), .dtype = (int)(a_dtype),      \
-                           .redop = (int)(a_redop), .root = (a_root),        \
-                           .peer = -1, .comm = (a_comm),                     \
-                           .stream = (void *)(a_stream)};                    \
-    NTI_OP_BODY(name, args)                                                  \
+    NTI_OP_BODY(name, args,                                                  \
+                (nti_o.fn = NTI_FN_##name, nti_o.kind = NTR_KIND_##KIND,     \
+                 nti_o.sendbuf = (const void *)(a_send),                     \
+                 nti_o.recvbuf = (void *)(a_recv),                           \
+                 nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype),      \
+                 nti_o.redop = (int)(a_redop), nti_o.root = (a_root),        \
+                 nti_o.peer = -1, nti_o.dir = 0, nti_o.comm = (a_comm),      \
+                 nti_o.stream = (void *)(a_stream)))                         \
   }
 #define NT_P2P(name, KIND, params, args, a_buf, a_count, a_dtype, a_peer, a_comm, a_stream) \
   NTI_EXPORT ncclResult_t name params {                                      \
-    struct nti_op nti_o = {.fn = NTI_FN_##name, .kind = NTR_KIND_##KIND,     \
-                           .sendbuf = (const void *)(a_buf),                 \
-                           .recvbuf = (void *)(a_buf),                       \
-                           .count = (a_count), .dtype = (int)(a_dtype),      \
-                           .redop = -1, .root = -1, .peer = (a_peer),        \
-                           .dir = NTR_KIND_##KIND == NTR_KIND_RECV,          \
-                           .comm = (a_comm), .stream = (void *)(a_stream)};  \
-    NTI_OP_BODY(name, args)                                                  \
+    NTI_OP_BODY(name, args,                                                  \
+                (nti_o.fn = NTI_FN_##name, nti_o.kind = NTR_KIND_##KIND,     \
+                 nti_o.sendbuf = (const void *)(a_buf),                      \
+                 nti_o.recvbuf = (void *)(a_buf),                            \
+                 nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype),      \
+                 nti_o.redop = -1, nti_o.root = -1, nti_o.peer = (a_peer),   \
+                 nti_o.dir = NTR_KIND_##KIND == NTR_KIND_RECV,               \
+                 nti_o.comm = (a_comm), nti_o.stream = (void *)(a_stream)))  \
   }
 #define NT_GROUP(...)
 #define NT_LIFE(...)

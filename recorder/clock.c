@@ -13,7 +13,7 @@
  * caller (ntr_clock_calibrate in practice); every thread that races to decide
  * computes the same value, so relaxed loads and stores suffice (pairs with
  * nothing). */
-static int use_tsc = -1;
+int ntr_clock_use_tsc = -1;
 
 static uint64_t mono_ns(clockid_t id) {
   struct timespec ts;
@@ -38,17 +38,17 @@ static int tsc_invariant(void) {
 }
 
 static int decide(void) {
-  int v = __atomic_load_n(&use_tsc, __ATOMIC_RELAXED);
+  int v = __atomic_load_n(&ntr_clock_use_tsc, __ATOMIC_RELAXED);
   if (v < 0) {
     v = tsc_invariant();
-    __atomic_store_n(&use_tsc, v, __ATOMIC_RELAXED);
+    __atomic_store_n(&ntr_clock_use_tsc, v, __ATOMIC_RELAXED);
   }
   return v;
 }
 
 uint64_t ntr_clock_now(void) {
 #if defined(__x86_64__)
-  int v = __atomic_load_n(&use_tsc, __ATOMIC_RELAXED);
+  int v = __atomic_load_n(&ntr_clock_use_tsc, __ATOMIC_RELAXED);
   if (v > 0 || (v < 0 && decide()))
     return __rdtsc();
 #endif

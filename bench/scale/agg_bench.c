@@ -216,14 +216,14 @@ int main(int argc, char **argv) {
   char name[160], tgt[64];
   int all = oa.r.mm_seen == nranks;
   double offered = rate * nranks, ach = (double)oa.r.fps_sent / oa.r.send_s;
-  snprintf(name, sizeof name, "aggregators: %d ranks x %.0f/s, mismatch report latency (max over ranks)", nranks, rate);
+  snprintf(name, sizeof name, "aggregators (%d ranks/host): %d ranks x %.0f/s, mismatch report latency (max over ranks)", per_host, nranks, rate);
   snprintf(tgt, sizeof tgt, "< 100 ms, all ranks told");
   bu_figure(name, tgt, all && oa.r.mm_lat_max < 0.1, "max %.1f ms, p50 %.1f ms, %d/%d told", oa.r.mm_lat_max * 1e3,
             oa.r.mm_lat_p50 * 1e3, oa.r.mm_seen, nranks);
-  snprintf(name, sizeof name, "aggregators: %d ranks x %.0f/s, load achieved", nranks, rate);
+  snprintf(name, sizeof name, "aggregators (%d ranks/host): %d ranks x %.0f/s, load achieved", per_host, nranks, rate);
   bu_figure(name, "= offered (all fingerprints sent and checked)", ach >= 0.97 * offered && !dropped,
             "%.0f of %.0f fp/s", ach, offered);
-  snprintf(name, sizeof name, "aggregators: root coordinator CPU at %d ranks x %.0f/s", nranks, rate);
+  snprintf(name, sizeof name, "aggregators (%d ranks/host): root coordinator CPU at %d ranks x %.0f/s", per_host, nranks, rate);
   double wa = oa.r.send_s + oa.r.wait_s, wd = od.r.send_s + od.r.wait_s;
   if (direct)
     bu_figure(name, "(info: vs straight connections, same run)", -1,

@@ -12,6 +12,7 @@
 #include "emu_test.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 
 static int init2(int rank, int n, ncclUniqueId id, const char *fault_on_1, int fault_rank, ncclComm_t *comm,
                  cudaStream_t *s, float **a)
@@ -34,7 +35,6 @@ static int still_pending(cudaStream_t s, int ms)
 
 static int case_stall(int rank, int n, ncclUniqueId id, void *arg)
 {
-  (void)arg;
   ncclComm_t comm;
   cudaStream_t s;
   float *a;
@@ -48,6 +48,14 @@ static int case_stall(int rank, int n, ncclUniqueId id, void *arg)
   ncclResult_t st;
   T_NCCL(ncclCommGetAsyncError(comm, &st));
   T_CHECK(st == ncclSuccess, "a stall is silent, but async error is %d", (int)st);
+  /* Both ranks look before either aborts: an abort (and the exit after it)
+   * is a dead peer to the other rank, which would rightly turn its async
+   * error to ncclRemoteError if it looked later (a race under load).  The
+   * stalled comm cannot serve as the barrier, so a shared counter does. */
+  unsigned *checked = arg;
+  __atomic_add_fetch(checked, 1, __ATOMIC_ACQ_REL);
+  for (int i = 0; i < 1000 && __atomic_load_n(checked, __ATOMIC_ACQUIRE) < (unsigned)n; i++)
+    t_sleep_ms(10);
   T_NCCL(ncclCommAbort(comm));
   T_CUDA(cudaStreamSynchronize(s));
   return 0;
@@ -174,7 +182,12 @@ int main(int argc, char **argv)
   int rc;
   double t0 = t_now();
   if (!strcmp(c, "stall"))
-    rc = t_fork_ranks(2, case_stall, NULL, 30);
+  {
+    unsigned *checked = mmap(NULL, sizeof *checked, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (checked == MAP_FAILED)
+      return 1;
+    rc = t_fork_ranks(2, case_stall, checked, 30);
+  }
   else if (!strcmp(c, "async"))
     rc = t_fork_ranks(2, case_async, NULL, 30);
   else if (!strcmp(c, "delay"))

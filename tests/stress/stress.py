@@ -884,7 +884,57 @@ def t_analyze_hostile():
         print("analyze_hostile: seq %#x: exit %d in %.2f s" % (big, p.returncode, time.time() - t0))
 
 
+def t_jobid_threads():
+    """Ranks whose threads create several communicators concurrently, with no
+    launcher job id: every rank must still land in the same job (design §6:
+    the job id derives from the first communicator), or analyze splits them."""
+    nranks = 4
+    env = base_env()
+    iddir = mkdtemp("ids-")
+    procs = [spawn([E["prog"], "load", str(r), str(nranks), iddir, "3", "20", mkdtemp("acks-")], env)
+             for r in range(nranks)]
+    for p in procs:
+        o, e = p.communicate(timeout=60)
+        check(p.returncode == 0, "rank exited %s: %s" % (p.returncode, e[-300:]))
+    dumps = files_in("dumps", "*-exit.zst")
+    check(len(dumps) == nranks, "dumps %s" % dumps)
+    jobs = sorted(set(decode(f)["header"]["job"] for f in dumps))
+    pa = tool("analyze", "--json", *dumps)
+    check(pa.returncode == 0, "analyze: %s" % pa.stderr)
+    a = json.loads(pa.stdout)
+    print("jobid_threads: job ids of the %d ranks: %s; analyze verdict %s over %d rank(s)"
+          % (nranks, jobs, a["verdict"]["class"], len(a.get("ranks", []))))
+    check(len(jobs) == 1, "the ranks of one job got %d different job ids: %s" % (len(jobs), jobs))
+    check(len(a.get("ranks", [])) == nranks and a["verdict"]["class"] == "healthy",
+          "analyze sees %d ranks, verdict %s" % (len(a.get("ranks", [])), a["verdict"]))
+
+
 # --------------------------------------------------------------- threads --
+def tsan_reports(err):
+    """Distinct TSan reports in err, each as 'first frame <-> second frame'."""
+    libs = {os.path.basename(E["lib"]): E["lib"], os.path.basename(E["prog"]): E["prog"]}
+    for f in glob.glob(os.path.join(E["emu"], "lib*.so*")):
+        libs[os.path.basename(f)] = f
+    cache = {}
+
+    def sym(lib, off):
+        path = libs.get(lib)
+        if not path:
+            return "%s+%s" % (lib, off)
+        if (path, off) not in cache:
+            r = subprocess.run(["addr2line", "-f", "-C", "-e", path, off], capture_output=True, text=True).stdout.split("\n")
+            cache[(path, off)] = "%s %s" % (r[0], os.path.basename(r[1]) if len(r) > 1 else "")
+        return cache[(path, off)]
+    out = set()
+    for rep in err.split("==================")[1:]:
+        if "WARNING: ThreadSanitizer" not in rep:
+            continue
+        frames = re.findall(r"^\s+#0 .*?\((\S+)\+(0x[0-9a-f]+)\)", rep, re.M)
+        kind = re.search(r"WARNING: ThreadSanitizer: ([\w -]+)", rep).group(1).strip()
+        out.add("%s: %s" % (kind, " <-> ".join(sym(l, o) for l, o in frames[:2])))
+    return sorted(out)
+
+
 def t_threads():
     """Many threads, each on its own communicator, in one traced process; in
     a sanitizer build the program, the emulator and libnccltrace.so are all
@@ -896,11 +946,20 @@ def t_threads():
         print("SKIP: preloading a TSan library needs clang's static runtime in the program")
         sys.exit(77)
     if san:
-        env["TSAN_OPTIONS"] = "halt_on_error=1:exitcode=66:second_deadlock_stack=1"
+        # TSan's own start-up calls sigaction, which is ours (interposed and
+        # instrumented) before TSan is initialized: its deadly-signal handlers
+        # stay off.  Its symbolizer would inherit LD_PRELOAD: addresses are
+        # symbolized here with addr2line instead.
+        env["TSAN_OPTIONS"] = ("symbolize=0:handle_segv=0:handle_sigbus=0:handle_abort=0:handle_sigill=0:"
+                               "handle_sigfpe=0:halt_on_error=0:exitcode=66:second_deadlock_stack=1")
         env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0:halt_on_error=1"
         env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
     t0 = time.time()
     rc, o, e = run_prog("load", 0, 1, mkdtemp("ids-"), [nthreads, iters, mkdtemp("acks-")], env, timeout=110)
+    races = tsan_reports(e)
+    for r in races:
+        print("TSAN " + r)
+    check(not races, "%d distinct ThreadSanitizer reports (above)" % len(races))
     check("WARNING: ThreadSanitizer" not in e and "ERROR: AddressSanitizer" not in e and "runtime error:" not in e,
           "sanitizer report:\n%s" % e[-6000:])
     check(rc == 0, "load mode exited %s: %s" % (rc, e[-2000:]))

@@ -232,9 +232,40 @@ static const struct nta_p2p *p2p_find(const struct nta_member *m, int peer, int 
   return x && x->peer == peer && x->dir == dir && x->seq == seq ? x : NULL;
 }
 
+/* Seq of the last collective member m issued before time t, 0 none
+ * (colls[] is sorted by seq, which is issue order). */
+static uint64_t coll_seq_before(const struct nta_member *m, uint64_t t) {
+  uint64_t lo = 0, hi = m->ncolls;
+  while (lo < hi) {
+    uint64_t mid = (lo + hi) / 2;
+    if (m->colls[mid].t_ns < t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo ? m->colls[lo - 1].rec->seq : 0;
+}
+
+/* x (a call of rank self) has no counterpart on its peer: the peer never
+ * posted the other half with the same per-pair seq.
+ * - A receive that completed got its data: it was matched.
+ * - A send that is still pending is unmatched if the peer has no receive.
+ * - A send that completed proves nothing by itself: NCCL completes a send
+ *   that fits into the peer's connection buffer before the receive is
+ *   posted (eager, NVIDIA/nccl#544), so the receive may simply come later.
+ *   It is unmatched only once the peer went past the point where it should
+ *   have received: the peer issued more collectives on this communicator
+ *   than the sender had when it sent (collectives order every rank's
+ *   program the same way).  Without that evidence it is not counted. */
 static int p2p_unmatched(const struct nta_comm *c, const struct nta_p2p *x, int self) {
   const struct nta_member *peer = c->by_rank[x->peer];
-  return !x->op.done_ns && !p2p_find(peer, self, !x->dir, x->seq);
+  if (p2p_find(peer, self, !x->dir, x->seq))
+    return 0;
+  if (!x->op.done_ns)
+    return 1;
+  if (x->dir == 1)
+    return 0;
+  return peer->issued > coll_seq_before(c->by_rank[self], x->op.t_ns);
 }
 
 /* The wrong peer: rank a's send to b has no receive on b, while another rank

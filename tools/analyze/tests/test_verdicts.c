@@ -365,6 +365,64 @@ static void t_p2p_peer(void) {
   nta_job_free(&job);
 }
 
+/* Wrong peer with an eager send (the scenario p2p_wrong_peer): in a ring
+ * exchange after 2 AllReduces, rank 2 sends to 0 instead of 3.  The send
+ * fits the peer's buffer and completes without a receive; ranks 0, 1, 2
+ * go on to AllReduce #3 and hang there, rank 3 waits in its receive from
+ * 2.  The completed but unmatched send is the cause, not the AllReduce
+ * rank 3 never reached. */
+static void t_p2p_peer_eager(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *r[4];
+  for (int i = 0; i < 4; i++) {
+    r[i] = world_rank(&job, i, 4);
+    tb_steps(r[i], W, 2, 0);
+  }
+  tb_p2p(r[0], W, 1, 1, 1, 256, 30, 31);
+  tb_p2p(r[0], W, 0, 3, 1, 256, 30, 31);
+  tb_p2p(r[1], W, 1, 2, 1, 256, 30, 31);
+  tb_p2p(r[1], W, 0, 0, 1, 256, 30, 31);
+  tb_p2p(r[2], W, 1, 0, 1, 256, 30, 31); /* 2 -> 0: completed, never received */
+  tb_p2p(r[2], W, 0, 1, 1, 256, 30, 31);
+  tb_p2p(r[3], W, 1, 0, 1, 256, 30, 31);
+  tb_p2p(r[3], W, 0, 2, 1, 256, 30, -1); /* 3 <- 2: never sent */
+  for (int i = 0; i < 3; i++)
+    tb_ar(r[i], W, 1024, 40, -1);
+  for (int i = 0; i < 4; i++)
+    tb_timeout(r[i], W, 0, 1040);
+  run(&job, "p2p_peer_eager");
+  TB_CHECK(job.v.cls == NTA_P2P_MISMATCH && !strcmp(job.v.field, "peer"), "got %s field %s: %s", tb_cls(&job),
+           job.v.field, job.v.summary);
+  TB_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 2) && tb_has_rank(&job.v, 3), "ranks");
+  nta_job_free(&job);
+}
+
+/* A completed send whose receiver is merely behind is no mismatch.  A
+ * pipeline 0 -> 1 -> 2 plus rank 0's eager send #1 to rank 2: rank 0
+ * sends to 2 (completed, fits the buffer) and then exits 3 before its
+ * send to 1; rank 1 waits for it, rank 2 waits for rank 1 and so never
+ * reached its receive from 0.  Rank 2 issued no collective after rank 0's
+ * send, so that send is not unmatched: the exit is the cause. */
+static void t_p2p_eager_behind(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntr_image *r0 = world_rank(&job, 0, 3), *r1 = world_rank(&job, 1, 3), *r2 = world_rank(&job, 2, 3);
+  tb_steps(r0, W, 1, 0);
+  tb_steps(r1, W, 1, 0);
+  tb_steps(r2, W, 1, 0);
+  tb_p2p(r0, W, 1, 2, 1, 100, 20, 21);   /* eager, completed; rank 2 has not received it yet */
+  tb_exit(r0, 3, 60);
+  tb_p2p(r1, W, 0, 0, 1, 100, 25, -1);   /* 1 <- 0 #1: never sent */
+  tb_p2p(r2, W, 0, 1, 1, 100, 25, -1);   /* 2 <- 1 #1: rank 1 is stuck before it */
+  tb_timeout(r1, W, 0, 1030);
+  tb_timeout(r2, W, 0, 1030);
+  run(&job, "p2p_eager_behind");
+  TB_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.nranks == 1 && job.v.ranks[0] == 0, "got %s: %s",
+           tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
 /* Rank 2 never calls ncclCommSplit: 0, 1, 3 wait in it (recorded on the
  * parent; the child is still rank -1, size 0). */
 static void t_split_hang(void) {
@@ -540,6 +598,8 @@ int main(void) {
   t_async_error();
   t_p2p();
   t_p2p_peer();
+  t_p2p_peer_eager();
+  t_p2p_eager_behind();
   t_split_group();
   t_split_hang();
   t_merge();
