@@ -8,9 +8,11 @@
  * (NCCL itself is not signal-safe).
  *
  * Hot path of a collective in the default configuration: TLS guard check,
- * registry lookup (lock-free probe), one fetch_add for the seq, the clock,
- * ring reserve/commit, the real call, a result store, and the completion
- * event (watchdog.c).  No lock, no allocation, no stdio, no syscall of ours.
+ * registry lookup (lock-free probe), the seq (load + store: one thread per
+ * comm at a time, see op_record), the clock, ring reserve/commit, the real
+ * call, a result store, and the completion event when a driver is loaded
+ * (watchdog.c).  No lock, no allocation, no stdio, no syscall of ours; all
+ * of it inlined into each wrapper.
  */
 #include "interpose/nti.h"
 #include "interpose/exchange.h"
@@ -147,7 +149,12 @@ static inline __attribute__((always_inline)) int op_pre(struct nti_op *o, ncclRe
   op_record(o);
   if (NTI_LIKELY(!nti_strict_on()))
     return op_block(o);
-  return op_pre_strict(o, res);
+  /* A copy goes out of line, so the wrapper's op never has its address
+   * taken on the default path and stays in registers. */
+  struct nti_op copy = *o;
+  int rv = op_pre_strict(&copy, res);
+  *o = copy;
+  return rv;
 }
 
 static inline int accepted(ncclResult_t r) {

@@ -128,12 +128,6 @@ static inline struct ntr_record *ntr_ring_reserve(struct ntr_ring *ring, uint64_
      * copied part of the new body then sees commit change and drops it.
      * Pairs with the acquire fence in ntr_ring_read_slot. */
     NTR_FENCE_RELEASE();
-    /* The ring is larger than the caches: fetch a later slot's lines for
-     * writing now, so the claim of a later call does not stall on memory
-     * (a hint only; no ordering, no effect on the protocol). */
-    const struct ntr_record *ahead = &ring->slots[(p + 2) & ring->mask];
-    __builtin_prefetch(ahead, 1, 3);
-    __builtin_prefetch((const char *)ahead + 64, 1, 3);
     *pos = p;
     return rec;
   }

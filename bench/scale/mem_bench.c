@@ -141,6 +141,13 @@ static int sample_full(const char *lib, const char *noop, long calls, const char
   return got > 0 && *rss > 0 ? 0 : -1;
 }
 
+static void rm_tree(const char *dir) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "mem_bench: could not remove %s\n", dir);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--fill-child"))
     return fill_child(atol(argv[2]));
@@ -172,10 +179,12 @@ int main(int argc, char **argv) {
     long a, b, c, d, e, f, g, h;
     if (sample(NULL, emu, prog, settle, tmp, &a, &b) || sample(lib, emu, prog, settle, tmp, &c, &d)) {
       fprintf(stderr, "mem_bench: a rank was not running at the sample (too short a run, or it failed)\n");
+      rm_tree(tmp);
       return 1;
     }
     if (sample_full(NULL, noop, fill, tmp, &e, &f) || sample_full(lib, noop, fill, tmp, &g, &h)) {
       fprintf(stderr, "mem_bench: the full-ring process failed\n");
+      rm_tree(tmp);
       return 1;
     }
     ur[r] = (double)a / 1024;
@@ -187,10 +196,7 @@ int main(int argc, char **argv) {
     ftr[r] = (double)g / 1024;
     ftp[r] = (double)h / 1024;
   }
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-  if (system(cmd) != 0)
-    fprintf(stderr, "mem_bench: could not remove %s\n", tmp);
+  rm_tree(tmp);
   double TR = bu_median(tr, rounds), TP = bu_median(tp, rounds), UR = bu_median(ur, rounds),
          UP = bu_median(up, rounds);
   printf("emulator rank 0 after %.1f s: untraced VmRSS %.1f MiB Pss %.1f MiB; traced VmRSS %.1f MiB Pss %.1f MiB "

@@ -74,6 +74,11 @@ struct emu_shm {
   _Atomic uint32_t unlinked;
   _Atomic int32_t pid[EMU_MAX_RANKS];
   struct emu_ctrl ctrl[EMU_MAX_RANKS];
+  /* p2p connection requests, never cleared (a connection stays):
+   * p2p_want[0][a][b]: rank a has asked to connect for sending to b;
+   * p2p_want[1][a][b]: rank a has asked to connect for receiving from b.
+   * a -> b is connected once both [0][a][b] and [1][b][a] are set. */
+  _Atomic uint8_t p2p_want[2][EMU_MAX_RANKS][EMU_MAX_RANKS];
   /* followed at emu_shm_coll_off by mailboxes */
 };
 
@@ -125,6 +130,9 @@ struct ncclComm {
   /* Last send/recv with each peer fully posted/consumed: the mailbox of a
    * pair carries one message at a time, in order. */
   _Atomic uint64_t send_done[EMU_MAX_RANKS], recv_done[EMU_MAX_RANKS];
+  /* p2p_conn[0][p]: connected for sending to p; [1][p]: for receiving
+   * from p.  Only the thread using the comm touches it (NCCL's rule). */
+  bool p2p_conn[2][EMU_MAX_RANKS];
   uint32_t ctrl_count, split_count, shrink_count;
   struct emu_fault faults[EMU_MAX_FAULTS];
   int nfaults;
@@ -165,6 +173,13 @@ int emu_comm_cancelled(const struct ncclComm *c);
 void emu_set_last_error(struct ncclComm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *emu_get_last_error(struct ncclComm *c);
 void emu_op_finished(struct ncclComm *c);
+
+/* Connect the p2p pairs the ops of a group need and that are not connected
+ * yet, as NCCL's ncclTransportP2pSetup does at the outermost GroupEnd: post
+ * this rank's side, then wait on the host until each peer has posted its
+ * side (a peer that never posts the matching direction keeps us here).
+ * Ends early when a communicator is aborted or revoked. */
+void emu_p2p_connect(struct emu_op *ops);
 
 /* emu_nccl_proto.c: one step of an op's protocol: EMU_STEP_DONE when it is
  * finished (or cancelled by abort/revoke), EMU_STEP_PROGRESS when it moved

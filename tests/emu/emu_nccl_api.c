@@ -335,8 +335,10 @@ static ncclResult_t emu_group_end(bool simulate)
   struct emu_op *ops = emu_group_head;
   emu_group_head = NULL;
   emu_group_tail = &emu_group_head;
-  if (ops)
+  if (ops) {
+    emu_p2p_connect(ops);
     emu_launch(ops);
+  }
   return ncclSuccess;
 }
 
@@ -424,13 +426,48 @@ static ncclResult_t emu_check(const struct emu_op *op)
   return ncclSuccess;
 }
 
+static ncclResult_t emu_enqueue_one(int kind, const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t dtype, int redop, int root, int peer, ncclComm_t comm,
+                                    cudaStream_t stream);
+
+/* NCCL's ncclCommEnsureReady, at the start of every enqueue: it asks
+ * ncclCommGetAsyncError -- the exported symbol, through the PLT, so an
+ * interposer sees a nested call -- and refuses a communicator whose
+ * nonblocking init/split is still in progress (ncclInvalidArgument).  An
+ * async error does not fail the enqueue here (see docs/emulator.md). */
+static ncclResult_t emu_ensure_ready(ncclComm_t comm, const char *nm)
+{
+  if (!emu_comm_valid(comm))
+    return ncclSuccess;   /* emu_check names the invalid handle */
+  ncclResult_t st = ncclSuccess;
+  if (ncclCommGetAsyncError(comm, &st) == ncclSuccess && st == ncclInProgress) {
+    emu_set_last_error(comm, "%s: attempt to use communicator before the previous operation returned ncclSuccess",
+                       nm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t emu_enqueue(int kind, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dtype,
                                 int redop, int root, int peer, ncclComm_t comm, cudaStream_t stream)
+{
+  ncclResult_t rc = emu_enqueue_one(kind, sendbuff, recvbuff, count, dtype, redop, root, peer, comm, stream);
+  /* NCCL's ncclEnqueueCheck ends, for a nonblocking communicator, by
+   * returning ncclCommGetAsyncError's state (again the exported symbol). */
+  if (rc == ncclSuccess && emu_comm_valid(comm) && !comm->blocking && ncclCommGetAsyncError(comm, &rc) != ncclSuccess)
+    rc = ncclInvalidArgument;
+  return rc;
+}
+
+static ncclResult_t emu_enqueue_one(int kind, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dtype,
+                                    int redop, int root, int peer, ncclComm_t comm, cudaStream_t stream)
 {
   struct emu_op probe = { .comm = comm, .kind = kind, .sendbuff = sendbuff, .recvbuff = recvbuff,
                           .count = count, .dtype = (int)dtype, .redop = redop, .root = root, .peer = peer,
                           .stream = stream };
-  ncclResult_t rc = emu_check(&probe);
+  ncclResult_t rc = emu_ensure_ready(comm, emu_kind_names[kind]);
+  if (rc == ncclSuccess)
+    rc = emu_check(&probe);
   if (rc == ncclSuccess && count > 0) {
     struct emu_op *op = malloc(sizeof *op);
     if (!op) {
@@ -477,10 +514,13 @@ EMU_API ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t
   return emu_enqueue(EMU_K_BROADCAST, sendbuff, recvbuff, count, datatype, -1, root, -1, comm, stream);
 }
 
+/* NCCL 2.28's ncclBcast is ncclBroadcast in place, called by its exported
+ * name: through the PLT, so an interposer (or a program defining
+ * ncclBroadcast) sees the nested call. */
 EMU_API ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                 cudaStream_t stream)
 {
-  return emu_enqueue(EMU_K_BROADCAST, buff, buff, count, datatype, -1, root, -1, comm, stream);
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
 }
 
 EMU_API ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,

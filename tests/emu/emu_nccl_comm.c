@@ -255,6 +255,47 @@ static int emu_wait_bell(struct ncclComm *c, bool (*pred)(struct ncclComm *, voi
   }
 }
 
+struct emu_p2p_wait {
+  int dir, peer;
+};
+
+static bool emu_p2p_peer_posted(struct ncclComm *c, void *arg)
+{
+  const struct emu_p2p_wait *w = arg;
+  return atomic_load_explicit(&c->shm->p2p_want[!w->dir][w->peer][c->rank], memory_order_acquire) != 0;
+}
+
+void emu_p2p_connect(struct emu_op *ops)
+{
+  bool posted = false;
+  for (struct emu_op *op = ops; op; op = op->next) {
+    int dir = op->kind == EMU_K_RECV;
+    if ((op->kind != EMU_K_SEND && op->kind != EMU_K_RECV) || op->comm->p2p_conn[dir][op->peer])
+      continue;
+    /* Release pairs with the peer's acquire in emu_p2p_peer_posted. */
+    atomic_store_explicit(&op->comm->shm->p2p_want[dir][op->comm->rank][op->peer], 1, memory_order_release);
+    posted = true;
+  }
+  if (!posted)
+    return;
+  for (struct emu_op *op = ops; op; op = op->next)
+    if (op->kind == EMU_K_SEND || op->kind == EMU_K_RECV)
+      emu_comm_bell(op->comm);
+  for (struct emu_op *op = ops; op; op = op->next) {
+    int dir = op->kind == EMU_K_RECV;
+    if ((op->kind != EMU_K_SEND && op->kind != EMU_K_RECV) || op->comm->p2p_conn[dir][op->peer])
+      continue;
+    struct emu_p2p_wait w = { .dir = dir, .peer = op->peer };
+    if (emu_verbose() && !emu_p2p_peer_posted(op->comm, &w))
+      emu_log("rank %d waits in ncclGroupEnd to connect to rank %d for %s (NCCL's p2p setup)", op->comm->rank,
+              op->peer, dir ? "receiving" : "sending");
+    /* Cancelled (abort, revoke): stop waiting; the launched ops then end
+     * at once as cancelled. */
+    if (emu_wait_bell(op->comm, emu_p2p_peer_posted, &w) == 0)
+      op->comm->p2p_conn[dir][op->peer] = true;
+  }
+}
+
 /* An init that never completed leaves its segment's name behind; whoever
  * gives up on it removes the name so /dev/shm does not fill with them.  A
  * rank arriving later creates a fresh segment and waits there: a hang
