@@ -174,6 +174,38 @@ static void group_launched(void) {
   t->group_overflow = 0;
 }
 
+/* The outermost End is where NCCL connects send/recv peers at their first
+ * exchange (ncclTransportP2pSetup, on the host): it waits there for a peer
+ * that never posts the matching direction.  Mark each comm of the group
+ * blocked in GroupEnd meanwhile, as the collective wrappers do, so the
+ * watchdog times it out and dumps (a blocked mark already set -- a
+ * nonblocking init in progress -- is left alone).  @return the mark. */
+static uint64_t group_block(void) {
+  struct nti_tls *t = &nti_tls;
+  uint64_t now = ntr_clock_now();
+  int any = 0;
+  for (int i = 0; i < t->group_nops; i++) {
+    struct ntr_comm_state *cs = t->group_ops[i].comm->cs;
+    if (__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED))
+      continue;
+    cs->blocked_kind = NTR_KIND_GROUP_END;
+    cs->blocked_tid = nti_tid();
+    /* Release: kind/tid are visible to a reader that sees blocked_since. */
+    __atomic_store_n(&cs->blocked_since, now, __ATOMIC_RELEASE);
+    any = 1;
+  }
+  return any ? now : 0;
+}
+
+static void group_unblock(uint64_t since) {
+  struct nti_tls *t = &nti_tls;
+  for (int i = 0; i < t->group_nops; i++) {
+    struct ntr_comm_state *cs = t->group_ops[i].comm->cs;
+    if (__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED) == since)
+      __atomic_store_n(&cs->blocked_since, 0, __ATOMIC_RELEASE);
+  }
+}
+
 static void group_record(unsigned kind, int result, int depth) {
   uint64_t pos;
   struct ntr_record *r = nti_record_begin(&pos, kind, NTR_PHASE_CALL, NULL);
@@ -234,9 +266,12 @@ static ncclResult_t group_end(unsigned kind, ncclSimInfo_t *sim) {
     else if (res == ncclSuccess && verdict != ncclSuccess)
       res = verdict;
   } else {
+    uint64_t since = !send && depth == 1 ? group_block() : 0;
     errno = saved;
     res = send ? send(sim) : end();
     saved = errno;
+    if (since)
+      group_unblock(since);
   }
   if (depth > 0)
     nti_tls.group_depth--;

@@ -178,8 +178,11 @@ void emu_op_finished(struct ncclComm *c);
  * yet, as NCCL's ncclTransportP2pSetup does at the outermost GroupEnd: post
  * this rank's side, then wait on the host until each peer has posted its
  * side (a peer that never posts the matching direction keeps us here).
- * Ends early when a communicator is aborted or revoked. */
-void emu_p2p_connect(struct emu_op *ops);
+ * Ends early when a communicator is aborted or revoked.  *held gets the
+ * comms it took a reference on (malloc'ed, NULL when none): the caller
+ * launches the ops, then emu_comm_put()s each and frees the array.
+ * @return the number of entries in *held. */
+int emu_p2p_connect(struct emu_op *ops, struct ncclComm ***held);
 
 /* emu_nccl_proto.c: one step of an op's protocol: EMU_STEP_DONE when it is
  * finished (or cancelled by abort/revoke), EMU_STEP_PROGRESS when it moved

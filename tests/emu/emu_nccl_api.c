@@ -336,8 +336,12 @@ static ncclResult_t emu_group_end(bool simulate)
   emu_group_head = NULL;
   emu_group_tail = &emu_group_head;
   if (ops) {
-    emu_p2p_connect(ops);
+    struct ncclComm **held;
+    int nheld = emu_p2p_connect(ops, &held);
     emu_launch(ops);
+    for (int i = 0; i < nheld; i++)
+      emu_comm_put(held[i]);
+    free(held);
   }
   return ncclSuccess;
 }

@@ -265,22 +265,34 @@ static bool emu_p2p_peer_posted(struct ncclComm *c, void *arg)
   return atomic_load_explicit(&c->shm->p2p_want[!w->dir][w->peer][c->rank], memory_order_acquire) != 0;
 }
 
-void emu_p2p_connect(struct emu_op *ops)
+int emu_p2p_connect(struct emu_op *ops, struct ncclComm ***held)
 {
-  bool posted = false;
+  int n = 0;
+  *held = NULL;
+  for (struct emu_op *op = ops; op; op = op->next) {
+    int dir = op->kind == EMU_K_RECV;
+    if ((op->kind == EMU_K_SEND || op->kind == EMU_K_RECV) && !op->comm->p2p_conn[dir][op->peer])
+      n++;
+  }
+  if (!n)
+    return 0;
+  /* A reference per waiting op: another thread may ncclCommAbort the comm
+   * to break this very wait (PyTorch's watchdog does), and the caller still
+   * launches the (then cancelled) ops on it. */
+  struct ncclComm **h = malloc((size_t)n * sizeof *h); /* NULL (no memory): wait without references */
+  int k = 0;
   for (struct emu_op *op = ops; op; op = op->next) {
     int dir = op->kind == EMU_K_RECV;
     if ((op->kind != EMU_K_SEND && op->kind != EMU_K_RECV) || op->comm->p2p_conn[dir][op->peer])
       continue;
+    if (h) {
+      atomic_fetch_add(&op->comm->refs, 1);
+      h[k++] = op->comm;
+    }
     /* Release pairs with the peer's acquire in emu_p2p_peer_posted. */
     atomic_store_explicit(&op->comm->shm->p2p_want[dir][op->comm->rank][op->peer], 1, memory_order_release);
-    posted = true;
+    emu_comm_bell(op->comm);
   }
-  if (!posted)
-    return;
-  for (struct emu_op *op = ops; op; op = op->next)
-    if (op->kind == EMU_K_SEND || op->kind == EMU_K_RECV)
-      emu_comm_bell(op->comm);
   for (struct emu_op *op = ops; op; op = op->next) {
     int dir = op->kind == EMU_K_RECV;
     if ((op->kind != EMU_K_SEND && op->kind != EMU_K_RECV) || op->comm->p2p_conn[dir][op->peer])
@@ -294,6 +306,8 @@ void emu_p2p_connect(struct emu_op *ops)
     if (emu_wait_bell(op->comm, emu_p2p_peer_posted, &w) == 0)
       op->comm->p2p_conn[dir][op->peer] = true;
   }
+  *held = h;
+  return k;
 }
 
 /* An init that never completed leaves its segment's name behind; whoever

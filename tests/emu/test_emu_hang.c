@@ -13,6 +13,10 @@
  *              pending AllReduce never completes; abort releases it.
  *   revoke:    a hung collective is cancelled by ncclCommRevoke; the async
  *              state goes ncclInProgress -> ncclSuccess.
+ *   p2p:       NCCL connects a send/recv pair at its first exchange, on the
+ *              host: rank 0's first ncclSend to rank 1 does not return until
+ *              rank 1 posts its ncclRecv.  Once connected, a small send
+ *              completes (its stream too) before the receive is posted.
  * Usage: test_emu_hang CASE */
 #include "emu_test.h"
 
@@ -205,6 +209,63 @@ static int case_revoke(int rank, int n, ncclUniqueId id, void *arg)
   return 0;
 }
 
+struct sender {
+  float *a;
+  ncclComm_t comm;
+  cudaStream_t s;
+  volatile int returned;
+};
+
+static void *send_thread(void *p)
+{
+  struct sender *x = p;
+  if (ncclSend(x->a, 64, ncclFloat, 1, x->comm, x->s) == ncclSuccess)
+    __atomic_store_n(&x->returned, 1, __ATOMIC_RELEASE);
+  else
+    __atomic_store_n(&x->returned, -1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int case_p2p(int rank, int n, ncclUniqueId id, void *arg)
+{
+  (void)arg;
+  ncclComm_t comm;
+  cudaStream_t s;
+  float *a, *b;
+  if (setup(rank, n, id, &comm, &s, &a, &b))
+    return 1;
+  if (rank == 0) {
+    /* 1. First exchange: the call itself waits for the peer's side. */
+    struct sender x = { .a = a, .comm = comm, .s = s, .returned = 0 };
+    pthread_t th;
+    double t0 = t_now();
+    pthread_create(&th, NULL, send_thread, &x);
+    pthread_join(th, NULL);
+    T_CHECK(x.returned == 1, "first ncclSend failed");
+    T_CHECK(t_now() - t0 > 0.8, "first ncclSend returned after %.2f s, before the peer posted its recv",
+            t_now() - t0);
+    T_CUDA(cudaStreamSynchronize(s));
+    /* 2. Connected: a small send completes before the receive exists. */
+    T_NCCL(ncclSend(a, 64, ncclFloat, 1, comm, s));
+    struct syncer sy;
+    start_sync(&sy, s);
+    T_CHECK(wait_done(&sy, 1.0), "connected small send did not complete without the receive");
+    pthread_join(sy.th, NULL);
+  } else {
+    t_sleep_ms(1000);   /* rank 0 is inside its first ncclSend meanwhile */
+    T_NCCL(ncclRecv(b, 64, ncclFloat, 0, comm, s));
+    T_CUDA(cudaStreamSynchronize(s));
+    T_CHECK(b[0] == 1, "first recv got %g", (double)b[0]);
+    t_sleep_ms(1500);   /* rank 0's second send completes meanwhile */
+    b[0] = 0;
+    T_NCCL(ncclRecv(b, 64, ncclFloat, 0, comm, s));
+    T_CUDA(cudaStreamSynchronize(s));
+    T_CHECK(b[0] == 1, "second recv got %g", (double)b[0]);
+  }
+  T_NCCL(ncclCommDestroy(comm));
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   static const struct {
@@ -212,7 +273,8 @@ int main(int argc, char **argv)
     t_rank_fn fn;
     int n;
   } cases[] = { { "skip", case_skip, 2 },   { "mismatch", case_mismatch, 2 }, { "count", case_count, 2 },
-                { "init", case_init, 2 },   { "death", case_death, 3 },       { "revoke", case_revoke, 2 } };
+                { "init", case_init, 2 },   { "death", case_death, 3 },       { "revoke", case_revoke, 2 },
+                { "p2p", case_p2p, 2 } };
   const char *want = argc > 1 ? argv[1] : "";
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     if (!strcmp(want, cases[i].name)) {
@@ -221,6 +283,6 @@ int main(int argc, char **argv)
       printf("%s: %s (%.1f s)\n", rc ? "FAIL" : "ok", cases[i].name, t_now() - t0);
       return rc;
     }
-  fprintf(stderr, "usage: %s skip|mismatch|count|init|death|revoke\n", argv[0]);
+  fprintf(stderr, "usage: %s skip|mismatch|count|init|death|revoke|p2p\n", argv[0]);
   return 1;
 }
