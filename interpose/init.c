@@ -52,8 +52,14 @@ static struct ntr_ring_config ring_config(void) {
 
 static pthread_mutex_t activate_lock = PTHREAD_MUTEX_INITIALIZER;
 static int activate_tried; /* atomic: one attempt per process image */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static void nti_init(void);
 
 void nti_activate(void) {
+  /* NCCL may be called before our constructor ran: from the constructor of
+   * a library the loader initializes before us (a needed library of the
+   * program).  The configuration is read once, whoever comes first. */
+  pthread_once(&init_once, nti_init);
   if (nti_g.disabled || __atomic_load_n(&activate_tried, __ATOMIC_ACQUIRE))
     return;
   pthread_mutex_lock(&activate_lock);
@@ -105,6 +111,10 @@ void nti_fork_install(void) {
 }
 
 __attribute__((constructor)) static void nti_constructor(void) {
+  pthread_once(&init_once, nti_init);
+}
+
+static void nti_init(void) {
   ntr_config_load();
   if (ntr_cfg.disable) {
     /* Pure pass-through, decided once: no ring, no thread, no handler. */

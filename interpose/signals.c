@@ -34,6 +34,7 @@ static struct sigaction app_act[NSIG][2];
 static int app_idx[NSIG];            /* which copy is current (atomic) */
 static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fatal_taken;              /* first fatal signal wins (atomic) */
+static int app_touched[NSIG];        /* the application set a disposition after we loaded (atomic) */
 
 static int resolve_real(void) {
   if (!real_sigaction)
@@ -112,6 +113,13 @@ static void die_by(int sig) {
     real_sigaction(sig, &dfl, NULL);
   __atomic_store_n(&installed[sig], 0, __ATOMIC_RELEASE);
   raise(sig);
+  /* Deliver it now, while the other trigger signals are still blocked by
+   * our sa_mask: a SIGINT that arrived during a SIGTERM dump must not decide
+   * what the process dies of (pthread_sigmask: one rt_sigprocmask syscall). */
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  pthread_sigmask(SIG_UNBLOCK, &only, NULL);
 }
 
 static void mark_signaled(int sig) {
@@ -123,6 +131,12 @@ static void mark_signaled(int sig) {
 
 static void on_fatal(int sig, siginfo_t *si, void *uc) {
   int rc = -1;
+  /* Sent by kill/raise (si_code <= 0) to a signal the application ignores:
+   * the kernel drops it, and so do we.  A real fault (si_code > 0) is not
+   * ignorable; the kernel forces the default then. */
+  struct sigaction app = app_get(sig);
+  if (!(app.sa_flags & SA_SIGINFO) && app.sa_handler == SIG_IGN && si && si->si_code <= 0)
+    return;
   /* Evidence once per process: a second fault (maybe inside our own dump,
    * or on another thread) goes straight to the chaining below. */
   if (nti_g.active && !__atomic_exchange_n(&fatal_taken, 1, __ATOMIC_ACQ_REL)) {
@@ -167,13 +181,23 @@ static void on_term(int sig, siginfo_t *si, void *uc) {
 }
 
 static void on_usr1(int sig, siginfo_t *si, void *uc) {
+  int rc = -1;
   if (nti_g.active) {
     nti_record_event(NTR_KIND_SIGNAL, NULL, "SIGUSR1", 0, (uint64_t)sig, 0);
-    nti_dump_now(NTR_TRIG_SIGUSR1, sig, 0, "SIGUSR1");
+    rc = nti_dump_now(NTR_TRIG_SIGUSR1, sig, 0, "SIGUSR1");
   }
   /* Dump and continue: SIGUSR1's default (terminate) is NOT applied; only
-   * an application handler is called. */
-  chain(sig, si, uc);
+   * an application handler is called -- unless the application itself set
+   * SIG_DFL after we loaded (a handler that resets and re-raises): then it
+   * dies of SIGUSR1 as it would without us. */
+  if (chain(sig, si, uc) == 0 && __atomic_load_n(&app_touched[sig], __ATOMIC_ACQUIRE)) {
+    if (nti_g.active) {
+      mark_signaled(sig);
+      if (rc == 0)
+        unlink(nti_g.ring.path);
+    }
+    die_by(sig);
+  }
 }
 
 void nti_signals_install(void) {
@@ -186,6 +210,11 @@ void nti_signals_install(void) {
     struct sigaction act, old;
     memset(&act, 0, sizeof act);
     sigemptyset(&act.sa_mask);
+    /* While a handler dumps, the other trigger signals wait: the first one
+     * decides, as it would without us (die_by unblocks only its own). */
+    sigaddset(&act.sa_mask, SIGTERM);
+    sigaddset(&act.sa_mask, SIGINT);
+    sigaddset(&act.sa_mask, SIGUSR1);
     /* SA_ONSTACK: a stack overflow SIGSEGV can only be handled on the
      * application's alternate stack, if it set one. */
     act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
@@ -217,8 +246,10 @@ NTI_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
    * ours stays installed.  SIGKILL/SIGSTOP never reach here (not ours). */
   pthread_mutex_lock(&app_lock);
   struct sigaction prev = app_get(sig);
-  if (act)
+  if (act) {
     app_set(sig, act);
+    __atomic_store_n(&app_touched[sig], 1, __ATOMIC_RELEASE);
+  }
   pthread_mutex_unlock(&app_lock);
   if (oldact)
     *oldact = prev;

@@ -46,8 +46,11 @@ static int is_file(const char *p) {
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* NCCLTRACE_LIB, the build tree next to this executable, the install
- * libdir, then ../lib next to the executable.  @return 0 or -1. */
+/* NCCLTRACE_LIB, the build tree next to this executable, the libdir next to
+ * this executable's bindir (an install, wherever DESTDIR or a move put it),
+ * the configured libdir, ../lib next to the executable, and last the build
+ * tree this command was built in.  An installed command must preload its own
+ * library, never a build tree that happens to still exist.  @return 0 or -1. */
 static int find_lib(char *out, size_t len) {
   const char *e = getenv("NCCLTRACE_LIB");
   if (e && *e) {
@@ -68,14 +71,20 @@ static int find_lib(char *out, size_t len) {
       copy_path(dir, sizeof dir, exe);
     }
   }
-  char cand[4][PATH_MAX + 64];
+  const char *rel = NULL; /* the libdir below the prefix, e.g. "/lib/x86_64-linux-gnu" */
+  size_t pl = strlen(NTR_PREFIX);
+  if (strncmp(NTR_LIBDIR, NTR_PREFIX, pl) == 0 && NTR_LIBDIR[pl] == '/')
+    rel = NTR_LIBDIR + pl;
+  char cand[5][PATH_MAX + 64];
   int nc = 0;
   if (dir[0])
     snprintf(cand[nc++], sizeof cand[0], "%s/../interpose/libnccltrace.so", dir);
-  snprintf(cand[nc++], sizeof cand[0], "%s/interpose/libnccltrace.so", NTR_BUILD_ROOT);
+  if (dir[0] && rel)
+    snprintf(cand[nc++], sizeof cand[0], "%s/..%s/libnccltrace.so", dir, rel);
   snprintf(cand[nc++], sizeof cand[0], "%s/libnccltrace.so", NTR_LIBDIR);
   if (dir[0])
     snprintf(cand[nc++], sizeof cand[0], "%s/../lib/libnccltrace.so", dir);
+  snprintf(cand[nc++], sizeof cand[0], "%s/interpose/libnccltrace.so", NTR_BUILD_ROOT);
   for (int i = 0; i < nc; i++) {
     if (is_file(cand[i])) {
       char real[PATH_MAX];

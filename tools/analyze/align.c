@@ -132,6 +132,17 @@ static int merge_one(struct nta_proc *p, struct ntr_image **imgs, int n) {
     p->recs[w++] = p->recs[j];
   }
   p->nrecs = w;
+  /* The union is all the analysis reads of the records: the images' own
+   * copies go now, or every record would be held twice (1,024 ranks x 65,536
+   * records is 8 GiB per copy).  Headers and comm states stay. */
+  for (int i = 0; i < n; i++) {
+    free(imgs[i]->recs);
+    imgs[i]->recs = NULL;
+    imgs[i]->nrecs = 0;
+  }
+  struct ntr_record *fit = w < total ? realloc(p->recs, (w ? w : 1) * sizeof(*p->recs)) : NULL;
+  if (fit)
+    p->recs = fit;
   p->lost = p->img->lost;
   if (w) {
     p->first_ns = nta_rec_ns(p, &p->recs[0]);
@@ -312,6 +323,10 @@ static int proc_records(struct nta_proc *p, struct nta_pm *pm, int n) {
       m->init_enter_ns = t;
     if (r->kind == NTR_KIND_COMM_ABORT && r->phase != NTR_PHASE_EXIT && !m->abort_ns)
       m->abort_ns = t;
+    /* ncclInProgress (7) is a nonblocking init still running, not a failure. */
+    if (is_init_kind(r->kind) && r->phase == NTR_PHASE_EXIT && r->result > 0 && r->result != 7 &&
+        !m->init_fail_ns)
+      m->init_fail_ns = t ? t : 1;
     if (r->phase == NTR_PHASE_EXIT)
       continue;
     if (ntr_kind_is_collective(r->kind)) {
@@ -355,6 +370,9 @@ static void member_state(struct nta_member *m) {
       m->init_enter_ns = ntr_image_ns(m->proc->img, cs->blocked_since);
     if (cs->lifecycle == NTR_COMM_ABORTED && !m->abort_ns)
       m->abort_ns = m->proc->last_ns;
+    /* The EXIT record may have been overwritten; the state still says so. */
+    if (cs->lifecycle == NTR_COMM_INIT_FAILED && !m->init_fail_ns)
+      m->init_fail_ns = m->proc->last_ns ? m->proc->last_ns : 1;
   } else {
     m->enqueued = m->issued;
     for (uint64_t i = 0; i < m->ncolls; i++)

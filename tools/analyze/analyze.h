@@ -85,6 +85,7 @@ struct nta_member {
   int tracking;                 /* completion tracking worked for this member */
   uint64_t init_enter_ns;       /* 0 unknown */
   int in_init;                  /* init entered, never returned */
+  uint64_t init_fail_ns;        /* init returned an error (or the comm says it failed), 0 none */
   uint64_t abort_ns;            /* CommAbort entered, 0 none */
   uint64_t first_ns;
 };
@@ -139,6 +140,8 @@ struct nta_cand {
   int exit_code, signo, error;
   int victim;                   /* the process was itself stuck first: an effect */
   int noise;                    /* launcher SIGTERM / SIGINT: an effect unless alone */
+  int refused;                  /* env_mismatch that failed the comm's init (NCCLTRACE_ENV_CHECK=abort):
+                                 * a cause, and the deaths after that failed init are its effects */
   char summary[1024];
 };
 

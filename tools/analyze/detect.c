@@ -104,6 +104,30 @@ static const char *plural(int n) {
 
 /* ------------------------------------------------- collective mismatch -- */
 
+/* The smallest collective seq above s that some member recorded; *more = 0
+ * when there is none.  Seqs come from hostile files (a ring is not
+ * checksummed): walk the seqs present, never the numeric span between them. */
+static uint64_t next_seq(const struct nta_comm *c, uint64_t s, int *more) {
+  uint64_t best = 0;
+  *more = 0;
+  for (int i = 0; i < c->nmembers; i++) {
+    const struct nta_member *m = &c->members[i];
+    uint64_t lo = 0, hi = m->ncolls;
+    while (lo < hi) {
+      uint64_t mid = (lo + hi) / 2;
+      if (m->colls[mid].rec->seq <= s)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < m->ncolls && (!*more || m->colls[lo].rec->seq < best)) {
+      best = m->colls[lo].rec->seq;
+      *more = 1;
+    }
+  }
+  return best;
+}
+
 static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
   /* Only the span of seqs some record covers (a wrapped ring starts late). */
   uint64_t maxseq = 0, minseq = UINT64_MAX;
@@ -121,7 +145,8 @@ static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
   int *gsize = calloc((size_t)c->nranks, sizeof(*gsize));
   if (!ops || !grp || !gsize)
     goto out;
-  for (uint64_t s = minseq; s <= maxseq && maxseq; s++) {
+  int more = maxseq != 0;
+  for (uint64_t s = minseq; more && s <= maxseq; s = next_seq(c, s, &more)) {
     int n = 0, ng = 0;
     for (int r = 0; r < c->nranks; r++) {
       ops[r] = c->by_rank[r] ? op_at(c->by_rank[r], s) : NULL;
@@ -606,10 +631,34 @@ static const char *env_get(const struct ntr_image *img, const char *name, size_t
   return NULL;
 }
 
-static void detect_env(struct nta_job *job, const struct nta_comm *c) {
-  /* Candidate variable names: every NCCL_* name any member has. */
-  char best[64] = "";
+/* NCCLTRACE_ENV_CHECK=abort leaves, on a member whose init of c failed, the
+ * coordinator's ENV_DIFF record of c from before that failure: the variable
+ * it refused the init for goes to name.  Only then is the difference a proven
+ * cause; otherwise (NCCL_DEBUG differing on a healthy job) it is a hint.
+ * @return 1 refused, 0 not. */
+static int env_refused(const struct nta_comm *c, char *name, size_t len) {
   for (int i = 0; i < c->nmembers; i++) {
+    const struct nta_member *m = &c->members[i];
+    if (!m->init_fail_ns)
+      continue;
+    for (uint64_t j = 0; j < m->proc->nrecs; j++) {
+      const struct ntr_record *r = &m->proc->recs[j];
+      if (r->kind != NTR_KIND_ENV_DIFF || r->comm_id != c->id || nta_rec_ns(m->proc, r) > m->init_fail_ns)
+        continue;
+      size_t l = strnlen(r->u.text, sizeof(r->u.text));
+      snprintf(name, len, "%.*s", (int)l, r->u.text);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void detect_env(struct nta_job *job, const struct nta_comm *c) {
+  /* The variable the coordinator refused the init for, else the first
+   * (by name) of every NCCL_* name any member has that differs. */
+  char best[64] = "";
+  int refused = env_refused(c, best, sizeof(best));
+  for (int i = 0; i < c->nmembers && !refused; i++) {
     const struct ntr_image *img = c->members[i].proc->img;
     uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
     const char *e = img->hdr.env, *end = e + len;
@@ -655,6 +704,7 @@ static void detect_env(struct nta_job *job, const struct nta_comm *c) {
   if (!k)
     return;
   k->comm = c;
+  k->refused = refused;
   snprintf(k->field, sizeof(k->field), "%s", best);
   char diff[256] = "", hex[17], rl[256];
   nta_comm_hex(c->id, hex);
@@ -672,9 +722,10 @@ static void detect_env(struct nta_job *job, const struct nta_comm *c) {
     }
   }
   rank_list(k->ranks, k->nranks, rl, sizeof(rl));
-  snprintf(k->summary, sizeof(k->summary), "%s differs on comm %s: %s %s %s %s=%s while the others have %s",
+  snprintf(k->summary, sizeof(k->summary), "%s differs on comm %s: %s %s %s %s=%s while the others have %s%s",
            best, hex, plural(k->nranks), rl, k->nranks == 1 ? "has" : "have", best, diff,
-           maj ? maj : "(unset)");
+           maj ? maj : "(unset)",
+           refused ? "; the coordinator refused the comm's init for it (NCCLTRACE_ENV_CHECK=abort)" : "");
 }
 
 /* ------------------------------------------------------------- stall -- */

@@ -2,9 +2,12 @@
  * the earliest independent cause wins; priority (explicit exit/crash/abort >
  * fingerprint mismatch > missing collective / init hang > NCCL async error >
  * env difference > stall) only breaks near-ties and decides what counts as an
- * effect.  Priority never beats time: a death, abort or error that comes after
- * the job was already stuck (a watchdog timeout, or the dying rank itself had
- * been waiting) is an effect of what stuck it.
+ * effect.  Priority never beats time: a death, abort or error that comes
+ * after the job was already stuck (a watchdog timeout, or the dying rank
+ * itself had been waiting) is an effect of what stuck it.  An env difference
+ * is a cause of its own only when the coordinator refused a comm's init for
+ * it (NCCLTRACE_ENV_CHECK=abort): the exits after that failed init are its
+ * effects; otherwise it is a hint that only outranks a plain stall.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +39,26 @@ static int is_death(enum nta_class c) {
   return c == NTA_RANK_EXIT || c == NTA_RANK_CRASH || c == NTA_RANK_KILLED || c == NTA_APP_ABORT;
 }
 
+/* Did p's init of a comm fail, no later than t, because the coordinator
+ * refused it for an env difference?  Then what p did next (exit 1 on
+ * ncclInvalidUsage) is that difference's effect. */
+static int refused_before(const struct nta_job *job, const struct nta_proc *p, uint64_t t) {
+  for (int j = 0; p && j < job->ncands; j++) {
+    const struct nta_cand *e = &job->cands[j];
+    if (e->cls != NTA_ENV_MISMATCH || !e->refused)
+      continue;
+    const struct nta_member *m = nta_member_of(e->comm, p);
+    if (m && m->init_fail_ns && m->init_fail_ns <= t)
+      return 1;
+  }
+  return 0;
+}
+
 /* An explicit event of a process (death, abort, NCCL error) is a cause only
- * when it is not noise, the process was not itself stuck, and the job was not
- * stuck yet. */
+ * when it is not noise, the process was not itself stuck, its init was not
+ * refused first, and the job was not stuck yet. */
 static int independent(const struct nta_job *job, const struct nta_cand *k) {
-  if (k->noise || k->victim)
+  if (k->noise || k->victim || refused_before(job, k->proc, k->t_ns))
     return 0;
   return !job->stuck_ns || k->t_ns < job->stuck_ns;
 }
@@ -165,6 +183,9 @@ void nta_decide(struct nta_job *job) {
       break;
     case NTA_MISSING_COLL: case NTA_INIT_HANG:
       ok = !explained(job, k);
+      break;
+    case NTA_ENV_MISMATCH:
+      ok = k->refused; /* otherwise only a hint, below */
       break;
     default:
       ok = 0;

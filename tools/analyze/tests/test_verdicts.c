@@ -256,6 +256,78 @@ static void t_env_stall(void) {
   nta_job_free(&job);
 }
 
+/* A failed init of W on one rank: ENTER at t, EXIT with ncclInvalidUsage
+ * (after the coordinator's ENV_DIFF record when env_diff). */
+static void refused_init(struct ntr_image *img, double t, const char *env_diff) {
+  tb_find(img, W)->lifecycle = NTR_COMM_INIT_FAILED;
+  tb_rec(img, NTR_KIND_COMM_INIT_RANK, NTR_PHASE_ENTER, W, t);
+  if (env_diff)
+    strncpy(tb_rec(img, NTR_KIND_ENV_DIFF, NTR_PHASE_EVENT, W, t + 0.2)->u.text, env_diff, 24);
+  tb_rec(img, NTR_KIND_COMM_INIT_RANK, NTR_PHASE_EXIT, W, t + 0.3)->result = 4; /* ncclInvalidUsage */
+}
+
+/* NCCLTRACE_ENV_CHECK=abort: the coordinator refuses the init for
+ * NCCL_PROTO, every rank exits 1 on ncclInvalidUsage; rank 1's exit is within
+ * the tie window of the init: still an effect.  The refused variable is
+ * named although NCCL_ALGO (sorting first) differs too. */
+static void t_env_refused(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 3);
+    tb_env(img, "NCCL_DEBUG=WARN");
+    tb_env(img, r == 1 ? "NCCL_PROTO=LL" : "NCCL_PROTO=Simple");
+    if (r == 2)
+      tb_env(img, "NCCL_ALGO=Ring");
+    refused_init(img, 0, "NCCL_PROTO");
+    tb_exit(img, 1, r == 1 ? 0.5 : 20 + r);
+  }
+  run(&job, "env_refused");
+  TB_CHECK(job.v.cls == NTA_ENV_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(!strcmp(job.v.field, "NCCL_PROTO") && job.v.nranks == 1 && job.v.ranks[0] == 1, "field %s",
+           job.v.field);
+  TB_CHECK(strstr(job.v.summary, "refused"), "summary: %s", job.v.summary);
+  nta_job_free(&job);
+}
+
+/* The other direction: an env difference the coordinator did not refuse the
+ * init for is no cause.  (a) healthy job with NCCL_DEBUG differing;
+ * (b) the same difference, an init that failed for another reason (no
+ * ENV_DIFF record before it), exits 1: rank_exit; (c) a crash: rank_crash. */
+static void t_env_harmless(void) {
+  for (int c = 0; c < 3; c++) {
+    struct nta_job job;
+    tb_job(&job);
+    for (int r = 0; r < 3; r++) {
+      struct ntr_image *img = world_rank(&job, r, 3);
+      tb_env(img, r == 2 ? "NCCL_DEBUG=INFO" : "NCCL_DEBUG=WARN");
+      if (c == 1) {
+        refused_init(img, 0, NULL);
+        if (r == 2)
+          strncpy(tb_rec(img, NTR_KIND_ENV_DIFF, NTR_PHASE_EVENT, W, 5)->u.text, "NCCL_DEBUG", 24);
+        tb_exit(img, 1, 10 + r);
+        continue;
+      }
+      tb_steps(img, W, 3, 0);
+      if (c == 2 && r == 0) {
+        tb_signal(img, SIGSEGV, 33);
+        continue;
+      }
+      if (c == 2) {
+        tb_ar(img, W, 1024, 30, -1);
+        tb_timeout(img, W, 4, 1030);
+        tb_signal(img, SIGTERM, 1100);
+      } else {
+        tb_exit(img, 0, 100);
+      }
+    }
+    run(&job, "env_harmless");
+    static const enum nta_class want[3] = {NTA_HEALTHY, NTA_RANK_EXIT, NTA_RANK_CRASH};
+    TB_CHECK(job.v.cls == want[c], "case %d: got %s: %s", c, tb_cls(&job), job.v.summary);
+    nta_job_free(&job);
+  }
+}
+
 /* Application aborts the comm on rank 2 while idle; others wait in #3. */
 static void t_app_abort(void) {
   struct nta_job job;
@@ -593,6 +665,8 @@ int main(void) {
   t_killed();
   t_stall_with_victims();
   t_env_stall();
+  t_env_refused();
+  t_env_harmless();
   t_app_abort();
   t_abort_after_stuck();
   t_async_error();
