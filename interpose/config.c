@@ -118,6 +118,10 @@ static void load_job(void) {
     const char *v = env(launchers[i]);
     if (!v)
       continue;
+    /* torchrun's default --rdzv-id is the literal "none": every torchrun job
+     * would share it, so it identifies nothing. */
+    if (i > 0 && !strcmp(v, "none"))
+      continue;
     /* The job id becomes part of file names: keep [A-Za-z0-9._-], map the
      * rest to '_' so a namespace like "prterun-host-123@1" stays usable. */
     size_t n = 0;

@@ -35,6 +35,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ncclAllReduce does not come from libnccltrace.so\n");
     return 1;
   }
+  /* What vLLM's pynccl looks up first: the non-recorded API, forwarded to
+   * the real library (interpose/nccl_passthrough.def). */
+  __typeof__(&ncclGetVersion) get_version = SYM(h, ncclGetVersion);
+  __typeof__(&ncclGetErrorString) err_string = SYM(h, ncclGetErrorString);
+  int nccl_version = 0;
+  if (!get_version || !err_string || get_version(&nccl_version) != ncclSuccess || nccl_version < 20000 ||
+      !err_string(ncclInvalidUsage) || !err_string(ncclInvalidUsage)[0]) {
+    fprintf(stderr, "pass-through ncclGetVersion/ncclGetErrorString failed (version %d)\n", nccl_version);
+    return 1;
+  }
   ncclUniqueId id;
   ncclComm_t comm;
   float *buf;
