@@ -158,6 +158,24 @@ void nta_detect_fates(struct nta_job *job) {
   }
 }
 
+/* A teardown abort: some frameworks abort (rather than destroy) their
+ * communicators at shutdown.  It is no candidate at all, only an event on
+ * the timeline, when on every member of the comm everything issued completed
+ * and nobody issued a collective past the aborter's last one: no rank ever
+ * needed the aborter again.  Without completion tracking we cannot tell, and
+ * the abort keeps its weight. */
+static int abort_harmless(const struct nta_comm *c, const struct nta_member *aborter) {
+  for (int i = 0; i < c->nmembers; i++) {
+    const struct nta_member *m = &c->members[i];
+    if (!m->tracking || m->issued > aborter->issued || m->completed < m->issued)
+      return 0;
+    for (uint64_t j = 0; j < m->np2p; j++)
+      if (!m->p2p[j].op.done_ns)
+        return 0;
+  }
+  return 1;
+}
+
 void nta_detect_errors(struct nta_job *job) {
   for (int ci = 0; ci < job->ncomms; ci++) {
     const struct nta_comm *c = &job->comms[ci];
@@ -165,7 +183,7 @@ void nta_detect_errors(struct nta_job *job) {
       const struct nta_member *m = &c->members[i];
       char hex[17];
       nta_comm_hex(c->id, hex);
-      if (m->abort_ns) {
+      if (m->abort_ns && !abort_harmless(c, m)) {
         struct nta_cand *k = nta_cand_add(job, NTA_APP_ABORT, m->abort_ns);
         if (k) {
           k->comm = c;

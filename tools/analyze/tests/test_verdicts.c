@@ -351,6 +351,23 @@ static void t_app_abort(void) {
   nta_job_free(&job);
 }
 
+/* Teardown: every rank aborts the comm at shutdown with everything
+ * completed (some PyTorch versions do): healthy, not app_abort. */
+static void t_teardown_abort(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 4, 0);
+    tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 60 + r);
+    tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
+    tb_exit(img, 0, 70 + r);
+  }
+  run(&job, "teardown_abort");
+  TB_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
 /* Priority never beats time: rank 1 skipped #3, rank 0 timed out at ~1 s and
  * aborted its comm 5 s later (a framework watchdog): missing wins. */
 static void t_abort_after_stuck(void) {
@@ -668,6 +685,7 @@ int main(void) {
   t_env_refused();
   t_env_harmless();
   t_app_abort();
+  t_teardown_abort();
   t_abort_after_stuck();
   t_async_error();
   t_p2p();
