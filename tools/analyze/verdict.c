@@ -317,7 +317,8 @@ int nta_analyze(struct nta_job *job) {
       job->t0_ns = job->procs[i].first_ns;
   nta_detect(job);
   nta_decide(job);
-  qsort(job->ev, (size_t)job->nev, sizeof(*job->ev), cmp_event);
+  if (job->nev > 1) /* ev is NULL when there is none: qsort's argument must not be */
+    qsort(job->ev, (size_t)job->nev, sizeof(*job->ev), cmp_event);
   return 0;
 }
 
