@@ -332,7 +332,7 @@ void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, ui
 /* 1 when ops of this comm get completion events (driver loaded, context
  * known): otherwise records carry NTR_REC_NO_TRACKING from the start. */
 static inline int nti_tracked(const struct nti_comm *c) {
-  return c && c->cu_ctx;
+  return c && __atomic_load_n(&c->cu_ctx, __ATOMIC_ACQUIRE);
 }
 /* recent[] copies of collective/p2p records are made by the watchdog
  * (wrappers publish them with cs = NULL): 1 when its scan already went

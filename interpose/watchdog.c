@@ -46,6 +46,21 @@ static int wd_stop;              /* under wd_lock */
 static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
 
+/* Once per process (pthread_once): several threads may create their first
+ * communicators at the same time.  cu.ok is published last with a release
+ * store; cu_ready() pairs with it, so a reader that sees ok sees the table. */
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+static inline int cu_ready(void) {
+  return __atomic_load_n(&cu.ok, __ATOMIC_ACQUIRE);
+}
+
+/* The comm's CUcontext, published by nti_watchdog_comm_ready after its
+ * first events were created (release); pairs with this acquire. */
+static inline void *ctx_of(const struct nti_comm *c) {
+  return __atomic_load_n(&c->cu_ctx, __ATOMIC_ACQUIRE);
+}
+
 static void load_driver(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -68,12 +83,12 @@ static void load_driver(void) {
     nti_say("libcuda.so.1 lacks event functions; completion tracking is off");
     return;
   }
-  cu.ok = 1;
+  __atomic_store_n(&cu.ok, 1, __ATOMIC_RELEASE);
 }
 
 int nti_stream_capturing(void *stream) {
   int st = 0;
-  if (!cu.ok || cu.stream_is_capturing(stream, &st) != 0)
+  if (!cu_ready() || cu.stream_is_capturing(stream, &st) != 0)
     return 0;
   return st != 0; /* CU_STREAM_CAPTURE_STATUS_NONE = 0 */
 }
@@ -107,9 +122,10 @@ static int ev_give(struct nti_comm *c, void *ev) {
   return 0;
 }
 
+/* Fill the pool.  Single producer: the init thread before cu_ctx is
+ * published (the watchdog skips a comm without a context), the watchdog
+ * after. */
 static void ev_fill(struct nti_comm *c, unsigned want) {
-  if (!c->cu_ctx)
-    return;
   for (unsigned i = 0; i < want; i++) {
     uint64_t t = c->ev_free_tail;
     if (t - __atomic_load_n(&c->ev_free_head, __ATOMIC_ACQUIRE) >= NTI_EVQ / 2)
@@ -160,7 +176,7 @@ static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, u
 
 static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
                   uint64_t tsc, int p2p) {
-  if (!cu.ok || !c->cu_ctx)
+  if (!cu_ready() || !ctx_of(c))
     return; /* the record already says NTR_REC_NO_TRACKING */
   if (nti_stream_capturing(stream)) {
     /* Work captured into a graph runs when the graph is launched, maybe
@@ -214,7 +230,11 @@ static void complete_records(struct nti_comm *c, const struct nti_pending *cell,
 }
 
 void nti_watchdog_comm_ready(struct nti_comm *c) {
-  if (!cu.ok || c->cu_ctx)
+  /* Also here: a comm created on another thread while the first comm's
+   * thread is still loading the driver waits for it instead of going
+   * untracked. */
+  pthread_once(&cu_once, load_driver);
+  if (!cu_ready() || ctx_of(c))
     return;
   void *ctx = NULL;
   /* The init thread has the comm's device current (NCCL requires it): the
@@ -225,8 +245,8 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
       nti_say("no CUDA context current at communicator init; completion tracking is off for it");
     return;
   }
-  c->cu_ctx = ctx;
   ev_fill(c, NTI_EVQ / 2);
+  __atomic_store_n(&c->cu_ctx, ctx, __ATOMIC_RELEASE); /* pairs with ctx_of() */
 }
 
 /* ------------------------------------------------------------ watchdog -- */
@@ -247,9 +267,10 @@ static void timeout_report(struct nti_comm *c, uint64_t seq, const char *op, dou
 }
 
 static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
-  if (!cu.ok || !c->cu_ctx)
+  void *ctx = ctx_of(c);
+  if (!cu_ready() || !ctx)
     return;
-  cu.ctx_set(c->cu_ctx);
+  cu.ctx_set(ctx);
   for (;;) {
     uint64_t h = c->pend_head;
     struct nti_pending *cell = &c->pend[h & (NTI_EVQ - 1)];
@@ -417,7 +438,7 @@ static void *watchdog_main(void *arg) {
 }
 
 void nti_watchdog_start(void) {
-  load_driver();
+  pthread_once(&cu_once, load_driver);
   pthread_mutex_lock(&wd_lock);
   if (!wd_running) {
     wd_stop = 0;
