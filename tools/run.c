@@ -74,7 +74,7 @@ static int find_lib(char *out, size_t len) {
   const char *rel = NULL; /* the libdir below the prefix, e.g. "/lib/x86_64-linux-gnu" */
   size_t pl = strlen(NTR_PREFIX);
   if (strncmp(NTR_LIBDIR, NTR_PREFIX, pl) == 0 && NTR_LIBDIR[pl] == '/')
-    rel = NTR_LIBDIR + pl;
+    rel = &NTR_LIBDIR[pl];
   char cand[5][PATH_MAX + 64];
   int nc = 0;
   if (dir[0])
