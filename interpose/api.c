@@ -11,14 +11,14 @@
 #include "interpose/nti.h"
 
 NCCLTRACE_API void nccltrace_mark(const char *what, long long value) {
-  if (!nti_g.active)
+  if (!nti_active())
     return;
   nti_record_event(NTR_KIND_MARK, NULL, what ? what : "", (uint64_t)value, 0, 0);
 }
 
 NCCLTRACE_API int nccltrace_dump(const char *reason) {
   nti_activate();
-  if (!nti_g.active)
+  if (!nti_active())
     return -ENODEV;
   int rc = nti_dump_now(NTR_TRIG_USER, 0, 0, reason && *reason ? reason : "nccltrace_dump");
   return rc;
@@ -29,5 +29,5 @@ NCCLTRACE_API const char *nccltrace_version(void) {
 }
 
 NCCLTRACE_API int nccltrace_enabled(void) {
-  return nti_g.active;
+  return nti_active();
 }

@@ -21,7 +21,7 @@ static int exit_done; /* atomic: one exit dump per process */
 
 /* @return 1 when this call should do the exit work. */
 static int take_exit(void) {
-  if (!nti_g.active)
+  if (!nti_active())
     return 0;
   /* A vfork child shares our memory and ring until it execs or _exits:
    * it must not write evidence as if it were us. getpid is a syscall. */

@@ -218,7 +218,7 @@ NTI_EXPORT ncclResult_t ncclGroupStart(void) {
   nti_fn_ncclGroupStart_t real = NTI_REAL(ncclGroupStart);
   if (NTI_UNLIKELY(!real))
     return ncclInvalidUsage;
-  if (!nti_g.active || nti_tls.guard)
+  if (!nti_active() || nti_tls.guard)
     return real();
   int saved = errno;
   nti_tls.guard++;
@@ -245,7 +245,7 @@ static ncclResult_t group_end(unsigned kind, ncclSimInfo_t *sim) {
   nti_fn_ncclGroupSimulateEnd_t send = kind == NTR_KIND_GROUP_SIMULATE_END ? NTI_REAL(ncclGroupSimulateEnd) : NULL;
   if (NTI_UNLIKELY(kind == NTR_KIND_GROUP_END ? !end : !send))
     return ncclInvalidUsage;
-  if (!nti_g.active || nti_tls.guard)
+  if (!nti_active() || nti_tls.guard)
     return send ? send(sim) : end();
   int saved = errno;
   nti_tls.guard++;

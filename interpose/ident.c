@@ -105,7 +105,7 @@ uint64_t nti_id_scalable(const ncclUniqueId *ids, int n) {
 }
 
 void nti_job_from_comm(uint64_t comm_id) {
-  if (ntr_cfg.job[0] || !comm_id || !nti_g.active)
+  if (ntr_cfg.job[0] || !comm_id || !nti_active())
     return;
   /* "c" + the first communicator id: every rank of a job that starts with
    * the same communicator derives the same job id without talking. */

@@ -75,9 +75,9 @@ void nti_activate(void) {
                 strerror(-r));
       else
         nti_g.dump_ready = 1;
-      /* Release pairs with the wrappers' plain load of active: on x86 and
-       * arm64 a thread that sees 1 sees the mapped ring; a thread that sees
-       * 0 merely passes one more call through unrecorded. */
+      /* Release pairs with nti_active()'s acquire: a thread that sees 1
+       * sees the mapped ring; a thread that sees 0 merely passes one more
+       * call through unrecorded. */
       __atomic_store_n(&nti_g.active, 1, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&activate_tried, 1, __ATOMIC_RELEASE);
@@ -86,13 +86,13 @@ void nti_activate(void) {
 }
 
 static void fork_child(void) {
-  if (!nti_g.active)
+  if (!nti_active())
     return;
   /* Nothing may be written from here on: the parent's ring is still mapped
    * shared.  Unmapping it (a syscall) makes that impossible; the child gets
    * a ring of its own at its first NCCL lifecycle call, like any process --
    * and a child that execs at once (fork+exec) leaves no ring at all. */
-  nti_g.active = 0;
+  __atomic_store_n(&nti_g.active, 0, __ATOMIC_RELAXED);
   ntr_ring_close(&nti_g.ring, 0);
   nti_g.dump_ready = 0;
   nti_registry_forget_all();

@@ -143,9 +143,9 @@ static void init_done(struct nti_comm *c, ncclResult_t res, ncclComm_t h) {
   nti_fn_##name##_t real = NTI_REAL(name);                                   \
   if (NTI_UNLIKELY(!real))                                                   \
     return ncclInvalidUsage;                                                 \
-  if (NTI_UNLIKELY(!nti_g.active) && !nti_tls.guard)                         \
+  if (NTI_UNLIKELY(!nti_active()) && !nti_tls.guard)                       \
     nti_activate();                                                          \
-  if (!nti_g.active || nti_tls.guard)                                        \
+  if (!nti_active() || nti_tls.guard)                                      \
     return real args;                                                        \
   int nti_errno = errno;                                                     \
   nti_tls.guard++

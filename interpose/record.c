@@ -19,7 +19,7 @@ static void patch(struct ntr_record *e, int result, uint16_t flags, uint64_t tsc
 
 void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16_t flags,
                       uint64_t tsc_done) {
-  if (!nti_g.active)
+  if (!nti_active())
     return;
   /* The slot may have been reused by a writer that lapped the ring while
    * the call ran; only touch it while it still holds our position.  The
@@ -50,7 +50,7 @@ void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_
 
 void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text, uint64_t count,
                       uint64_t aux, uint64_t seq) {
-  if (!nti_g.active)
+  if (!nti_active())
     return;
   uint64_t pos;
   struct ntr_record *r = nti_record_begin(&pos, kind, NTR_PHASE_EVENT, c);

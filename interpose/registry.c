@@ -51,7 +51,7 @@ struct nti_comm *nti_comm_lookup(ncclComm_t handle) {
 }
 
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind) {
-  if (!nti_g.active)
+  if (!nti_active())
     return NULL;
   struct ntr_comm_state *cs = ntr_ring_comm_alloc(&nti_g.ring);
   if (!cs) {

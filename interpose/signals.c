@@ -139,7 +139,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
     return;
   /* Evidence once per process: a second fault (maybe inside our own dump,
    * or on another thread) goes straight to the chaining below. */
-  if (nti_g.active && !__atomic_exchange_n(&fatal_taken, 1, __ATOMIC_ACQ_REL)) {
+  if (nti_active() && !__atomic_exchange_n(&fatal_taken, 1, __ATOMIC_ACQ_REL)) {
     nti_record_event(NTR_KIND_SIGNAL, NULL, sig_text(sig), 0, (uint64_t)sig, 0);
     mark_signaled(sig);
     /* libunwind from the interrupted context; see recorder/stack.h for its
@@ -162,7 +162,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
 }
 
 static void on_term(int sig, siginfo_t *si, void *uc) {
-  if (nti_g.active) {
+  if (nti_active()) {
     nti_record_event(NTR_KIND_SIGNAL, NULL, sig_text(sig), 0, (uint64_t)sig, 0);
     struct sigaction a = app_get(sig);
     int default_action = !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL;
@@ -182,7 +182,7 @@ static void on_term(int sig, siginfo_t *si, void *uc) {
 
 static void on_usr1(int sig, siginfo_t *si, void *uc) {
   int rc = -1;
-  if (nti_g.active) {
+  if (nti_active()) {
     nti_record_event(NTR_KIND_SIGNAL, NULL, "SIGUSR1", 0, (uint64_t)sig, 0);
     rc = nti_dump_now(NTR_TRIG_SIGUSR1, sig, 0, "SIGUSR1");
   }
@@ -191,7 +191,7 @@ static void on_usr1(int sig, siginfo_t *si, void *uc) {
    * SIG_DFL after we loaded (a handler that resets and re-raises): then it
    * dies of SIGUSR1 as it would without us. */
   if (chain(sig, si, uc) == 0 && __atomic_load_n(&app_touched[sig], __ATOMIC_ACQUIRE)) {
-    if (nti_g.active) {
+    if (nti_active()) {
       mark_signaled(sig);
       if (rc == 0)
         unlink(nti_g.ring.path);

@@ -53,7 +53,7 @@ static void errno_text(char *buf, size_t cap, int e) {
 }
 
 int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason) {
-  if (!nti_g.active || !nti_g.dump_ready)
+  if (!nti_active() || !nti_g.dump_ready)
     return -ENODEV;
   struct ntr_trigger t;
   memset(&t, 0, sizeof t);

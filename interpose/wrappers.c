@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) void op_post(struct nti_op *o, nccl
   nti_fn_##name##_t real = NTI_REAL(name);                                   \
   if (NTI_UNLIKELY(!real))                                                   \
     return ncclInvalidUsage;                                                 \
-  if (NTI_UNLIKELY(!nti_g.active || nti_tls.guard))                          \
+  if (NTI_UNLIKELY(!nti_active() || nti_tls.guard))                        \
     return real args;                                                        \
   int nti_errno = errno;                                                     \
   ncclResult_t nti_res;                                                      \
