@@ -543,7 +543,14 @@ EMU_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclCom
   j->parent = comm;
   j->color = color;
   j->key = key;
+  /* A rank that leaves with NOCOLOR gets no communicator to poll, so the
+   * mode its config asks for decides whether it waits for the split here
+   * (else the parent's mode).  Running it in the background instead let the
+   * rank go on, even exit, before publishing its color: its peers' split
+   * then waited forever (seen under load in emu_comm). */
   bool blocking = comm->blocking;
+  if (color == NCCL_SPLIT_NOCOLOR && config && config->blocking != NCCL_CONFIG_UNDEF_INT)
+    blocking = config->blocking != 0;
   if (color != NCCL_SPLIT_NOCOLOR) {
     j->child = emu_comm_alloc(0, 0, config, comm->blocking);
     if (!j->child) {
