@@ -165,6 +165,11 @@ void nta_detect_fates(struct nta_job *job) {
  * needed the aborter again.  Without completion tracking we cannot tell, and
  * the abort keeps its weight. */
 static int abort_harmless(const struct nta_comm *c, const struct nta_member *aborter) {
+  /* Teardown ends in a clean exit: an abort followed by a failing exit or a
+   * signal is the application giving up, and stays a cause. */
+  const struct nta_proc *p = aborter->proc;
+  if (p->fate != NTA_EXITED || p->exit_code != 0)
+    return 0;
   for (int i = 0; i < c->nmembers; i++) {
     const struct nta_member *m = &c->members[i];
     if (!m->tracking || m->issued > aborter->issued || m->completed < m->issued)

@@ -366,6 +366,17 @@ static void t_teardown_abort(void) {
   run(&job, "teardown_abort");
   TB_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
   nta_job_free(&job);
+  /* The same idle abort followed by a failing exit is the application
+   * giving up: still the cause. */
+  tb_job(&job);
+  struct ntr_image *img = world_rank(&job, 0, 1);
+  tb_steps(img, W, 2, 0);
+  tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 30);
+  tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
+  tb_exit(img, 3, 31);
+  run(&job, "idle_abort_then_exit3");
+  TB_CHECK(job.v.cls == NTA_APP_ABORT, "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
 }
 
 /* Priority never beats time: rank 1 skipped #3, rank 0 timed out at ~1 s and
