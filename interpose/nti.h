@@ -183,8 +183,38 @@ struct nti_comm {
   struct nti_comm *next_all;      /* list of every comm ever registered */
 };
 
+/* The handle -> comm table (registry.c): open addressing, linear probing,
+ * keyed by the handle pointer; 0 = empty, NTI_REG_TOMB = removed.  Here so
+ * that the lookup inlines into every wrapper (a call and a return are a
+ * measurable part of the hot path, docs/performance.md). */
+#define NTI_REG_SLOTS 1024u /* > 4 x NTR_COMM_MAX: probes stay short */
+#define NTI_REG_TOMB ((uintptr_t)1)
+struct nti_reg_slot {
+  uintptr_t key;         /* handle (atomic) */
+  struct nti_comm *comm; /* (atomic) */
+};
+extern struct nti_reg_slot nti_reg_table[NTI_REG_SLOTS];
+static inline uint32_t nti_reg_slot_of(uintptr_t key) {
+  uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ull;
+  return (uint32_t)(h >> 40) & (NTI_REG_SLOTS - 1);
+}
 /* Lock-free lookup, async-signal-safe.  NULL when unknown. */
-struct nti_comm *nti_comm_lookup(ncclComm_t handle);
+static inline struct nti_comm *nti_comm_lookup(ncclComm_t handle) {
+  uintptr_t key = (uintptr_t)handle;
+  if (key <= NTI_REG_TOMB)
+    return NULL;
+  uint32_t i = nti_reg_slot_of(key);
+  for (uint32_t n = 0; n < NTI_REG_SLOTS; n++, i = (i + 1) & (NTI_REG_SLOTS - 1)) {
+    /* Acquire pairs with the release store of key in nti_comm_bind: the
+     * comm pointer stored before it is visible. */
+    uintptr_t k = __atomic_load_n(&nti_reg_table[i].key, __ATOMIC_ACQUIRE);
+    if (NTI_LIKELY(k == key))
+      return __atomic_load_n(&nti_reg_table[i].comm, __ATOMIC_RELAXED);
+    if (k == 0)
+      return NULL;
+  }
+  return NULL;
+}
 /* Lifecycle only (under nti_life_lock). */
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind);
 int nti_comm_bind(struct nti_comm *c, ncclComm_t handle);

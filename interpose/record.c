@@ -69,7 +69,11 @@ void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text,
 }
 
 uint32_t nti_stack_id(void) {
-  return ntr_stack_capture(&nti_g.ring);
+  /* libunwind may set errno; the wrapper relies on its callees keeping it. */
+  int saved = errno;
+  uint32_t id = ntr_stack_capture(&nti_g.ring);
+  errno = saved;
+  return id;
 }
 
 const char *nti_kind_name(unsigned kind) {

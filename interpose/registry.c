@@ -1,13 +1,13 @@
 /* registry.c -- ncclComm_t -> struct nti_comm, lock-free for readers.
  *
- * Thread-safety: nti_comm_lookup is lock-free and may run on any thread
- * concurrently with everything; nti_comm_create/bind/unbind run only in
+ * Thread-safety: nti_comm_lookup (inline, in nti.h) is lock-free and may
+ * run on any thread concurrently with everything; nti_comm_create/bind/unbind run only in
  * lifecycle wrappers, serialized by nti_life_lock.
  * Signal-safety: nti_comm_lookup is async-signal-safe (atomic loads only);
  * the rest allocates and is not.
  *
  * Table: open addressing, linear probing, keyed by the handle pointer.
- * A removed entry becomes a tombstone (key = NTI_TOMB) so probe chains stay
+ * A removed entry becomes a tombstone (key = NTI_REG_TOMB) so probe chains stay
  * intact; nti_comm structs are never freed, so a reader that raced with an
  * unbind holds a pointer to a dead but valid struct (its live flag is 0).
  */
@@ -16,39 +16,9 @@
 
 #include "interpose/nti.h"
 
-#define NTI_REG_SLOTS 1024u /* > 4 x NTR_COMM_MAX: probes stay short */
-#define NTI_TOMB ((uintptr_t)1)
-
-struct reg_slot {
-  uintptr_t key;         /* handle, 0 = empty, NTI_TOMB = removed (atomic) */
-  struct nti_comm *comm; /* (atomic) */
-};
-
-static struct reg_slot table[NTI_REG_SLOTS];
+struct nti_reg_slot nti_reg_table[NTI_REG_SLOTS]; /* lookup: nti.h */
 static struct nti_comm *all_comms; /* newest first (atomic head) */
 pthread_mutex_t nti_life_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static inline uint32_t slot_of(uintptr_t key) {
-  uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ull;
-  return (uint32_t)(h >> 40) & (NTI_REG_SLOTS - 1);
-}
-
-struct nti_comm *nti_comm_lookup(ncclComm_t handle) {
-  uintptr_t key = (uintptr_t)handle;
-  if (key <= NTI_TOMB)
-    return NULL;
-  uint32_t i = slot_of(key);
-  for (uint32_t n = 0; n < NTI_REG_SLOTS; n++, i = (i + 1) & (NTI_REG_SLOTS - 1)) {
-    /* Acquire pairs with the release store of key in nti_comm_bind: the
-     * comm pointer stored before it is visible. */
-    uintptr_t k = __atomic_load_n(&table[i].key, __ATOMIC_ACQUIRE);
-    if (k == key)
-      return __atomic_load_n(&table[i].comm, __ATOMIC_RELAXED);
-    if (k == 0)
-      return NULL;
-  }
-  return NULL;
-}
 
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind) {
   if (!nti_active())
@@ -86,35 +56,35 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
 
 int nti_comm_bind(struct nti_comm *c, ncclComm_t handle) {
   uintptr_t key = (uintptr_t)handle;
-  if (!c || key <= NTI_TOMB)
+  if (!c || key <= NTI_REG_TOMB)
     return -EINVAL;
   c->handle = handle;
   c->cs->handle = key;
   /* A stale entry for the same address (NCCL reused a freed comm's memory
    * and we missed the destroy) is replaced. */
-  uint32_t i = slot_of(key), tomb = UINT32_MAX;
+  uint32_t i = nti_reg_slot_of(key), tomb = UINT32_MAX;
   for (uint32_t n = 0; n < NTI_REG_SLOTS; n++, i = (i + 1) & (NTI_REG_SLOTS - 1)) {
-    uintptr_t k = table[i].key;
+    uintptr_t k = nti_reg_table[i].key;
     if (k == key) {
-      __atomic_store_n(&table[i].comm, c, __ATOMIC_RELEASE);
+      __atomic_store_n(&nti_reg_table[i].comm, c, __ATOMIC_RELEASE);
       __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
       return 0;
     }
-    if (k == NTI_TOMB && tomb == UINT32_MAX)
+    if (k == NTI_REG_TOMB && tomb == UINT32_MAX)
       tomb = i;
     if (k == 0) {
       if (tomb != UINT32_MAX)
         i = tomb;
       /* comm first, then key with release (pairs with lookup's acquire). */
-      __atomic_store_n(&table[i].comm, c, __ATOMIC_RELAXED);
-      __atomic_store_n(&table[i].key, key, __ATOMIC_RELEASE);
+      __atomic_store_n(&nti_reg_table[i].comm, c, __ATOMIC_RELAXED);
+      __atomic_store_n(&nti_reg_table[i].key, key, __ATOMIC_RELEASE);
       __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
       return 0;
     }
   }
   if (tomb != UINT32_MAX) {
-    __atomic_store_n(&table[tomb].comm, c, __ATOMIC_RELAXED);
-    __atomic_store_n(&table[tomb].key, key, __ATOMIC_RELEASE);
+    __atomic_store_n(&nti_reg_table[tomb].comm, c, __ATOMIC_RELAXED);
+    __atomic_store_n(&nti_reg_table[tomb].key, key, __ATOMIC_RELEASE);
     __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
     return 0;
   }
@@ -126,14 +96,14 @@ void nti_comm_unbind(struct nti_comm *c) {
     return;
   __atomic_store_n(&c->live, 0, __ATOMIC_RELEASE);
   uintptr_t key = (uintptr_t)c->handle;
-  if (key <= NTI_TOMB)
+  if (key <= NTI_REG_TOMB)
     return;
-  uint32_t i = slot_of(key);
+  uint32_t i = nti_reg_slot_of(key);
   for (uint32_t n = 0; n < NTI_REG_SLOTS; n++, i = (i + 1) & (NTI_REG_SLOTS - 1)) {
-    uintptr_t k = table[i].key;
-    if (k == key && table[i].comm == c) {
+    uintptr_t k = nti_reg_table[i].key;
+    if (k == key && nti_reg_table[i].comm == c) {
       /* Readers that already loaded the key keep a valid (dead) comm. */
-      __atomic_store_n(&table[i].key, NTI_TOMB, __ATOMIC_RELEASE);
+      __atomic_store_n(&nti_reg_table[i].key, NTI_REG_TOMB, __ATOMIC_RELEASE);
       return;
     }
     if (k == 0)
@@ -147,6 +117,6 @@ struct nti_comm *nti_comm_list(void) {
 
 void nti_registry_forget_all(void) {
   /* Fork child, single-threaded: plain stores are enough. */
-  memset(table, 0, sizeof table);
+  memset(nti_reg_table, 0, sizeof nti_reg_table);
   all_comms = NULL;
 }

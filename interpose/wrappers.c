@@ -128,7 +128,7 @@ static inline __attribute__((always_inline)) int op_block(struct nti_op *o) {
 
 /* Strict mode's part of op_pre, out of line: the default path never
  * enters it. */
-static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_t *res) {
+static __attribute__((noinline)) int op_pre_strict_inner(struct nti_op *o, ncclResult_t *res) {
   if (nti_tls.group_depth) {
     if (nti_strict_defer(o) == 0) {
       *res = ncclSuccess;
@@ -142,6 +142,14 @@ static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_
     return 1;
   }
   return op_block(o);
+}
+
+/* Sockets and futexes may set errno: NCCL still gets the caller's. */
+static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_t *res) {
+  int saved = errno;
+  int rv = op_pre_strict_inner(o, res);
+  errno = saved;
+  return rv;
 }
 
 /* @return 0: forward to NCCL; 1: do not forward, return *res. */
@@ -180,15 +188,24 @@ static inline __attribute__((always_inline)) void op_post(struct nti_op *o, nccl
     __atomic_store_n(&c->cs->last_enqueued, o->seq, __ATOMIC_RELEASE);
     __atomic_store_n(&c->cs->last_enqueue_tsc, o->tsc, __ATOMIC_RELAXED);
   }
-  /* Without a driver (or a context) there is no event work at all. */
-  if (nti_tracked(c))
+  /* Without a driver (or a context) there is no event work at all.  The
+   * driver may set errno: the application gets NCCL's. */
+  if (nti_tracked(c)) {
+    int saved = errno;
     nti_complete_track(c, o->stream, p2p ? 0 : o->seq, o->pos, o->tsc, p2p, o->rec);
+    errno = saved;
+  }
 }
 
 /* ------------------------------------------------------- generation -- */
 
 /* The wrapper body shared by collectives and p2p.  `real` is resolved first
- * so that a missing function fails the same way traced or not.  The op is
+ * so that a missing function fails the same way traced or not.  errno: the
+ * default path makes no call that can set it (no syscall, no libc call), so
+ * NCCL sees the application's errno and the application sees NCCL's without
+ * a save and restore here (two __errno_location calls through the PLT); the
+ * paths that can touch it (strict mode, stacks, completion events) keep it
+ * themselves (op_pre_strict, op_post, nti_stack_id).  The op is
  * filled field by field after the pass-through test: an initializer would
  * zero the whole struct first (a `rep stos` on every call, traced or not);
  * the fields left out here are written by op_record before any use. */
@@ -198,20 +215,16 @@ static inline __attribute__((always_inline)) void op_post(struct nti_op *o, nccl
     return ncclInvalidUsage;                                                 \
   if (NTI_UNLIKELY(!nti_active() || nti_tls.guard))                        \
     return real args;                                                        \
-  int nti_errno = errno;                                                     \
   ncclResult_t nti_res;                                                      \
   struct nti_op nti_o;                                                       \
   fill;                                                                      \
   nti_o.blocked = 0;                                                         \
   nti_tls.guard++;                                                           \
   if (!op_pre(&nti_o, &nti_res)) {                                           \
-    errno = nti_errno;                                                       \
     nti_res = real args;                                                     \
-    nti_errno = errno;                                                       \
     op_post(&nti_o, nti_res);                                                \
   }                                                                          \
   nti_tls.guard--;                                                           \
-  errno = nti_errno;                                                         \
   return nti_res;
 
 #define NT_COLL(name, KIND, params, args, a_send, a_recv, a_count, a_dtype, a_redop, a_root, a_comm, a_stream) \

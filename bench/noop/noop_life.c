@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
 #include <nccl.h>
 
 #define NOOP_API __attribute__((visibility("default")))
@@ -127,6 +128,15 @@ NOOP_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t
   (void)sendbuff; (void)recvbuff; (void)count; (void)datatype; (void)op; (void)stream;
   maybe_block();
   nested_poll(comm);
+#ifdef NOOP_NESTED
+  /* errno through the interposer (tests/interpose/nested.c): a uint8
+   * AllReduce expects the caller's errno 1234 and leaves 4321 behind. */
+  if (datatype == ncclUint8) {
+    if (errno != 1234)
+      return ncclInternalError;
+    errno = 4321;
+  }
+#endif
   return ncclSuccess;
 }
 NOOP_API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,

@@ -418,7 +418,7 @@ def t_nested():
     check(kinds.count("Broadcast") == 0, "the nested ncclBroadcast was recorded")
     check(not [x for x in d["records"] if x["kind"] == "CommGetAsyncError"], "GetAsyncError recorded")
     known = [x for x in calls(d) if x["kind"] in COLL and x["comm"]]
-    check([x["seq"] for x in known] == [1, 2, 3, 4, 5], "collective seqs wrong: %s" % [x["seq"] for x in known])
+    check([x["seq"] for x in known] == [1, 2, 3, 4, 5, 6], "collective seqs wrong: %s" % [x["seq"] for x in known])
     unknown = [x for x in calls(d) if x["kind"] in COLL and not x["comm"]]
     check(len(unknown) == 1 and unknown[0]["rank"] == -1 and unknown[0]["seq"] == 0 and
           unknown[0]["result"] == "ncclSuccess", "op on an unknown comm: %s" % unknown)
@@ -473,7 +473,8 @@ def t_recent():
     first = ar[0]["comm"]
     mine = [(x["kind"], x["seq"], x["result"]) for x in ar if x["comm"] == first]
     want = [("Bcast", 1, "ncclSuccess"), ("Bcast", 2, "ncclSuccess"), ("Bcast", 3, "ncclSuccess"),
-            ("AllReduce", 4, "ncclSuccess"), ("AllReduce", 5, "ncclSuccess")]
+            ("AllReduce", 4, "ncclSuccess"), ("AllReduce", 5, "ncclSuccess"),
+            ("AllReduce", 6, "ncclSuccess")]
     check(mine == want, "first comm's history after the ring wrapped: %s" % mine)
 
 

@@ -6,6 +6,7 @@
  * fork()ed child that uses NCCL on its own (it must get its own ring/dump
  * and leave the parent's alone).
  * Exit: 0 ok, 1 failure.  Single-threaded apart from the fork. */
+#include <errno.h>
 #include <nccl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,13 @@ int main(void) {
   for (int i = 0; i < 2; i++)
     if (ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL) != ncclSuccess)
       return 1;
+  /* errno passes through both ways: the nested NCCL wants 1234 on entry
+   * to a uint8 AllReduce and sets 4321 (bench/noop/noop_life.c). */
+  errno = 1234;
+  if (ncclAllReduce(buf, buf, 4, ncclUint8, ncclSum, comm, NULL) != ncclSuccess || errno != 4321) {
+    fprintf(stderr, "nested: errno not passed through (errno %d after the call)\n", errno);
+    return 1;
+  }
   /* The application's own polls: no transition, so no record either. */
   for (int i = 0; i < 5; i++) {
     ncclResult_t e;
