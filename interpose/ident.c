@@ -1,7 +1,8 @@
 /* ident.c -- communicator identity (design §4, docs/identity.md).
  *
  * Thread-safety: the hash functions are pure.  nti_job_from_comm runs in a
- * lifecycle wrapper under nti_life_lock.
+ * lifecycle wrapper under nti_life_lock (it walks the registry and may
+ * rewrite ntr_cfg.job and the ring's job id).
  * Signal-safety: the hash functions are async-signal-safe; nti_job_from_comm
  * is not (renames the ring file).
  *
@@ -104,12 +105,77 @@ uint64_t nti_id_scalable(const ncclUniqueId *ids, int n) {
   return digest(acc);
 }
 
+/* Rank of a creation call as evidence of "the job": only calls every
+ * process of the job makes with the same id across processes count
+ * (InitRank family); an InitAll id is local to its process, so it serves
+ * only a process that has nothing better; a split or shrink child is
+ * always preceded by its root parent, which ranks higher anyway. */
+static int job_class(uint32_t init_kind) {
+  switch (init_kind) {
+  case NTR_KIND_COMM_INIT_RANK:
+  case NTR_KIND_COMM_INIT_RANK_CONFIG:
+  case NTR_KIND_COMM_INIT_RANK_SCALABLE:
+    return 2;
+  case NTR_KIND_COMM_INIT_ALL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* 1 when (cls, nranks, id) is a better job communicator than the best so
+ * far: a higher class, then more ranks (the world communicator beats any
+ * sub-communicator made with its own unique id), then the smaller id.  A
+ * total order over facts every member of a communicator shares, so the
+ * choice does not depend on which thread created its comm first. */
+static int job_better(int cls, int32_t nranks, uint64_t id, int bcls, int32_t bn, uint64_t bid) {
+  if (cls != bcls)
+    return cls > bcls;
+  if (nranks != bn)
+    return nranks > bn;
+  return id < bid;
+}
+
+/* Set once a launcher-less job id was derived: ntr_cfg.job then holds our
+ * own choice, which later communicators may still improve.  Under
+ * nti_life_lock, like every call of nti_job_from_comm. */
+static int job_derived;
+
 void nti_job_from_comm(uint64_t comm_id) {
-  if (ntr_cfg.job[0] || !comm_id || !nti_active())
+  if ((ntr_cfg.job[0] && !job_derived) || !nti_active())
     return;
-  /* "c" + the first communicator id: every rank of a job that starts with
-   * the same communicator derives the same job id without talking. */
-  snprintf(ntr_cfg.job, sizeof ntr_cfg.job, "c%016llx", (unsigned long long)comm_id);
+  /* The best communicator this process has created so far (the list
+   * includes the one just created; it only grows, under nti_life_lock).
+   * design §6 / docs/identity.md "Job id": deriving from the first comm
+   * made ranks whose threads create comms concurrently disagree. */
+  int bcls = -1;
+  int32_t bn = 0;
+  uint64_t bid = 0;
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+    const struct ntr_comm_state *cs = c->cs;
+    int cls = job_class(cs->init_kind);
+    if (cs->comm_id && cls > 0 && job_better(cls, cs->nranks, cs->comm_id, bcls, bn, bid)) {
+      bcls = cls;
+      bn = cs->nranks;
+      bid = cs->comm_id;
+    }
+  }
+  /* Registry full (the comm got no slot) or only split/shrink children of
+   * comms we never saw: the comm at hand is all we know. */
+  if (!bid && !job_derived)
+    bid = comm_id;
+  if (!bid)
+    return;
+  char job[sizeof ntr_cfg.job];
+  snprintf(job, sizeof job, "c%016llx", (unsigned long long)bid);
+  if (job_derived && strcmp(job, ntr_cfg.job) == 0)
+    return;
+  memcpy(ntr_cfg.job, job, sizeof job);
+  job_derived = 1;
+  /* Renames the ring file (link + unlink: never over another file) and
+   * rewrites hdr->job_id.  Every candidate id has the same length, so a
+   * dump taken by a signal handler during the copy sees at worst a mix of
+   * two of our own ids, never garbage. */
   int rc = ntr_ring_set_job(&nti_g.ring, ntr_cfg.job);
   if (rc < 0)
     nti_say("cannot record job id %s in the ring: %s", ntr_cfg.job, strerror(-rc));

@@ -59,6 +59,7 @@ enum ntr_kind {
   NTR_KIND_DUMP,             /* a dump was written: text = trigger */
   NTR_KIND_STRICT_BLOCK,     /* strict mode refused a call (returned ncclInvalidUsage) */
   NTR_KIND_NOTE,             /* free text from the tracer */
+  NTR_KIND_EXEC,             /* exec family: ENTER text = path tail, count = path length; EXIT (failed): aux = errno */
   NTR_KIND_COUNT
 };
 

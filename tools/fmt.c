@@ -53,6 +53,8 @@ int ntt_rec_has_text(const struct ntr_record *r) {
   case NTR_KIND_DUMP:
   case NTR_KIND_NOTE:
     return 1;
+  case NTR_KIND_EXEC:
+    return r->phase == NTR_PHASE_ENTER; /* the path (tail); EXIT carries errno */
   default:
     return 0;
   }
@@ -194,6 +196,14 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
     return;
   case NTR_KIND_EXIT:
     snprintf(buf, len, "Exit(code=%d)", (int)r->aux);
+    return;
+  case NTR_KIND_EXEC:
+    /* ENTER: the path, "..." when the record kept only its tail; an EXIT
+     * means the exec failed (aux = errno). */
+    if (r->phase == NTR_PHASE_ENTER)
+      snprintf(buf, len, "Exec(%s%s)", r->count > sizeof r->u.text ? "..." : "", text);
+    else
+      snprintf(buf, len, "Exec(failed: errno %d)", (int)r->aux);
     return;
   case NTR_KIND_STRICT_BLOCK:
     snprintf(buf, len, "StrictBlock(seq=%llu)", (unsigned long long)r->seq);

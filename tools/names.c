@@ -33,6 +33,7 @@ static const char *const kind_names[NTR_KIND_COUNT] = {
     [NTR_KIND_DUMP] = "Dump",
     [NTR_KIND_STRICT_BLOCK] = "StrictBlock",
     [NTR_KIND_NOTE] = "Note",
+    [NTR_KIND_EXEC] = "Exec",
 };
 
 static const unsigned char kind_class[NTR_KIND_COUNT] = {

@@ -323,6 +323,100 @@ def t_exit42():
     check(len(set(x["stack_id"] for x in ar)) == 1 and d["stacks"], "one call site should be one stack")
 
 
+def rings(pattern="*"):
+    return sorted(glob.glob(os.path.join(TMP, "rings", "nccltrace-" + pattern + ".ring*")))
+
+
+def exec_records(d):
+    return [x for x in d["records"] if x["kind"] == "Exec"]
+
+
+EXEC_HOWS = ["execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "execveat", "fexecve"]
+
+
+def t_exec():
+    # 2 ranks: collectives, then execve("/bin/true"): same exit status as
+    # untraced, and each rank's ring is left with proc_state exec and an
+    # Exec record naming the path, no EXIT phase (the exec succeeded).
+    plain = finish(start_ranks("exec", 2, base_env(preload=False)))
+    traced = finish(start_ranks("exec", 2, base_env()))
+    check([r[0] for r in traced] == [r[0] for r in plain] == [0, 0],
+          "exit status traced %s, untraced %s: %s" % ([r[0] for r in traced], [r[0] for r in plain],
+                                                    [r[2][-300:] for r in traced]))
+    check(not dumps(), "an exec took a dump: %s" % dumps())
+    rs = rings()
+    check(len(rs) == 2, "rings left: %s" % rs)
+    for f in rs:
+        d = decode(f)
+        check(d["header"]["proc_state"] == "exec", "%s: proc_state %s" % (f, d["header"]["proc_state"]))
+        ex = exec_records(d)
+        check(len(ex) == 1 and ex[0]["phase"] == "enter" and ex[0]["text"] == "/bin/true" and ex[0]["count"] == 9,
+              "%s: Exec records %s" % (f, ex))
+        ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
+        check(len(ar) == 5 and ar[-1]["pos"] < ex[0]["pos"], "%s: AllReduce records %s" % (f, ar))
+    # Every member of the family is reached (glibc's execv, execl, ... call
+    # its internal __execve, not the execve symbol): one rank each.
+    for how in EXEC_HOWS:
+        shutil.rmtree(os.path.join(TMP, "rings"), ignore_errors=True)
+        res = finish(start_ranks("exec", 1, base_env(), {"RANK_EXEC_HOW": how}))
+        check(res[0][0] == 0, "%s: exit status %s: %s" % (how, res[0][0], res[0][2][-300:]))
+        rs = rings()
+        check(len(rs) == 1, "%s: rings %s" % (how, rs))
+        d = decode(rs[0])
+        ex = exec_records(d)
+        want = "/bin/true" if how != "fexecve" else None
+        check(d["header"]["proc_state"] == "exec" and len(ex) == 1 and
+              (ex[0]["text"] == want if want else ex[0]["text"].startswith("fd ")),
+              "%s: proc_state %s, Exec records %s" % (how, d["header"]["proc_state"], ex))
+
+
+def t_execfail():
+    # Every family member on a missing path: the same return values, errno
+    # and exit status as untraced; each attempt is an Exec ENTER + EXIT
+    # (aux = errno) pair, the process goes on and exits with its dump.
+    plain = finish(start_ranks("execfail", 2, base_env(preload=False)))
+    traced = finish(start_ranks("execfail", 2, base_env()))
+    for (pc, po, pe), (tc, to, te) in zip(plain, traced):
+        check(pc == tc == 0, "exit status traced %s untraced %s: %s" % (tc, pc, te[-300:]))
+        check(po == to and len(po.splitlines()) == len(EXEC_HOWS),
+              "outputs differ:\nuntraced %r\ntraced %r" % (po, to))
+    errnos = [int(ln.split()[2]) for ln in traced[0][1].splitlines()]
+    f = dumps("*-exit")
+    check(len(f) == 2, "dumps: %s" % dumps())
+    for x in f:
+        d = decode(x)
+        check(d["header"]["proc_state"] == "exited" and d["header"]["exit_code"] == 0, "header %s" % d["header"])
+        ex = exec_records(d)
+        check([e["phase"] for e in ex] == ["enter", "exit"] * len(EXEC_HOWS), "Exec records %s" % ex)
+        check([e["aux"] for e in ex[1::2]] == errnos, "errno in Exec records %s, program saw %s"
+              % ([e["aux"] for e in ex[1::2]], errnos))
+        check(all(e["text"].endswith("nccltrace-exec-test") and e["count"] == 32 for e in ex[0:-2:2]),
+              "paths %s" % [(e["text"], e["count"]) for e in ex[0::2]])
+        ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
+        check(len(ar) == 10 and ar[-1]["pos"] > ex[-1]["pos"], "AllReduce after the failed execs: %s" % len(ar))
+
+
+def t_execself():
+    # The new image (same pid, LD_PRELOAD inherited) makes its own ring: with
+    # a fixed job id it has the same name, so it must take "~1" and leave the
+    # old image's ring intact.
+    env = base_env()
+    env["NCCLTRACE_JOB"] = "execself"
+    res = finish(start_ranks("exec", 1, env, {"RANK_EXEC_TARGET": ENV["rank"]}))
+    check(res[0][0] == 0 and "uid done" in res[0][1], "exit status %s: %s" % (res[0][0], res[0][2][-300:]))
+    rs = rings()
+    check(len(rs) == 1 and re.search(r"-\d+\.ring$", rs[0]), "rings %s" % rs)
+    pid = int(re.search(r"-(\d+)\.ring$", rs[0]).group(1))
+    old = decode(rs[0])
+    check(old["header"]["proc_state"] == "exec" and len(exec_records(old)) == 1 and
+          len([x for x in calls(old) if x["kind"] == "AllReduce"]) == 5, "old image ring %s" % old["header"])
+    new = decode(dump_of(pid, "exit"))
+    kinds = [x["kind"] for x in new["records"]]
+    check(new["header"]["pid"] == pid and new["header"]["proc_state"] == "exited" and
+          "GetUniqueId" in kinds and "AllReduce" not in kinds and "Exec" not in kinds,
+          "new image dump: %s %s" % (new["header"], kinds))
+
+
 def t_asyncerr():
     env = base_env()
     env["NCCLEMU_FAULT"] = "async_error:3:remote"
@@ -401,7 +495,8 @@ def t_exports():
     passdef = os.path.join(os.path.dirname(ENV["def"]), "nccl_passthrough.def")
     rows += re.findall(r"^NT_PASS\([^,]+, [^,]+, (\w+),", open(passdef).read(), re.M)
     want = set(rows) | {"nccltrace_mark", "nccltrace_dump", "nccltrace_version", "nccltrace_enabled",
-                        "sigaction", "signal", "_exit", "_Exit"}
+                        "sigaction", "signal", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
+                        "execl", "execlp", "execle", "fexecve", "execveat"}
     check(got == want, "exported symbols differ: extra %s missing %s" % (sorted(got - want), sorted(want - got)))
 
 

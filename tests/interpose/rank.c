@@ -17,12 +17,21 @@
  *            what NCCL (or nccltrace) returned for each
  *   handlers app SIGTERM/SIGUSR1 handlers before (constructor) and after
  *            init; raises SIGUSR1 then SIGTERM; each handler prints a line
+ *   exec     5 collectives, then exec RANK_EXEC_TARGET (default /bin/true)
+ *            with argv {target, "uid", RANK, "1", DIR} through the exec
+ *            family member named by RANK_EXEC_HOW (default execve)
+ *   execfail 5 collectives; every exec family member on a path that does
+ *            not exist (fexecve on fd -1), printing "HOW rc errno"; then 5
+ *            more collectives and a normal exit (0)
+ *   uid      no communicator: one ncclGetUniqueId, exit 0 (what "exec"
+ *            runs when it execs this program)
  *
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded; the handlers only write(2).
  */
 #include <cuda_runtime_api.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <nccl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -32,65 +41,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);       \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    exit(1);                                                                   \
-  } while (0)
-#define NCCL(call)                                                             \
-  do {                                                                         \
-    ncclResult_t r_ = (call);                                                  \
-    if (r_ != ncclSuccess && r_ != ncclInProgress)                             \
-      FAIL("%s -> %d", #call, (int)r_);                                        \
-  } while (0)
-#define CUDA(call)                                                             \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess)                                                     \
-      FAIL("%s -> %d", #call, (int)e_);                                        \
-  } while (0)
-
-static int g_rank = -1;
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
-/* Rank 0 creates the id and publishes it atomically (write + rename);
- * the others wait for the file. */
-static ncclUniqueId share_id(const char *dir, const char *name, int rank) {
-  char path[1024], tmp[1100];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  ncclUniqueId id;
-  if (rank == 0) {
-    NCCL(ncclGetUniqueId(&id));
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
-      FAIL("cannot publish %s", path);
-    return id;
-  }
-  for (int i = 0; i < 2000; i++) {
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t n = fread(&id, sizeof id, 1, f);
-      fclose(f);
-      if (n == 1)
-        return id;
-    }
-    sleep_ms(10);
-  }
-  FAIL("no unique id at %s", path);
-}
-
-static void say(const char *s) {
-  ssize_t w = write(1, s, strlen(s));
-  (void)w;
-}
+/* Nonblocking communicators: ncclInProgress is a success here. */
+#define EMU_RANK_NCCL_OK(r) ((r) == ncclSuccess || (r) == ncclInProgress)
+#include "../emu_rank.h"
 
 /* ---------------------------------------------------------- handlers -- */
 
@@ -131,7 +84,7 @@ static void setup(struct ctx *c, const char *dir) {
   CUDA(cudaMalloc((void **)&c->a, 1 << 20));
   CUDA(cudaMalloc((void **)&c->b, 1 << 20));
   CUDA(cudaMemset(c->a, 0, 1 << 20));
-  ncclUniqueId id = share_id(dir, "id0", c->rank);
+  ncclUniqueId id = share_id(dir, "id0", c->rank, 20);
   NCCL(ncclCommInitRank(&c->comm, c->nranks, id, c->rank));
 }
 
@@ -199,7 +152,7 @@ static int mode_all(struct ctx *c, const char *dir) {
   printf("split AllReduce 2 float64 sum -\n");
   CUDA(cudaStreamSynchronize(c->s));
   /* nonblocking init of a second comm */
-  ncclUniqueId id1 = share_id(dir, "id1", r);
+  ncclUniqueId id1 = share_id(dir, "id1", r, 20);
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
   ncclComm_t nb;
@@ -243,6 +196,61 @@ static int mode_handlers(struct ctx *c) {
   FAIL("still alive after SIGTERM");
 }
 
+/* ------------------------------------------------------------- exec -- */
+
+/* Exec `path` through family member `how`; returns only if it failed. */
+static int exec_by(const char *how, const char *path, char *const argv[]) {
+  extern char **environ;
+  if (!strcmp(how, "execve"))
+    return execve(path, argv, environ);
+  if (!strcmp(how, "execv"))
+    return execv(path, argv);
+  if (!strcmp(how, "execvp"))
+    return execvp(path, argv);
+  if (!strcmp(how, "execvpe"))
+    return execvpe(path, argv, environ);
+  if (!strcmp(how, "execl"))
+    return execl(path, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL);
+  if (!strcmp(how, "execlp"))
+    return execlp(path, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL);
+  if (!strcmp(how, "execle"))
+    return execle(path, argv[0], argv[1], argv[2], argv[3], argv[4], (char *)NULL, environ);
+  if (!strcmp(how, "execveat"))
+    return execveat(AT_FDCWD, path, argv, environ, 0);
+  if (!strcmp(how, "fexecve")) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno != ENOENT)
+      return -1;
+    return fexecve(fd, argv, environ); /* fd -1 when missing: EBADF */
+  }
+  FAIL("unknown exec function %s", how);
+}
+
+static const char *const exec_hows[] = {"execve", "execv",  "execvp",   "execvpe", "execl",
+                                        "execlp", "execle", "execveat", "fexecve"};
+
+static int mode_exec(struct ctx *c, const char *dir, int fail_all) {
+  char rank[16];
+  snprintf(rank, sizeof rank, "%d", c->rank);
+  allreduces(c, 5);
+  if (fail_all) {
+    char *argv[] = {"missing", "uid", rank, "1", (char *)dir, NULL};
+    for (size_t i = 0; i < sizeof exec_hows / sizeof exec_hows[0]; i++) {
+      errno = 0;
+      int rc = exec_by(exec_hows[i], "/nonexistent/nccltrace-exec-test", argv);
+      printf("%s %d %d\n", exec_hows[i], rc, errno);
+    }
+    allreduces(c, 5);
+    NCCL(ncclCommDestroy(c->comm));
+    return 0;
+  }
+  const char *target = getenv("RANK_EXEC_TARGET") ? getenv("RANK_EXEC_TARGET") : "/bin/true";
+  const char *how = getenv("RANK_EXEC_HOW") ? getenv("RANK_EXEC_HOW") : "execve";
+  char *argv[] = {(char *)target, "uid", rank, "1", (char *)dir, NULL};
+  exec_by(how, target, argv);
+  FAIL("%s %s: %s", how, target, strerror(errno));
+}
+
 int main(int argc, char **argv) {
   if (argc != 5)
     FAIL("usage: rank MODE RANK NRANKS DIR");
@@ -250,7 +258,15 @@ int main(int argc, char **argv) {
   struct ctx c = {.rank = atoi(argv[2]), .nranks = atoi(argv[3])};
   g_rank = c.rank;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (!strcmp(mode, "uid")) {
+    ncclUniqueId id;
+    NCCL(ncclGetUniqueId(&id));
+    say("uid done\n");
+    return 0;
+  }
   setup(&c, dir);
+  if (!strcmp(mode, "exec") || !strcmp(mode, "execfail"))
+    return mode_exec(&c, dir, !strcmp(mode, "execfail"));
   if (!strcmp(mode, "all"))
     return mode_all(&c, dir);
   if (!strcmp(mode, "handlers"))

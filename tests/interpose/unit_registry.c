@@ -6,7 +6,10 @@
  * code binds and unbinds (readers race with a writer, as wrappers race
  * with init/destroy); unknown handles give NULL; ids follow docs/identity.md
  * (split by color and n, scalable with one id == InitRank id); ncclBcast
- * and ncclBroadcast fingerprint alike, other fields do not.
+ * and ncclBroadcast fingerprint alike, other fields do not; without a
+ * launcher job id, the derived job id follows the job communicator (most
+ * ranks, then smallest id, InitRank family before InitAll, never a split)
+ * whatever the creation order, and the ring file is renamed after it.
  * Exit: 0 pass, 1 fail.
  * Thread-safety: four reader threads and the main thread as the writer.
  */
@@ -81,6 +84,51 @@ static int identity(void) {
   return 0;
 }
 
+/* Job id rule (docs/identity.md "Job id").  The registry already holds the
+ * 64 four-rank InitRank comms 0x1000..0x103f of the registry test. */
+static int expect_job(const char *want) {
+  if (strcmp(ntr_cfg.job, want) != 0 || strcmp(nti_g.ring.hdr->job_id, want) != 0)
+    FAIL("job id %s (ring %s), expected %s", ntr_cfg.job, nti_g.ring.hdr->job_id, want);
+  if (!strstr(nti_g.ring.path, want) || access(nti_g.ring.path, F_OK) != 0)
+    FAIL("ring file %s not named after job %s", nti_g.ring.path, want);
+  return 0;
+}
+
+static int job_rule(void) {
+  static const struct {
+    uint64_t id;
+    int nranks;
+    unsigned kind;
+    const char *want;
+  } steps[] = {
+      /* a later comm with a smaller id and the same size wins */
+      {0x0fff, 4, NTR_KIND_COMM_INIT_RANK_CONFIG, "c0000000000000fff"},
+      /* a larger one wins over smaller ids; the first-created does not matter */
+      {0x9000, 8, NTR_KIND_COMM_INIT_RANK, "c0000000000009000"},
+      {0x8000, 8, NTR_KIND_COMM_INIT_RANK_SCALABLE, "c0000000000008000"},
+      /* a sub-communicator of the job, made with its own unique id */
+      {0x0001, 2, NTR_KIND_COMM_INIT_RANK, "c0000000000008000"},
+      /* process-local InitAll ids and split children never replace it */
+      {0x0002, 16, NTR_KIND_COMM_INIT_ALL, "c0000000000008000"},
+      {0x0003, 16, NTR_KIND_COMM_SPLIT, "c0000000000008000"},
+  };
+  pthread_mutex_lock(&nti_life_lock);
+  nti_job_from_comm(0x1000);
+  pthread_mutex_unlock(&nti_life_lock);
+  if (expect_job("c0000000000001000"))
+    return 1;
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    pthread_mutex_lock(&nti_life_lock);
+    if (!nti_comm_create(steps[i].id, 0, steps[i].nranks, steps[i].kind))
+      FAIL("create %#llx", (unsigned long long)steps[i].id);
+    nti_job_from_comm(steps[i].id);
+    pthread_mutex_unlock(&nti_life_lock);
+    if (expect_job(steps[i].want))
+      return 1;
+  }
+  return 0;
+}
+
 int main(void) {
   if (identity())
     return 1;
@@ -130,6 +178,8 @@ int main(void) {
   pthread_mutex_unlock(&nti_life_lock);
   if (r < 0 || nti_comm_lookup(HANDLE(5)) != comms[5])
     FAIL("rebind after tombstones");
+  if (job_rule())
+    return 1;
   ntr_ring_close(&nti_g.ring, 1);
   rmdir(dir);
   puts("PASS unit_registry");

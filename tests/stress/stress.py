@@ -790,8 +790,8 @@ def t_coord_flood():
     rss0 = rss_kb(coord.pid)
     # a real job checked through this coordinator while the flood goes on
     jenv = base_env()
-    # an explicit job id: without one, ranks whose threads create comms
-    # concurrently may derive different ids (stress_jobid_threads, known)
+    # an explicit job id: keeps this job apart from the flood whatever the
+    # derivation rule (stress_jobid_threads tests the derived one)
     jenv.update(NCCLTRACE_CHECK="async", NCCLTRACE_COORD="127.0.0.1:%d" % port, NCCLTRACE_SECRET="stress-secret-1",
                 NCCLTRACE_JOB="stress-flood")
     iddir = mkdtemp("ids-")
@@ -895,8 +895,10 @@ def t_analyze_hostile():
 
 def t_jobid_threads():
     """Ranks whose threads create several communicators concurrently, with no
-    launcher job id: every rank must still land in the same job (design §6:
-    the job id derives from the first communicator), or analyze splits them."""
+    launcher job id: every rank must still land in the same job (design §6,
+    docs/identity.md: the job id follows the largest InitRank-family
+    communicator, then the smallest id, never "the first" one created), or
+    analyze splits them (docs/reliability.md bug 6)."""
     nranks = 4
     env = base_env()
     iddir = mkdtemp("ids-")

@@ -60,65 +60,11 @@
 
 #include "stress_expect.h"
 
-#define FAIL(...)                                                        \
-  do {                                                                   \
-    fprintf(stderr, "stress rank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__);                                        \
-    fprintf(stderr, "\n");                                               \
-    exit(1);                                                             \
-  } while (0)
-#define NCCL(call)                                                       \
-  do {                                                                   \
-    ncclResult_t r_ = (call);                                            \
-    if (r_ != ncclSuccess)                                               \
-      FAIL("%s -> %d", #call, (int)r_);                                  \
-  } while (0)
-#define CUDA(call)                                                       \
-  do {                                                                   \
-    cudaError_t e_ = (call);                                             \
-    if (e_ != cudaSuccess)                                               \
-      FAIL("%s -> %d", #call, (int)e_);                                  \
-  } while (0)
+#define EMU_RANK_TAG "stress rank"
+#include "../emu_rank.h"
 
-static int g_rank = -1, g_nranks = 1;
+static int g_nranks = 1;
 static const char *g_dir = ".";
-
-static void say(const char *s) {
-  ssize_t w = write(1, s, strlen(s));
-  (void)w;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
-/* Rank 0 publishes the id for communicator `name` (write + rename). */
-static ncclUniqueId share_id(const char *name) {
-  char path[1024], tmp[1100];
-  snprintf(path, sizeof path, "%s/%s", g_dir, name);
-  ncclUniqueId id;
-  if (g_rank == 0) {
-    NCCL(ncclGetUniqueId(&id));
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
-      FAIL("cannot publish %s", path);
-    return id;
-  }
-  for (int i = 0; i < 6000; i++) {
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t n = fread(&id, sizeof id, 1, f);
-      fclose(f);
-      if (n == 1)
-        return id;
-    }
-    sleep_ms(10);
-  }
-  FAIL("no unique id at %s", path);
-}
 
 /* ------------------------------------------------------------------ load -- */
 
@@ -144,7 +90,7 @@ static void *load_thread(void *arg) {
   CUDA(cudaMemset(a, 0, bytes));
   char name[32];
   snprintf(name, sizeof name, "id-%d", w->t);
-  ncclUniqueId id = share_id(name);
+  ncclUniqueId id = share_id(g_dir, name, g_rank, 60);
   ncclComm_t comm;
   NCCL(ncclCommInitRank(&comm, g_nranks, id, g_rank));
   int ack = -1;
@@ -280,7 +226,7 @@ static void one_init(struct one *o) {
   CUDA(cudaMalloc(&o->a, 1 << 16));
   CUDA(cudaMalloc(&o->b, 1 << 16));
   CUDA(cudaMemset(o->a, 0, 1 << 16));
-  ncclUniqueId id = share_id("id-one");
+  ncclUniqueId id = share_id(g_dir, "id-one", g_rank, 60);
   NCCL(ncclCommInitRank(&o->comm, g_nranks, id, g_rank));
 }
 
