@@ -48,6 +48,8 @@ static void fill_trigger(const struct ntr_image *img, struct ntr_trigger *t) {
     t->signo = h->signo;
     snprintf(t->reason, sizeof t->reason, "collected: pid %d died of %s", h->pid,
              ntt_signal_name(h->signo, sig, sizeof sig));
+  } else if (h->proc_state == NTR_PROC_EXEC) {
+    snprintf(t->reason, sizeof t->reason, "collected: pid %d replaced its program by exec", h->pid);
   } else {
     /* The ring still says "running": nothing got to run at the end. */
     snprintf(t->reason, sizeof t->reason, "collected: pid %d vanished without exit (killed?)", h->pid);

@@ -339,6 +339,10 @@ static int ring_pid_alive(const struct ntr_ring_header *h) {
     return 0;
   if (h->pid <= 0)
     return 0;
+  /* After a successful exec the pid lives on in another program image,
+   * which writes a ring of its own: this one has no writer any more. */
+  if (h->proc_state == NTR_PROC_EXEC)
+    return 0;
   if (kill(h->pid, 0) != 0 && errno != EPERM)
     return 0;
   /* A recycled pid: the ring is written after its process starts, so a

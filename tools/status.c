@@ -55,6 +55,8 @@ static void show_image(const struct ntr_image *img) {
     snprintf(state, sizeof state, "gone (exited %d; nccltrace collect)", h->exit_code);
   else if (h->proc_state == NTR_PROC_SIGNALED)
     snprintf(state, sizeof state, "gone (%s; nccltrace collect)", ntt_signal_name(h->signo, sig, sizeof sig));
+  else if (h->proc_state == NTR_PROC_EXEC)
+    snprintf(state, sizeof state, "gone (exec'd another program; nccltrace collect)");
   else
     snprintf(state, sizeof state, "gone (no exit recorded; nccltrace collect)");
   struct ntt_ident id;

@@ -354,6 +354,35 @@ def t_exec():
               "%s: Exec records %s" % (f, ex))
         ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
         check(len(ar) == 5 and ar[-1]["pos"] < ex[0]["pos"], "%s: AllReduce records %s" % (f, ar))
+    # The exec'd program runs on under the same pid: its old ring has no
+    # writer any more, so status says so and collect turns it into a dump
+    # while the pid is still alive.
+    shutil.rmtree(os.path.join(TMP, "rings"), ignore_errors=True)
+    script = os.path.join(TMP, "sleeper.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nsleep 3\n")
+    os.chmod(script, 0o755)
+    env = base_env()
+    env["LD_PRELOAD"] = ""  # the sleeper itself needs no tracing
+    procs = start_ranks("exec", 1, base_env(), {"RANK_EXEC_TARGET": script})
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        rs = rings()
+        if rs and decode(rs[0])["header"]["proc_state"] == "exec":
+            break
+        time.sleep(0.05)
+    check(procs[0].poll() is None, "the exec'd sleeper is not running any more")
+    st = subprocess.run([ENV["tool"], "status", "--rings", os.path.join(TMP, "rings")], env=env,
+                        capture_output=True, text=True, timeout=60)
+    check(st.returncode == 0 and "exec'd" in st.stdout, "status of an exec'd ring: %s %s" % (st.stdout, st.stderr))
+    col = subprocess.run([ENV["tool"], "collect", "--rings", os.path.join(TMP, "rings"), "--dir",
+                          os.path.join(TMP, "collected")], env=env, capture_output=True, text=True, timeout=60)
+    got = glob.glob(os.path.join(TMP, "collected", "*.zst"))
+    check(col.returncode == 0 and len(got) == 1, "collect of an exec'd ring: %s %s %s" % (got, col.stdout, col.stderr))
+    check("replaced its program by exec" in decode(got[0])["trigger"]["reason"],
+          "collected trigger: %s" % decode(got[0])["trigger"])
+    check(procs[0].poll() is None, "the sleeper ended before status/collect ran: the test proves nothing")
+    finish(procs)
     # Every member of the family is reached (glibc's execv, execl, ... call
     # its internal __execve, not the execve symbol): one rank each.
     for how in EXEC_HOWS:
