@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,16 @@
 #define MAX_REQS 4096u      /* strict requests in flight upstream */
 #define PING_S 1.0
 #define UP_OUT_MAX (16u << 20)
+#define HS_TIMEOUT_S 5.0    /* a local connection that does not say HELLO in time is closed */
 
 struct local {
   struct agg_link l;
   uint32_t gen;
   int32_t pid, lrank;
   uint32_t last_reg;    /* index of the registration that matched last (a cache) */
+  int hello_wait;       /* HELLO received, WELCOME held until the root is reachable */
+  double opened;        /* accept time: HELLO must come within HS_TIMEOUT_S */
+  uint8_t hello_nonce[NTX_NONCE];
 };
 
 struct reg {
@@ -61,7 +66,7 @@ struct ntx_agg {
   /* upstream */
   struct agg_link up;
   int up_connecting;
-  double up_next_try, up_backoff, up_last_tx;
+  double up_next_try, up_backoff, up_last_tx, last_sweep;
   /* the FP batch: payload of one FP frame being filled */
   uint8_t *batch;
   uint8_t *scratch;     /* NTX_FRAME_MAX_PAYLOAD: REGISTER and STRICT payloads (per aggregator:
@@ -86,6 +91,7 @@ void ntx_agg_default_cfg(struct ntx_agg_cfg *cfg) {
   cfg->job = "";
   cfg->flush_s = 0.005;
   cfg->max_local = 512;
+  cfg->lrank = -1;
 }
 
 void ntx_agg_name(const struct ntx_key *key, const char *job, char *out, size_t len) {
@@ -225,6 +231,7 @@ static void up_connect(struct ntx_agg *a, double now) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
       agg_link_init(&a->up, fd, 0, &a->cfg.key, UP_OUT_MAX);
+      a->up.hello_flags = NTX_HELLO_AGG;
       a->up_connecting = 1;
       struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = EV_UP};
       epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
@@ -240,6 +247,22 @@ static void to_local(struct ntx_agg *a, uint32_t i, uint8_t type, const void *p,
     agg_link_send(&a->locals[i].l, type, p, n);
 }
 
+/* WELCOME a local client whose HELLO came.  Held while the root is not
+ * reachable: a client not welcomed keeps its records in its ring and its
+ * strict calls waiting, as it would without a connection, instead of
+ * having them dropped or answered "unchecked" here. */
+static void local_welcome(struct ntx_agg *a, uint32_t i) {
+  struct local *lc = &a->locals[i];
+  if (!lc->hello_wait || a->up.state != AGG_L_READY)
+    return;
+  struct ntx_msg m;
+  memset(&m, 0, sizeof m);
+  memcpy(m.u.hello.nonce, lc->hello_nonce, NTX_NONCE);
+  lc->hello_wait = 0;
+  agg_link_on_hello(&lc->l, &m, i, 0);
+  a->st.locals++;
+}
+
 static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
   struct ntx_agg *a = ctx;
   struct ntx_msg m;
@@ -250,7 +273,7 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
   }
   if (l->state == AGG_L_HANDSHAKE) {
     if (m.type == NTX_MSG_CHALLENGE) {
-      agg_link_on_challenge(l, &m, (int32_t)getpid(), -1, a->host, a->job);
+      agg_link_on_challenge(l, &m, (int32_t)getpid(), a->cfg.lrank, a->host, a->job);
       return 0;
     }
     if (m.type != NTX_MSG_WELCOME) {
@@ -263,6 +286,8 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
     for (uint32_t i = 0; i < a->nregs; i++) /* the root knows nothing of us yet */
       if (a->regs[i].live)
         up_register(a, &a->regs[i], now);
+    for (uint32_t i = 0; i < a->cfg.max_local; i++)
+      local_welcome(a, i);
     return 0;
   }
   if (m.type == NTX_MSG_VERDICT) {
@@ -313,6 +338,25 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
 
 /* --------------------------------------------------------------- local -- */
 
+/* GONE upstream for the registrations of local i (pre: still live). */
+static void up_gone(struct ntx_agg *a, uint32_t i, int clean, double now) {
+  struct local *lc = &a->locals[i];
+  if (a->up.state != AGG_L_READY)
+    return; /* the root lost us meanwhile: it marked all our ranks already */
+  batch_flush(a, now); /* its last fingerprints before its departure */
+  uint8_t *buf = a->scratch;
+  uint32_t n = 0;
+  for (uint32_t k = 0; k <= a->nregs; k++) {
+    if (n == NTX_GONE_MAX || (k == a->nregs && n)) {
+      size_t len = ntx_enc_gone_head(buf, NTX_FRAME_MAX_PAYLOAD, lc->pid, lc->lrank, (uint32_t)clean, a->host, n);
+      up_send(a, NTX_MSG_GONE, buf, len, now);
+      n = 0;
+    }
+    if (k < a->nregs && a->regs[k].live && a->regs[k].local == i && a->regs[k].gen == lc->gen)
+      ntx_gone_put(buf + NTX_GONE_FIXED, n++, a->regs[k].comm_id, a->regs[k].rank);
+  }
+}
+
 static void local_close(struct ntx_agg *a, uint32_t i, int lost) {
   struct local *lc = &a->locals[i];
   int was_ready = lc->l.state == AGG_L_READY;
@@ -325,6 +369,7 @@ static void local_close(struct ntx_agg *a, uint32_t i, int lost) {
     a->st.local_lost++;
   else
     a->st.local_bye++;
+  up_gone(a, i, !lost, now_s());
   uint64_t comm = 0;
   int32_t rank = -1;
   for (uint32_t k = 0; k < a->nregs; k++)
@@ -338,13 +383,19 @@ static void local_close(struct ntx_agg *a, uint32_t i, int lost) {
   lc->gen++;
   if (!lost)
     return;
-  /* Wire v1 cannot tell the root about one of our ranks: tell the others
-   * here, so at least this host's survivors dump (agg.h, "Known gap"). */
+  /* The root tells the other hosts (GONE above); this host's other
+   * processes hear it from here, without the round trip. */
   char text[256];
-  snprintf(text, sizeof text,
-           "lost a process on this host (host %s, pid %d): its connection to the node aggregator "
-           "closed without goodbye%s",
-           a->host, (int)lc->pid, comm ? "" : " (it had no communicator)");
+  if (lc->lrank >= 0)
+    snprintf(text, sizeof text,
+             "lost rank %d (host %s, pid %d): its connection closed without goodbye (killed, crashed or "
+             "hung)%s",
+             (int)lc->lrank, a->host, (int)lc->pid, comm ? "" : " (it had no communicator)");
+  else
+    snprintf(text, sizeof text,
+             "lost a process (host %s, pid %d): its connection closed without goodbye (killed, crashed or "
+             "hung)%s",
+             a->host, (int)lc->pid, comm ? "" : " (it had no communicator)");
   uint8_t buf[64 + 256];
   size_t n = ntx_enc_verdict(buf, sizeof buf, NTX_V_PEER_LOST, comm, 0, rank, lc->pid, "lost", text);
   for (uint32_t o = 0; o < a->cfg.max_local; o++)
@@ -373,10 +424,11 @@ static void local_accept(struct ntx_agg *a) {
     uint32_t gen = lc->gen;
     memset(lc, 0, sizeof *lc);
     lc->gen = gen;
+    lc->opened = now_s();
     agg_link_init(&lc->l, fd, 1, &a->cfg.key, 1u << 20);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
     epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
-    agg_link_accept(&lc->l, 0, (int32_t)getpid(), a->host);
+    agg_link_accept(&lc->l, NTX_CHAL_AGG, (int32_t)getpid(), a->host);
     a->st.local_accepted++;
   }
 }
@@ -414,8 +466,13 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
     }
     lc->pid = m.u.hello.pid;
     lc->lrank = m.u.hello.launcher_rank;
-    agg_link_on_hello(l, &m, i, 0);
-    a->st.locals++;
+    if (lc->hello_wait) { /* a second HELLO */
+      local_close(a, i, 1);
+      return -1;
+    }
+    memcpy(lc->hello_nonce, m.u.hello.nonce, NTX_NONCE);
+    lc->hello_wait = 1;
+    local_welcome(a, i);
     return 0;
   }
   switch (m.type) {
@@ -565,6 +622,13 @@ static void agg_run(struct ntx_agg *a) {
     }
     if (a->up.fd < 0 && now >= a->up_next_try)
       up_connect(a, now);
+    if (now - a->last_sweep > 0.1) { /* anybody on the host can connect to an abstract name */
+      a->last_sweep = now;
+      for (uint32_t i = 0; i < a->cfg.max_local; i++)
+        if (a->locals[i].l.state == AGG_L_HANDSHAKE && !a->locals[i].hello_wait &&
+            now - a->locals[i].opened > HS_TIMEOUT_S)
+          local_close(a, i, 1);
+    }
     if (a->nbatch && now - a->batch_t0 >= a->cfg.flush_s)
       batch_flush(a, now);
     if (a->up.state == AGG_L_READY) {
@@ -608,16 +672,37 @@ void ntx_agg_stop(struct ntx_agg *a) {
     (void)w;
     pthread_join(a->thread, NULL);
   }
+  /* Release the name first: a client told to hand over binds it at once;
+   * while we hold it, its connect would wait in a backlog nobody accepts. */
+  if (a->lfd >= 0)
+    close(a->lfd);
+  a->lfd = -1;
+  /* The loop is gone; what the clients sent last is still in the sockets:
+   * the hosting process's own BYE (a clean GONE upstream) above all. */
+  for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++)
+    if (a->locals[i].l.fd >= 0) {
+      a->cur_local = i;
+      if (agg_link_read(&a->locals[i].l, on_local_frame, a) < 0)
+        local_close(a, i, 1);
+    }
   uint8_t b[8];
-  size_t n = ntx_enc_bye(b, sizeof b, 1);
   if (a->up.fd >= 0) {
     batch_flush(a, now_s());
     if (a->up.state == AGG_L_READY) {
-      size_t bn = ntx_enc_bye(b, sizeof b, 0);
+      /* a clean BYE: the ranks it still holds are "exited" at the root until
+       * their processes register again through the next aggregator */
+      size_t bn = ntx_enc_bye(b, sizeof b, NTX_BYE_EXIT);
       agg_link_send(&a->up, NTX_MSG_BYE, b, bn);
+      for (int t = 0; t < 20 && a->up.out_len; t++) { /* bounded: ~200 ms */
+        struct pollfd p = {.fd = a->up.fd, .events = POLLOUT};
+        poll(&p, 1, 10);
+        if (agg_link_flush(&a->up) < 0)
+          break;
+      }
     }
     agg_link_close(&a->up);
   }
+  size_t n = ntx_enc_bye(b, sizeof b, NTX_BYE_HANDOVER);
   for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++)
     if (a->locals[i].l.fd >= 0) {
       to_local(a, i, NTX_MSG_BYE, b, n);
@@ -639,6 +724,22 @@ void ntx_agg_stop(struct ntx_agg *a) {
   }
   pthread_mutex_destroy(&a->lock);
   free(a);
+}
+
+void ntx_agg_forget_in_child(struct ntx_agg *a) {
+  if (!a)
+    return;
+  int *fds[] = {&a->lfd, &a->ep, &a->wake[0], &a->wake[1], &a->up.fd};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+    if (*fds[i] >= 0) {
+      close(*fds[i]);
+      *fds[i] = -1;
+    }
+  for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++)
+    if (a->locals[i].l.fd >= 0) {
+      close(a->locals[i].l.fd);
+      a->locals[i].l.fd = -1;
+    }
 }
 
 void ntx_agg_get_stats(struct ntx_agg *a, struct ntx_agg_stats *st) {

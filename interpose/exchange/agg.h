@@ -19,10 +19,15 @@
  *     coordinator tells a multi-rank client once per comm),
  *   - PINGs upstream when idle; it drops entries for a (comm, rank) the
  *     sending client did not register (counted).
- * Known gap (wire protocol v1 has no message for it): a local client lost
- * without BYE cannot be reported to the root as such; the aggregator tells
- * its other local clients, and remote ranks see the skew.  See
- * docs/performance.md for the extension that closes it.
+ *   - reports a local client that leaves to the root with GONE (wire v2:
+ *     its host, pid, launcher rank, clean or lost, and its (comm, rank)
+ *     pairs), so a process that dies is named to remote ranks at once; a
+ *     lost one is also told to the other local clients directly,
+ *   - says HELLO with NTX_HELLO_AGG upstream and CHALLENGE with NTX_CHAL_AGG
+ *     to its clients, so both ends know what they talk to.
+ * Hand-over: ntx_agg_stop reads what its clients sent last (the hosting
+ * process's own BYE becomes a clean GONE), says BYE upstream and BYE with
+ * reason NTX_BYE_HANDOVER to the clients, which then re-run the election.
  *
  * Thread-safety: ntx_agg_listen/start/stop are called by one owner thread;
  * the loop runs on its own thread.  ntx_agg_get_stats takes the loop's lock.
@@ -46,6 +51,7 @@ struct ntx_agg_cfg {
   double poll_s;         /* 0: wake on every local frame; > 0: after each round of work,
                           * sleep this long and take what queued up meanwhile in one go
                           * (fewer wake-ups on a busy host; adds <= poll_s per hop) */
+  int32_t lrank;         /* launcher rank of the hosting process, sent upstream in HELLO (-1) */
 };
 void ntx_agg_default_cfg(struct ntx_agg_cfg *cfg);
 
@@ -60,8 +66,14 @@ struct ntx_agg;
 int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *err, size_t errlen);
 /* Run the loop on a new thread.  @return 0 or -errno. */
 int ntx_agg_start(struct ntx_agg *a);
-/* Say BYE upstream and to every local client, join the thread, free. */
+/* Join the thread, take the clients' last frames, say BYE upstream and
+ * BYE (hand-over) to every local client, free. */
 void ntx_agg_stop(struct ntx_agg *a);
+/* In a fork child: close the child's copies of every descriptor (the
+ * listening one above all: a copy would keep the name bound and the host
+ * could never elect again) and leave the memory alone (the thread is the
+ * parent's).  a may be NULL. */
+void ntx_agg_forget_in_child(struct ntx_agg *a);
 
 /* A local client's connection to the aggregator of this host (non-blocking
  * fd; the peer sends CHALLENGE first).  @return fd or -errno. */

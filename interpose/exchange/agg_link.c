@@ -155,7 +155,7 @@ int agg_link_on_challenge(struct agg_link *l, const struct ntx_msg *m, int32_t p
   uint8_t nonce[NTX_NONCE], buf[256];
   memcpy(l->sess.nonce, m->u.challenge.nonce, NTX_NONCE);
   agg_nonce(nonce);
-  size_t n = ntx_enc_hello(buf, sizeof buf, nonce, pid, launcher_rank, 0, host, job);
+  size_t n = ntx_enc_hello(buf, sizeof buf, nonce, pid, launcher_rank, l->hello_flags, host, job);
   int rc = agg_link_send(l, NTX_MSG_HELLO, buf, n); /* tagged with (coordinator nonce, zeros) */
   memcpy(l->sess.nonce + NTX_NONCE, nonce, NTX_NONCE);
   return rc;

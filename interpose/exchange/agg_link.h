@@ -32,6 +32,7 @@ struct agg_link {
   uint8_t *out;
   size_t out_len, out_cap, out_max;
   uint64_t dropped;             /* frames not queued: out_max reached */
+  uint32_t hello_flags;         /* client end: HELLO flags (NTX_HELLO_AGG); 0 after init */
 };
 
 /* Set up a link on a connected non-blocking fd.  server: 1 for the

@@ -57,8 +57,18 @@ void ntx_check_free(struct ntx_check *c);
 /* A client authenticated.  @return 0, or -1 when id is out of range or in use. */
 int ntx_check_client_add(struct ntx_check *c, uint32_t id, const char *host, int32_t pid,
                          int32_t launcher_rank);
+/* The client is a node aggregator (HELLO flag NTX_HELLO_AGG): its ranks
+ * belong to several processes, it may send GONE, and losing it is losing
+ * the process that hosted it (its other ranks come back through another). */
+void ntx_check_client_set_agg(struct ntx_check *c, uint32_t id);
 /* A client is gone: clean (BYE) or lost (every other client is told). */
 void ntx_check_client_gone(struct ntx_check *c, uint32_t id, int clean, double now);
+/* GONE from aggregator id: the process (host, pid, launcher rank) that held
+ * the n (comm, rank) pairs left, clean or lost; lost is told to every
+ * other client.  Pairs the aggregator does not hold are ignored (counted
+ * as unregistered).  @return 0, or -1 when id is not an aggregator. */
+int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t pid, int32_t launcher_rank,
+                   int clean, const uint8_t *pairs, uint32_t n, double now);
 /* REGISTER: env is "NAME=VALUE\0..." (NCCL_* only). */
 void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank,
                         int32_t nranks, int32_t nccl_version, const char *env, uint32_t env_len,

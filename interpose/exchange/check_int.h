@@ -89,8 +89,9 @@ struct p2p {
 };
 
 struct client {
-  int active;
+  int active, agg;        /* agg: a node aggregator, speaking for several processes */
   uint32_t gen, waits;
+  uint64_t told;          /* stamp of the last ntx_tell_comm that reached it (one verdict per client) */
   char host[NTX_HOST];
   int32_t pid, lrank;
   uint32_t ncomms, capcomms;
@@ -109,6 +110,7 @@ struct ntx_check {
   struct p2p **p2p_hash;
   uint64_t p2p_mask;
   uint32_t p2p_total;
+  uint64_t tell_stamp;    /* ntx_tell_comm calls so far */
   struct ntx_check_stats st;
 };
 

@@ -309,6 +309,8 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     c->state = C_READY;
     co->st.clients++;
     ntx_check_client_add(co->chk, id, m.u.hello.host, m.u.hello.pid, m.u.hello.launcher_rank);
+    if (m.u.hello.flags & NTX_HELLO_AGG)
+      ntx_check_client_set_agg(co->chk, id);
     uint8_t buf[16];
     size_t n = ntx_enc_welcome(buf, sizeof buf, id, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0);
     conn_send(co, id, NTX_MSG_WELCOME, buf, n);
@@ -339,6 +341,14 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     free(fps);
     return 0;
   }
+  case NTX_MSG_GONE:
+    if (ntx_check_gone(co->chk, id, m.u.gone.host, m.u.gone.pid, m.u.gone.launcher_rank, (int)m.u.gone.clean,
+                       m.u.gone.pairs, m.u.gone.n, now) < 0) {
+      co->st.rejected_malformed++;
+      conn_close(co, id, 1, "GONE from a client that did not say it is a node aggregator");
+      return -1;
+    }
+    return 0;
   case NTX_MSG_PING:
     return 0;
   case NTX_MSG_BYE:

@@ -32,7 +32,8 @@ static uint64_t get64(const uint8_t *p) {
 const char *ntx_wire_strerror(int err) {
   switch (err) {
   case NTX_E_MAGIC: return "bad magic";
-  case NTX_E_VERSION: return "unsupported protocol version";
+  case NTX_E_VERSION:
+    return "wire protocol version differs (a peer of another nccltrace build: use one build on every host)";
   case NTX_E_TYPE: return "unknown message type";
   case NTX_E_SIZE: return "frame too large";
   case NTX_E_MAC: return "authentication failed";
@@ -240,6 +241,22 @@ int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
       return NTX_E_MALFORMED;
     m->u.bye.reason = get32(p);
     return 0;
+  case NTX_MSG_GONE:
+    if (n < NTX_GONE_FIXED)
+      return NTX_E_MALFORMED;
+    m->u.gone.pid = (int32_t)get32(p);
+    m->u.gone.launcher_rank = (int32_t)get32(p + 4);
+    m->u.gone.clean = get32(p + 8);
+    m->u.gone.n = get32(p + 12);
+    get_str(m->u.gone.host, p + 16, NTX_HOST);
+    if (m->u.gone.clean > 1 || m->u.gone.n > NTX_GONE_MAX ||
+        (uint64_t)m->u.gone.n * NTX_GONE_WIRE != n - NTX_GONE_FIXED)
+      return NTX_E_MALFORMED;
+    m->u.gone.pairs = p + NTX_GONE_FIXED;
+    for (uint32_t i = 0; i < m->u.gone.n; i++)
+      if (get32(m->u.gone.pairs + i * NTX_GONE_WIRE + 12) != 0) /* reserved */
+        return NTX_E_MALFORMED;
+    return 0;
   default:
     return NTX_E_MALFORMED;
   }
@@ -364,4 +381,29 @@ size_t ntx_enc_bye(uint8_t *out, size_t cap, uint32_t reason) {
     return 0;
   put32(out, reason);
   return 4;
+}
+
+size_t ntx_enc_gone_head(uint8_t *out, size_t cap, int32_t pid, int32_t launcher_rank, uint32_t clean,
+                         const char *host, uint32_t n) {
+  if (n > NTX_GONE_MAX || cap < NTX_GONE_FIXED + (size_t)n * NTX_GONE_WIRE)
+    return 0;
+  put32(out, (uint32_t)pid);
+  put32(out + 4, (uint32_t)launcher_rank);
+  put32(out + 8, clean ? 1u : 0u);
+  put32(out + 12, n);
+  put_str(out + 16, host, NTX_HOST);
+  return NTX_GONE_FIXED + (size_t)n * NTX_GONE_WIRE;
+}
+
+void ntx_gone_put(uint8_t *pairs, uint32_t i, uint64_t comm_id, int32_t rank) {
+  uint8_t *e = pairs + (size_t)i * NTX_GONE_WIRE;
+  put64(e, comm_id);
+  put32(e + 8, (uint32_t)rank);
+  put32(e + 12, 0); /* reserved */
+}
+
+void ntx_gone_get(const uint8_t *pairs, uint32_t i, uint64_t *comm_id, int32_t *rank) {
+  const uint8_t *e = pairs + (size_t)i * NTX_GONE_WIRE;
+  *comm_id = get64(e);
+  *rank = (int32_t)get32(e + 8);
 }

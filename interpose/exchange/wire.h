@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include "interpose/exchange/auth.h"
 
-#define NTX_WIRE_VERSION 1u
+#define NTX_WIRE_VERSION 2u         /* 2: GONE (v1 peers are refused, see ntx_wire_strerror) */
 #define NTX_FRAME_HDR 16u            /* "NX", version, type, length, seq */
 #define NTX_FRAME_MAC 8u             /* SipHash-2-4 tag after the payload */
 #define NTX_FRAME_MAX_PAYLOAD 65536u /* larger frames are rejected before buffering */
@@ -30,6 +30,16 @@
 #define NTX_ENV_MAX 8192u            /* = NTR_ENV_BYTES */
 #define NTX_FP_WIRE 48u              /* bytes per fingerprint entry */
 #define NTX_FP_MAX ((NTX_FRAME_MAX_PAYLOAD - 8u) / NTX_FP_WIRE)
+#define NTX_GONE_FIXED (16u + NTX_HOST)
+#define NTX_GONE_WIRE 16u            /* bytes per (comm, rank) pair of GONE */
+#define NTX_GONE_MAX ((NTX_FRAME_MAX_PAYLOAD - NTX_GONE_FIXED) / NTX_GONE_WIRE)
+
+/* HELLO flags */
+#define NTX_HELLO_AGG 1u      /* the client is a node aggregator (speaks for other processes) */
+/* CHALLENGE flags: NTX_COORD_EMBEDDED (coord.h) = 1 */
+#define NTX_CHAL_AGG 2u       /* the server is a node aggregator, not the root */
+/* BYE reasons */
+enum ntx_bye_reason { NTX_BYE_EXIT = 0, NTX_BYE_SHUTDOWN = 1, NTX_BYE_HANDOVER = 2 };
 
 /* Direction byte mixed into every tag: a frame cannot be reflected back. */
 enum ntx_dir { NTX_DIR_TO_COORD = 'C', NTX_DIR_TO_CLIENT = 'S' };
@@ -45,6 +55,7 @@ enum ntx_msg_type {
   NTX_MSG_VERDICT = 8,   /* coord -> client: something to report */
   NTX_MSG_PING = 9,      /* client -> coord: liveness while idle */
   NTX_MSG_BYE = 10,      /* either way: clean exit (client) or shutdown (coord) */
+  NTX_MSG_GONE = 11,     /* aggregator -> coord (v2): one of its processes left (clean or lost) */
   NTX_MSG_TYPE_END
 };
 
@@ -141,6 +152,12 @@ struct ntx_msg {
       const char *text; /* not NUL-terminated */
     } verdict;
     struct { uint32_t reason; } bye;
+    struct {
+      int32_t pid, launcher_rank;
+      uint32_t clean, n;
+      char host[NTX_HOST];
+      const uint8_t *pairs; /* n x (comm_id u64, rank i32, 0 u32): ntx_gone_get */
+    } gone;
   } u;
 };
 
@@ -166,4 +183,9 @@ size_t ntx_enc_reply(uint8_t *out, size_t cap, uint32_t req_id, int32_t status, 
 size_t ntx_enc_verdict(uint8_t *out, size_t cap, uint32_t kind, uint64_t comm_id, uint64_t seq,
                        int32_t peer, int64_t aux, const char *field, const char *text);
 size_t ntx_enc_bye(uint8_t *out, size_t cap, uint32_t reason);
+/* GONE: header only (n <= NTX_GONE_MAX); append pairs with ntx_gone_put. */
+size_t ntx_enc_gone_head(uint8_t *out, size_t cap, int32_t pid, int32_t launcher_rank, uint32_t clean,
+                         const char *host, uint32_t n);
+void ntx_gone_put(uint8_t *pairs, uint32_t i, uint64_t comm_id, int32_t rank);
+void ntx_gone_get(const uint8_t *pairs, uint32_t i, uint64_t *comm_id, int32_t *rank);
 #endif

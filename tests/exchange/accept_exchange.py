@@ -17,6 +17,22 @@ unless said otherwise.  One test per invocation:
   coord_killed  standalone `nccltrace coord`, SIGKILLed mid-run: the ranks
                 finish their collectives correctly and exit 0
 
+Through node aggregators: 2 "hosts" of 2 ranks on this machine
+(WORLD_SIZE=4, LOCAL_WORLD_SIZE=2, NCCLTRACE_AGG_HOST=hostA|hostB: each
+host elects its own aggregator, which connects to the root in rank 0):
+
+  agg_async     the async mismatch above: reported on all 4 ranks through
+                the aggregators, within 100 ms of the later call
+  agg_sigkill   SIGKILL of the rank of hostB that does not host its
+                aggregator: ranks 0,1 (behind hostA's) name it within 1 s
+  agg_handover  the process hosting hostB's aggregator exits mid-run; the
+                other rank of hostB elects a new one, and a mismatch on the
+                3 remaining ranks is still reported on all 3 (and nobody
+                reports a lost rank: it was a clean exit)
+  agg_host_killed  SIGKILL of the rank hosting hostB's aggregator: ranks
+                0,1 are told within 1 s that the process hosting it was
+                lost; the other rank of hostB says so and elects a new one
+
 Paths come from the environment (set by meson): NTX_LIB, NTX_EMU, NTX_TOOL,
 NTX_RANK.  Exit: 0 pass, 1 fail, 77 skip.
 """
@@ -53,7 +69,7 @@ def free_port():
 
 
 class Job:
-    def __init__(self, tmp, mode, extra_env, coord=None):
+    def __init__(self, tmp, mode, extra_env, coord=None, rank_env=None):
         self.tmp = tmp
         self.procs = []
         port = free_port()
@@ -75,6 +91,8 @@ class Job:
             if coord:
                 env["NCCLTRACE_COORD"] = coord
             env.update(extra_env)
+            if rank_env:
+                env.update(rank_env(r))
             err = open(os.path.join(tmp, "err.%d" % r), "w")
             out = open(os.path.join(tmp, "out.%d" % r), "w")
             self.procs.append(subprocess.Popen(
@@ -238,6 +256,125 @@ def t_coord_killed(tmp):
         check("lost the coordinator" in job.text("err", r), "rank %d did not say the coordinator went" % r)
 
 
+def agg_env(r):
+    """2 hosts of 2 ranks: hostA = ranks 0,1, hostB = ranks 2,3."""
+    return {"LOCAL_RANK": str(r % 2), "LOCAL_WORLD_SIZE": "2",
+            "NCCLTRACE_AGG_HOST": "hostA" if r < 2 else "hostB", "NCCLTRACE_VERBOSE": "1"}
+
+
+AGG_HOSTED = "node aggregator for host %s started in this process"
+
+
+def agg_hosts(job):
+    """The rank hosting each host's aggregator (from the verbose lines); checks one each."""
+    hosts = {}
+    for name, ranks in (("hostA", (0, 1)), ("hostB", (2, 3))):
+        h = [r for r in ranks if AGG_HOSTED % name in job.text("err", r)]
+        check(len(h) == 1, "%s: aggregator hosted by ranks %s, want exactly one" % (name, h))
+        hosts[name] = h[0]
+    return hosts
+
+
+def t_agg_async(tmp):
+    job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
+                                "NCCLTRACE_RING": "4096"}, rank_env=agg_env)
+    ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm", 20)
+    job.wait_text("out", range(N), "hung", 5)
+    wait_dumps(tmp, "mismatch", N, 10)
+    job.kill_all()
+    job.show()
+    check(ok, "not every rank printed the mismatch")
+    hosts = agg_hosts(job)
+    print("aggregators hosted by ranks %s" % hosts)
+    for r in range(N):
+        err = job.text("err", r)
+        check("through this host's node aggregator" in err, "rank %d did not connect through an aggregator" % r)
+        check(err.count("nccltrace: mismatch on comm") == 1, "rank %d: not exactly one line" % r)
+        check("seq 4 field op: rank 1 Broadcast" in err, "rank %d: wrong verdict" % r)
+    calls, verdicts = [], []
+    for path in rings(tmp):
+        recs = decode(path)["records"]
+        c = [x["t_ns"] for x in recs if x.get("seq") == 4 and x["kind"] in ("AllReduce", "Broadcast")]
+        v = [x["t_ns"] for x in recs if x["kind"] == "Mismatch"]
+        check(c and v, "%s: call %s verdict %s" % (path, c, v))
+        calls.append(min(c))
+        verdicts.append(min(v))
+    check(len(calls) == N, "expected %d rings, got %d" % (N, len(calls)))
+    later = max(calls)
+    for v in verdicts:
+        ms = (v - later) / 1e6
+        print("verdict recorded %.2f ms after the later rank's call (through 2 aggregators)" % ms)
+        check(0 <= ms < 100, "verdict %.2f ms after the later call" % ms)
+
+
+def t_agg_sigkill(tmp):
+    job = Job(tmp, "idle", {"NCCLTRACE_CHECK": "async"}, rank_env=agg_env)
+    check(job.wait_text("out", range(N), "ready", 30), "ranks not ready")
+    time.sleep(0.3)
+    hosts = agg_hosts(job)
+    victim = 5 - hosts["hostB"]  # the rank of hostB that is only a client of its aggregator
+    t0 = time.time()
+    job.procs[victim].send_signal(signal.SIGKILL)
+    needle = "nccltrace: lost rank %d (host hostB" % victim
+    ok = job.wait_text("err", [0, 1], needle, 5)
+    dt = time.time() - t0
+    local = job.wait_text("err", [hosts["hostB"]], needle, 2)
+    job.kill_all()
+    job.show()
+    check(ok and dt < 1.0, "ranks behind hostA's aggregator told after %.3f s" % dt)
+    check(local, "rank %d (hosting hostB's aggregator) was not told" % hosts["hostB"])
+    print("ranks 0,1 (hostA) named rank %d (hostB, behind an aggregator) within %.0f ms" % (victim, dt * 1e3))
+
+
+def t_agg_handover(tmp):
+    job = Job(tmp, "handover", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600"}, rank_env=agg_env)
+    check(job.wait_text("out", range(N), "ready", 30), "ranks not ready")
+    hosts = agg_hosts(job)
+    leaver = hosts["hostB"]
+    if leaver == 0:  # rank 0 also hosts the root: its exit ends checking for everybody, by design
+        job.kill_all()
+        fail("rank 0 hosts hostB's aggregator: bad host split")
+    with open(os.path.join(tmp, "id.leaver.tmp"), "w") as f:
+        f.write("%d\n" % leaver)
+    os.rename(os.path.join(tmp, "id.leaver.tmp"), os.path.join(tmp, "id.leaver"))
+    rest = [r for r in range(N) if r != leaver]
+    left = job.wait_text("out", [leaver], "left", 20)
+    ok = job.wait_text("err", rest, "nccltrace: mismatch on comm", 20)
+    errs = {r: job.text("err", r) for r in range(N)}  # before the kill, which is a loss
+    job.kill_all()
+    job.show()
+    check(left and job.procs[leaver].returncode == 0, "rank %d did not leave cleanly" % leaver)
+    check(ok, "the 3 remaining ranks did not all print the mismatch after the hand-over")
+    other = 5 - leaver
+    check(AGG_HOSTED % "hostB" in errs[other], "rank %d did not take over hostB's aggregator" % other)
+    for r in rest:
+        e = errs[r]
+        check("lost" not in e, "rank %d reported a loss for a clean exit" % r)
+        check("field op: rank 1 Broadcast" in e, "rank %d: wrong verdict" % r)
+    print("rank %d left; rank %d took over hostB's aggregator; mismatch reported on ranks %s" % (leaver, other, rest))
+
+
+def t_agg_host_killed(tmp):
+    job = Job(tmp, "idle", {"NCCLTRACE_CHECK": "async"}, rank_env=agg_env)
+    check(job.wait_text("out", range(N), "ready", 30), "ranks not ready")
+    time.sleep(0.3)
+    victim = agg_hosts(job)["hostB"]
+    other = 5 - victim
+    t0 = time.time()
+    job.procs[victim].send_signal(signal.SIGKILL)
+    ok = job.wait_text("err", [0, 1], "nccltrace: lost the process hosting the node aggregator of host hostB", 5)
+    dt = time.time() - t0
+    local = job.wait_text("err", [other], "which hosted the node aggregator", 2)
+    again = job.wait_text("err", [other], AGG_HOSTED % "hostB", 3)
+    job.kill_all()
+    job.show()
+    check(ok and dt < 1.0, "ranks behind hostA's aggregator told after %.3f s" % dt)
+    check(local, "rank %d (hostB) did not report the loss of its aggregator's host" % other)
+    check(again, "rank %d did not elect itself hostB's new aggregator" % other)
+    print("rank %d (hosting hostB's aggregator) killed: ranks 0,1 told within %.0f ms; rank %d took over"
+          % (victim, dt * 1e3, other))
+
+
 def main():
     for k in ("NTX_LIB", "NTX_EMU", "NTX_TOOL", "NTX_RANK"):
         if not os.environ.get(k):
@@ -248,7 +385,8 @@ def main():
     os.chmod(tmp, 0o700)
     try:
         {"strict": t_strict, "async": t_async, "sigkill": t_sigkill, "noinit": t_noinit,
-         "coord_killed": t_coord_killed}[test](tmp)
+         "coord_killed": t_coord_killed, "agg_async": t_agg_async, "agg_sigkill": t_agg_sigkill,
+         "agg_handover": t_agg_handover, "agg_host_killed": t_agg_host_killed}[test](tmp)
     finally:
         if os.environ.get("NTX_KEEP"):
             print("kept " + tmp)

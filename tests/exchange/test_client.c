@@ -20,6 +20,11 @@
  *   strict_group        strict, 2 ranks, a group of 1,500 sends/recvs (more
  *                       than one frame holds): agreed; then one recv count
  *                       differs at #1400 of the next group: -1 on both
+ *   agg_mismatch        async_mismatch through node aggregators: 2 "hosts"
+ *                       of 2 ranks (NCCLTRACE_AGG=1, NCCLTRACE_AGG_HOST),
+ *                       each electing its own aggregator in one of its ranks
+ *   agg_strict          strict_mismatch through the same aggregators
+ *                       (STRICT forwarded, the REPLY routed back)
  *
  * Exit: 0 pass, 1 fail, 77 skip (no loopback sockets).
  */
@@ -148,6 +153,7 @@ static int child(const char *scenario, int rank, int nranks) {
   ntr_cfg.skew_s = getenv("NTXT_SKEW") ? atof(getenv("NTXT_SKEW")) : 30;
   ntr_cfg.env_check = getenv("NTXT_ENV_ABORT") ? NTR_ENV_CHECK_ABORT : NTR_ENV_CHECK_WARN;
   ntr_cfg.coord_port_offset = 17;
+  ntr_cfg.verbose = getenv("NTXT_VERBOSE") ? 1 : 0;
   struct ntr_ring_config rc = {.dir = dir, .job_id = "exchtest", .slots = 1024};
   if (ntr_ring_open(&ring, &rc) < 0) {
     out("ring open failed\n");
@@ -162,6 +168,10 @@ static int child(const char *scenario, int rank, int nranks) {
   int ok = 1;
   char text[32] = "";
 
+  if (!strcmp(scenario, "agg_mismatch"))
+    scenario = "async_mismatch"; /* the same, through aggregators (the parent's env) */
+  if (!strcmp(scenario, "agg_strict"))
+    scenario = "strict_mismatch";
   if (!strcmp(scenario, "async_mismatch") || !strcmp(scenario, "embedded")) {
     put_coll(cs, 1, NTR_KIND_ALLREDUCE, 64, NULL);
     if (rank == nranks - 1)
@@ -441,6 +451,12 @@ static int parent(const char *scenario) {
   int k = 1;
   while (env[k])
     k++;
+  int agg = !strncmp(scenario, "agg_", 4);
+  if (agg) {
+    env[k++] = "NCCLTRACE_AGG=1";
+    env[k++] = "NTXT_VERBOSE=1";
+    scenario = !strcmp(scenario, "agg_strict") ? "strict_mismatch" : "async_mismatch";
+  }
   if (!strcmp(scenario, "strict_mismatch") || !strcmp(scenario, "coord_killed_strict") ||
       !strcmp(scenario, "strict_group"))
     env[k++] = "NTXT_MODE=strict";
@@ -460,8 +476,11 @@ static int parent(const char *scenario) {
     int j = k;
     if (!strcmp(scenario, "env_diff"))
       e[j++] = r == 2 ? "NCCL_PROTO=LL" : "NCCL_PROTO=Simple";
+    if (agg)
+      e[j++] = r < 2 ? "NCCLTRACE_AGG_HOST=hostA" : "NCCLTRACE_AGG_HOST=hostB";
     e[j] = NULL;
-    pids[r] = spawn(scenario, r, n, e);
+    pids[r] = spawn(agg ? (!strcmp(scenario, "strict_mismatch") ? "agg_strict" : "agg_mismatch") : scenario,
+                    r, n, e);
   }
   char b[8192];
   int passed = 0;
@@ -532,6 +551,16 @@ static int parent(const char *scenario) {
       slurp("res", r, b, sizeof b);
       EXPECT(strstr(b, "field NCCL_PROTO") != NULL);
     }
+  if (agg) { /* each rank went through an aggregator; each "host" elected one */
+    int hosted[2] = {0, 0};
+    for (int r = 0; r < n; r++) {
+      slurp("err", r, b, sizeof b);
+      EXPECT(strstr(b, "through this host's node aggregator") != NULL);
+      hosted[r / 2] += strstr(b, "node aggregator for host ") != NULL;
+    }
+    /* >= 1: a rank that hosted one and exits first hands over to the other */
+    EXPECT(hosted[0] >= 1 && hosted[1] >= 1);
+  }
   if (!strcmp(scenario, "coord_killed_async"))
     for (int r = 0; r < n; r++) {
       slurp("err", r, b, sizeof b);

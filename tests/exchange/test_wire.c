@@ -147,9 +147,14 @@ static void test_hostile(void) {
   uint8_t big[16] = {'N', 'X', NTX_WIRE_VERSION, NTX_MSG_FP, 0x01, 0x00, 0x02, 0x00};
   EXPECT(ntx_frame_parse(big, sizeof big, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_SIZE);
   EXPECT(ntx_frame_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_MAGIC);
-  uint8_t v2[4] = {'N', 'X', 2, 1};
-  EXPECT(ntx_frame_parse(v2, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
-  uint8_t badtype[4] = {'N', 'X', 1, 200};
+  /* a v1 peer (before GONE) is refused from its third byte, with a reason
+   * that says what to do */
+  uint8_t v1[4] = {'N', 'X', 1, 1};
+  EXPECT(ntx_frame_parse(v1, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  EXPECT(strstr(ntx_wire_strerror(NTX_E_VERSION), "another nccltrace build") != NULL);
+  uint8_t v3[4] = {'N', 'X', 3, 1};
+  EXPECT(ntx_frame_parse(v3, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  uint8_t badtype[4] = {'N', 'X', NTX_WIRE_VERSION, 200};
   EXPECT(ntx_frame_parse(badtype, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_TYPE);
   /* random garbage never yields a frame with the wrong key */
   srand(7);
@@ -159,7 +164,7 @@ static void test_hostile(void) {
     for (size_t i = 0; i < gl; i++)
       g[i] = (uint8_t)rand();
     if (t & 1 && gl >= 4) { /* a plausible header makes the parser go deeper */
-      g[0] = 'N'; g[1] = 'X'; g[2] = 1; g[3] = (uint8_t)(1 + rand() % 10);
+      g[0] = 'N'; g[1] = 'X'; g[2] = NTX_WIRE_VERSION; g[3] = (uint8_t)(1 + rand() % 11);
     }
     EXPECT(ntx_frame_parse(g, gl, &s, NTX_DIR_TO_COORD, 0, &f) <= 0);
     /* and unauthenticated decoding never reads out of bounds (ASan) */
@@ -192,6 +197,36 @@ static void test_hostile(void) {
   mf.type = NTX_MSG_PING;
   mf.len = 1;
   EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
+  /* GONE: fixed part, count against length, clean is 0/1, reserved is 0 */
+  static uint8_t gp[NTX_GONE_FIXED + 2 * NTX_GONE_WIRE];
+  struct ntx_frame gf = {.type = NTX_MSG_GONE, .payload = gp};
+  gf.len = (uint32_t)ntx_enc_gone_head(gp, sizeof gp, 4242, 3, 0, "hostB", 2);
+  ntx_gone_put(gp + NTX_GONE_FIXED, 0, 0xabcdef0123456789ull, 3);
+  ntx_gone_put(gp + NTX_GONE_FIXED, 1, 77, 0);
+  EXPECT(gf.len == sizeof gp);
+  EXPECT(ntx_msg_decode(&gf, &m) == 0);
+  EXPECT(m.u.gone.pid == 4242 && m.u.gone.launcher_rank == 3 && m.u.gone.clean == 0 && m.u.gone.n == 2 &&
+         !strcmp(m.u.gone.host, "hostB"));
+  uint64_t gc;
+  int32_t gr;
+  ntx_gone_get(m.u.gone.pairs, 0, &gc, &gr);
+  EXPECT(gc == 0xabcdef0123456789ull && gr == 3);
+  ntx_gone_get(m.u.gone.pairs, 1, &gc, &gr);
+  EXPECT(gc == 77 && gr == 0);
+  gf.len -= 1; /* count and length disagree */
+  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  gf.len = NTX_GONE_FIXED - 1;
+  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  gf.len = sizeof gp;
+  gp[8] = 2; /* clean must be 0 or 1 */
+  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  gp[8] = 1;
+  gp[NTX_GONE_FIXED + 12] = 1; /* reserved */
+  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  gp[NTX_GONE_FIXED + 12] = 0;
+  gp[12] = 0xff; gp[13] = 0xff; gp[14] = 0xff; gp[15] = 0xff; /* n huge: no overflow */
+  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  EXPECT(ntx_enc_gone_head(gp, sizeof gp, 1, 1, 1, "h", NTX_GONE_MAX + 1) == 0);
 }
 
 int main(void) {

@@ -13,6 +13,12 @@
  *   idle      3 AllReduce, "ready", then sleep (the driver kills some ranks)
  *   noinit    rank NRANKS-1 never calls init; the others block in it
  *   steady    60 AllReduce, 20 ms apart, "ready" after 10; exits 0
+ *   handover  3 AllReduce, "ready", then waits for IDFILE.leaver (written
+ *             by the driver: the rank that must leave); all split the world
+ *             comm, the leaver with NCCL_SPLIT_NOCOLOR, and it exits 0
+ *             ("left").  The others wait 1 s, run 3 AllReduce on the
+ *             3-rank comm ("sub ok"), then sub-rank 1 Broadcast where the
+ *             others AllReduce: async, so they hang ("hung")
  *
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded, no handlers.
@@ -124,6 +130,48 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < 3; i++)
     allreduce_checked(comm, nranks);
+  if (!strcmp(mode, "handover")) {
+    printf("ready\n");
+    char path[4200];
+    snprintf(path, sizeof path, "%s.leaver", argv[4]);
+    int leaver = -1;
+    for (int i = 0; i < 3000 && leaver < 0; i++) {
+      FILE *f = fopen(path, "r");
+      if (f) {
+        if (fscanf(f, "%d", &leaver) != 1)
+          leaver = -1;
+        fclose(f);
+      }
+      if (leaver < 0)
+        sleep_ms(10);
+    }
+    if (leaver < 0)
+      FAIL("no leaver named");
+    ncclComm_t sub = NULL;
+    NCCL(ncclCommSplit(comm, g_rank == leaver ? NCCL_SPLIT_NOCOLOR : 0, g_rank, &sub, NULL));
+    if (g_rank == leaver) {
+      NCCL(ncclCommDestroy(comm));
+      printf("left\n");
+      return 0; /* exit: its aggregator hands over */
+    }
+    sleep_ms(1000);
+    int sr;
+    NCCL(ncclCommUserRank(sub, &sr));
+    for (int i = 0; i < 3; i++) {
+      NCCL(ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, sub, stream));
+      CUDA(cudaStreamSynchronize(stream));
+    }
+    printf("sub ok\n");
+    ncclResult_t r;
+    if (sr == 1)
+      r = ncclBroadcast(dbuf, dbuf, 64, ncclFloat32, 0, sub, stream);
+    else
+      r = ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, sub, stream);
+    printf("sub seq4 %s\n", ncclGetErrorString(r));
+    printf("hung\n");
+    sleep_ms(60000);
+    return 0;
+  }
   if (!strcmp(mode, "idle")) {
     printf("ready\n");
     sleep_ms(60000);

@@ -1,0 +1,110 @@
+/* client_conn.c -- the client's way to the checker (contract: client_conn.h). */
+#include "interpose/exchange/client_conn.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int ntx_conn_tcp(const char *host, const char *port) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *ai = NULL;
+  if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+    return -EHOSTUNREACH;
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+  int rc = fd < 0 ? -errno : fd;
+  if (fd >= 0) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      rc = -errno;
+      close(fd);
+    }
+  }
+  freeaddrinfo(ai);
+  return rc;
+}
+
+/* NCCLTRACE_AGG: "0"/"1"; unset or empty is the default, anything else is
+ * the default too and said once (bad). */
+static int agg_wanted(int32_t world, int32_t local_world, int *bad) {
+  const char *v = getenv("NCCLTRACE_AGG");
+  *bad = 0;
+  if (v && !strcmp(v, "0"))
+    return 0;
+  if (v && !strcmp(v, "1"))
+    return 1;
+  *bad = v && v[0];
+  /* single-host jobs stay direct: one hop less, nothing to gain */
+  return world > 0 && local_world > 0 && world > local_world;
+}
+
+void ntx_cagg_init(struct ntx_cagg *ca, const struct ntx_key *key, const char *job, const char *up_host,
+                   const char *up_port, int32_t lrank, int32_t world_size, int32_t local_world_size) {
+  memset(ca, 0, sizeof *ca);
+  ca->on = agg_wanted(world_size, local_world_size, &ca->bad_env);
+  ca->key = *key;
+  ca->lrank = lrank;
+  snprintf(ca->job, sizeof ca->job, "%s", job ? job : "");
+  snprintf(ca->up_host, sizeof ca->up_host, "%s", up_host);
+  snprintf(ca->up_port, sizeof ca->up_port, "%s", up_port);
+  /* NCCLTRACE_AGG_HOST splits one machine into several "hosts" (tests):
+   * it is mixed into the name, so each value elects its own aggregator. */
+  const char *fake = getenv("NCCLTRACE_AGG_HOST");
+  char scope[NTX_JOB + NTX_HOST + 2];
+  if (fake && fake[0]) {
+    snprintf(ca->host, sizeof ca->host, "%s", fake);
+    snprintf(scope, sizeof scope, "%s@%s", ca->job, fake);
+  } else {
+    gethostname(ca->host, sizeof ca->host - 1);
+    snprintf(scope, sizeof scope, "%s", ca->job); /* the abstract namespace is per host already */
+  }
+  ntx_agg_name(key, scope, ca->name, sizeof ca->name);
+}
+
+int ntx_cagg_connect(struct ntx_cagg *ca, int *hosted, char *err, size_t errlen) {
+  *hosted = 0;
+  if (err && errlen)
+    err[0] = '\0';
+  if (!ca->agg) { /* the election: binding the name is winning it */
+    struct ntx_agg_cfg cfg;
+    ntx_agg_default_cfg(&cfg);
+    cfg.name = ca->name;
+    cfg.up_host = ca->up_host;
+    cfg.up_port = ca->up_port;
+    cfg.key = ca->key;
+    cfg.host = ca->host;
+    cfg.job = ca->job;
+    cfg.lrank = ca->lrank;
+    char e[256] = "";
+    int rc = ntx_agg_listen(&ca->agg, &cfg, e, sizeof e);
+    if (rc == 0 && ntx_agg_start(ca->agg) != 0) {
+      ntx_agg_stop(ca->agg);
+      ca->agg = NULL;
+      snprintf(e, sizeof e, "cannot start the node aggregator thread");
+      rc = -EAGAIN;
+    }
+    if (rc == 0)
+      *hosted = 1;
+    else if (rc != -EADDRINUSE && err && errlen)
+      snprintf(err, errlen, "%s", e);
+  }
+  return ntx_agg_connect(ca->name);
+}
+
+void ntx_cagg_stop(struct ntx_cagg *ca) {
+  if (ca->agg)
+    ntx_agg_stop(ca->agg);
+  ca->agg = NULL;
+}
+
+void ntx_cagg_forget_in_child(struct ntx_cagg *ca) {
+  ntx_agg_forget_in_child(ca->agg);
+  ca->agg = NULL; /* its memory is the parent's copy: left alone */
+  ca->on = 0;     /* checking is off in a fork child anyway (client.c) */
+}

@@ -1,0 +1,121 @@
+/* client_int.h -- internals of the exchange client, shared by client.c
+ * (the thread, the ring reader, the API of interpose/exchange.h) and
+ * client_link.c (the connection to the coordinator or to this host's node
+ * aggregator, and the verdicts and replies that arrive on it).
+ *
+ * Thread-safety: as interpose/exchange.h says; ntx_cl's fields are grouped
+ * by who may touch them (set once at start / under mu / atomics / the
+ * client thread only).  The ntx_cl_* functions of client_link.c run on the
+ * client thread, except ntx_cl_say, ntx_cl_once and ntx_cl_now (any
+ * thread) and ntx_cl_reg_find (mu held).  Signal-safety: none.
+ */
+#ifndef NTX_CLIENT_INT_H
+#define NTX_CLIENT_INT_H
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "interpose/exchange.h"
+#include "interpose/exchange/client_conn.h"
+#include "interpose/exchange/coord.h"
+#include "interpose/exchange/discover.h"
+#include "interpose/exchange/wire.h"
+
+#define OUT_CAP (256u * 1024u)    /* bytes queued towards the coordinator */
+#define POLL_MIN_MS 1             /* ring poll interval while records flow */
+#define POLL_MAX_MS 5             /* ... and when idle: bounds verdict latency */
+#define PING_S 1.0                /* idle keepalive (the coordinator's dead timeout is 10 s) */
+#define STUCK_S 0.05              /* a slot left half-written this long is skipped */
+#define LINGER_S 2.0              /* embedded coordinator waits for the others at exit */
+#define HS_TIMEOUT_S 5.0          /* connect + CHALLENGE + WELCOME must be done within */
+
+enum { S_OFF = 0, S_DISCONNECTED, S_CONNECTING, S_CHALLENGE, S_WELCOME, S_READY };
+enum { ENV_PENDING = 0, ENV_OK = 1, ENV_DIFF = 2 };
+
+struct reg {
+  uint64_t comm_id;
+  int32_t rank, nranks;
+  struct ntr_comm_state *cs;
+  int sent, env_state;
+};
+
+struct sreq {
+  uint32_t id, n;
+  struct ntx_fp *fps;
+  int sent, done;
+  int32_t status;
+  char *text;
+  size_t text_len;
+  struct sreq *next;
+};
+
+struct ntx_client {
+  /* set by ntx_start, read-only afterwards */
+  int started, discovered;
+  int mode;
+  struct ntr_ring *ring;
+  struct ntx_discovery disc;
+  struct ntx_key key;
+  struct ntx_coord *coord;
+  struct ntx_cagg cagg;     /* the node aggregator: used by the client thread after start */
+  pthread_t thread;
+  int thread_ok;
+  int wake[2];
+  char env[NTX_ENV_MAX];
+  uint32_t env_len;
+  char hostname[NTX_HOST];
+  int32_t launcher_rank;
+
+  /* shared with application threads: under mu */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct reg regs[NTR_COMM_MAX];
+  int nregs;
+  struct sreq *sq;
+  uint32_t next_req;
+
+  /* atomics */
+  int stop, connected, ever_ready;
+
+  /* the connection (fd, state, session, out buffer, tx seq): the client
+   * thread holds txmu except while it sleeps in poll; a strict caller that
+   * gets it (trylock) sends its own request at once instead of waking the
+   * thread for it (one thread hand-off less per strict collective) */
+  pthread_mutex_t txmu;
+
+  /* client thread only (or txmu held, see above) */
+  int fd, state, coord_embedded, auth_failed, via_agg;
+  int32_t coord_pid;
+  char coord_host[NTX_HOST];
+  struct ntx_session sess;
+  uint64_t tx, rx;
+  uint8_t in[NTX_FRAME_MAX + 4096];
+  size_t in_len;
+  uint8_t out[OUT_CAP];
+  size_t out_len;
+  uint64_t cursor, stuck_pos;
+  double stuck_since, next_connect, backoff, last_tx, first_try, conn_t0;
+  uint64_t lost_records;
+  int said_waiting, said_gone, said_agg;
+};
+extern struct ntx_client ntx_cl;
+
+double ntx_cl_now(void);
+/* One `nccltrace:` line with a single write(2). */
+void ntx_cl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int ntx_cl_once(int *flag); /* 1 the first time for *flag (atomic exchange) */
+struct reg *ntx_cl_reg_find(uint64_t comm_id); /* pre: mu held */
+
+/* client_link.c */
+void ntx_cl_record_event(uint16_t kind, uint64_t comm_id, uint64_t seq, int32_t peer, uint64_t aux,
+                         const char *field);
+int ntx_cl_queue_frame(uint8_t type, const void *payload, size_t plen); /* -1: no room */
+void ntx_cl_fail_sent(int all);    /* strict requests sent (all: every one) answered "unchecked" */
+void ntx_cl_disconnect(int clean_bye);
+void ntx_cl_connect(double now);   /* start a connection: TCP to the root, or the aggregator */
+void ntx_cl_read(void);
+void ntx_cl_flush(void);
+/* One non-blocking send of what is queued; errors are left for the client
+ * thread (no disconnect, no dump here).  For a strict caller holding txmu. */
+void ntx_cl_flush_once(void);
+#endif
