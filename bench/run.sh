@@ -5,8 +5,9 @@
 #
 #   bench/run.sh [-C BUILD_DIR] [--quick] [--log FILE]
 #
-# BUILD_DIR (default: build) must be configured; the benchmark targets are
-# built here first (ninja).  --quick runs smaller sizes (minutes less; the
+# BUILD_DIR (default: build) is configured here when it is not yet (after
+# installing the build dependencies, as run-tests.sh does); the benchmark
+# targets are built here first (ninja).  --quick runs smaller sizes (minutes less; the
 # figures are then not the documented ones).  Every measured number is
 # printed by this run: benchmarks alternate measured and baseline runs
 # themselves and report medians; nothing is compared against another run.
@@ -26,13 +27,20 @@ quick=0
 log=""
 while [ $# -gt 0 ]; do
   case $1 in
-    -C) build=$(cd "$2" && pwd); shift 2 ;;
+    -C) build=$(realpath -m "$2"); shift 2 ;;
     --quick) quick=1; shift ;;
     --log) log=$2; shift 2 ;;
     *) echo "usage: bench/run.sh [-C BUILD_DIR] [--quick] [--log FILE]" >&2; exit 2 ;;
   esac
 done
-[ -f "$build/build.ninja" ] || { echo "run.sh: $build is not a configured meson build directory" >&2; exit 2; }
+if [ ! -f "$build/build.ninja" ]; then
+  # A fresh clone: install the build dependencies (Open MPI included, for
+  # the strict-mode baseline) and configure the build directory.
+  # shellcheck source=scripts/deps.sh
+  (cd "$here" && . ./scripts/deps.sh && ntr_install_deps) || exit 1
+  meson setup "$build" "$here" >/dev/null ||
+    { echo "run.sh: meson setup $build failed" >&2; exit 1; }
+fi
 b=$build/bench
 targets="bench/overhead bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
   bench/scale/analyze_bench bench/scale/coord_bench bench/scale/agg_bench bench/scale/mem_bench

@@ -5,7 +5,8 @@
  * read through a read-only shared mapping while its writer keeps writing:
  * every record is copied under the seqlock protocol of recorder/format.h, and
  * the header is copied once and validated as a copy, so a writer changing it
- * meanwhile cannot move us past a bounds check.
+ * meanwhile cannot move us past a bounds check.  A dump is read with pread
+ * into memory instead (it never changes once in place).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "tools/reader.h"
 #include "tools/reader_int.h"
 
 int ntt_fail(char *err, size_t errlen, const char *name, const char *fmt, ...) {
@@ -69,22 +71,37 @@ static int rec_cmp(const void *a, const void *b) {
 uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n) {
   if (!recs || n == 0)
     return 0;
-  qsort(recs, (size_t)n, sizeof *recs, rec_cmp);
-  uint64_t out = 0;
-  for (uint64_t i = 0; i < n; i++) {
-    if (recs[i].commit == 0)
-      continue;
-    if (out && recs[out - 1].commit == recs[i].commit) {
-      struct ntr_record *k = &recs[out - 1];
-      if (recs[i].tsc_done > k->tsc_done || ((recs[i].flags & NTR_REC_COMPLETED) && !(k->flags & NTR_REC_COMPLETED)))
-        *k = recs[i];
-      continue;
+  /* Dumps are written oldest first: one pass drops duplicates of records in
+   * order; only when one is out of order are they sorted (qsort moves
+   * 128-byte records even when nothing is out of place) and the pass rerun. */
+  for (int sorted = 0;; sorted = 1) {
+    uint64_t out = 0, i = 0;
+    for (; i < n; i++) {
+      if (recs[i].commit == 0)
+        continue;
+      if (out && recs[out - 1].commit >= recs[i].commit) {
+        if (recs[out - 1].commit > recs[i].commit)
+          break; /* out of order */
+        struct ntr_record *k = &recs[out - 1];
+        if (recs[i].tsc_done > k->tsc_done || ((recs[i].flags & NTR_REC_COMPLETED) && !(k->flags & NTR_REC_COMPLETED)))
+          *k = recs[i];
+        continue;
+      }
+      if (out != i)
+        recs[out] = recs[i];
+      out++;
     }
-    if (out != i)
-      recs[out] = recs[i];
-    out++;
+    if (i == n)
+      return out;
+    /* Out of order at i: everything before it was kept as it was, apart from
+     * duplicates folded into their first copy -- the same records, so sorting
+     * the kept prefix and the untouched rest gives the same result. */
+    if (sorted)
+      return out; /* cannot happen: sorted input has no inversion */
+    memmove(&recs[out], &recs[i], (size_t)(n - i) * sizeof *recs);
+    n = out + (n - i);
+    qsort(recs, (size_t)n, sizeof *recs, rec_cmp);
   }
-  return out;
 }
 
 void ntt_image_tidy(struct ntr_image *img) {
@@ -245,6 +262,12 @@ static int load_ring(const unsigned char *buf, size_t len, const char *name, int
   struct rec_vec rv = {0};
   struct ntr_record r;
   uint64_t mask = h->slot_count - 1;
+  /* Room for every slot and recent[] copy at once, as many as the bytes
+   * present can hold (a salvaged header may claim more): no regrowing. */
+  uint64_t fit = h->slot_offset < len ? (len - h->slot_offset) / sizeof r : 0;
+  uint64_t want = (fit < h->slot_count ? fit : h->slot_count) + (uint64_t)ncomm * NTR_COMM_RECENT;
+  if ((rv.v = malloc((size_t)want * sizeof *rv.v)) != NULL)
+    rv.cap = want;
   for (uint32_t i = 0; i < ncomm; i++) {
     const unsigned char *src = buf + h->comm_offset + (uint64_t)i * sizeof(struct ntr_comm_state);
     struct ntr_comm_state *c = &img->comms[i];
@@ -356,7 +379,7 @@ static int ring_pid_alive(const struct ntr_ring_header *h) {
 /* ---------------------------------------------------------- entry points -- */
 
 static int load_any(const unsigned char *buf, size_t len, const char *name, int salvage, int live,
-                    struct ntr_image *img, char *err, size_t errlen) {
+                    struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err, size_t errlen) {
   if (len < 8)
     return ntt_fail(err, errlen, name, "too short (%zu bytes) to be a ring file or a dump", len);
   int ring = memcmp(buf, NTR_RING_MAGIC, 8) == 0;
@@ -371,9 +394,12 @@ static int load_any(const unsigned char *buf, size_t len, const char *name, int 
     return ntt_fail(err, errlen, name, "unsupported format version %u (this nccltrace reads %u)", version,
                     NTR_FORMAT_VERSION);
   img->is_dump = dump;
-  return dump ? ntt_load_dump(buf, len, name, salvage, img, err, errlen)
+  return dump ? ntt_load_dump(buf, len, name, salvage, img, lb, borrowed, err, errlen)
               : load_ring(buf, len, name, salvage, live, img, err, errlen);
 }
+
+static int load_path(const char *path, int salvage, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed,
+                     char *err, size_t errlen);
 
 static void image_init(struct ntr_image *img, const char *name) {
   memset(img, 0, sizeof *img);
@@ -385,13 +411,30 @@ int ntr_image_load_mem(const void *buf, size_t len, const char *name, int salvag
   image_init(img, name);
   if (!buf && len)
     return ntt_fail(err, errlen, name, "no data");
-  int rc = load_any(buf, len, name, salvage, 0, img, err, errlen);
+  int rc = load_any(buf, len, name, salvage, 0, img, NULL, NULL, err, errlen);
   if (rc)
     ntr_image_free(img);
   return rc;
 }
 
 int ntr_image_load(const char *path, int salvage, struct ntr_image *img, char *err, size_t errlen) {
+  return load_path(path, salvage, img, NULL, NULL, err, errlen);
+}
+
+int ntr_image_load_buf(const char *path, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err,
+                       size_t errlen) {
+  *borrowed = 0;
+  return load_path(path, 0, img, lb, borrowed, err, errlen);
+}
+
+void ntr_loadbuf_free(struct ntr_loadbuf *lb) {
+  free(lb->p);
+  lb->p = NULL;
+  lb->cap = 0;
+}
+
+static int load_path(const char *path, int salvage, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed,
+                     char *err, size_t errlen) {
   image_init(img, path);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -411,13 +454,35 @@ int ntr_image_load(const char *path, int salvage, struct ntr_image *img, char *e
     return ntt_fail(err, errlen, path, "empty file");
   }
   size_t len = (size_t)st.st_size;
+  /* A dump is read into memory: it never changes once renamed into place,
+   * and copying it costs less than faulting in a mapping page by page. */
+  char magic[8];
+  if (len <= NTT_READ_MAX && pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+      memcmp(magic, NTR_DUMP_MAGIC, 8) == 0) {
+    unsigned char *buf = malloc(len);
+    size_t got = 0;
+    while (buf && got < len) {
+      ssize_t r = pread(fd, buf + got, len - got, (off_t)got);
+      if (r <= 0)
+        break;
+      got += (size_t)r;
+    }
+    close(fd);
+    if (!buf)
+      return ntt_fail(err, errlen, path, "out of memory reading %zu bytes", len);
+    int rc = load_any(buf, got, path, salvage, 0, img, lb, borrowed, err, errlen);
+    free(buf);
+    if (rc)
+      ntr_image_free(img); /* never borrowed: a failed load lends nothing */
+    return rc;
+  }
   /* Shared and read-only: a live ring is seen as its writer updates it. */
   void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
   if (map == MAP_FAILED)
     return ntt_fail(err, errlen, path, "cannot map: %s", strerror(e));
-  int rc = load_any(map, len, path, salvage, 1, img, err, errlen);
+  int rc = load_any(map, len, path, salvage, 1, img, NULL, NULL, err, errlen);
   munmap(map, len);
   if (rc) {
     ntr_image_free(img);
@@ -439,4 +504,50 @@ void ntr_image_free(struct ntr_image *img) {
   img->recs = NULL;
   img->ncomms = img->nstacks = 0;
   img->nrecs = 0;
+}
+
+int ntr_image_peek(const char *path, struct ntr_ring_header *hdr, char *err, size_t errlen) {
+  memset(hdr, 0, sizeof *hdr);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ntt_fail(err, errlen, path, "%s", strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 12) {
+    close(fd);
+    return ntt_fail(err, errlen, path, "not a ring file or dump");
+  }
+  size_t len = (size_t)st.st_size;
+  /* The header sits in the first few KiB (of a dump's frame: its first
+   * block); read more only when that was not enough. */
+  size_t want = len < (64u << 10) ? len : (64u << 10);
+  unsigned char *buf = NULL;
+  ssize_t got = 0;
+  int rc = -1;
+  char why[256] = "bad magic: not a nccltrace ring file or dump";
+  for (;;) {
+    unsigned char *nb = realloc(buf, want);
+    if (!nb) {
+      snprintf(why, sizeof why, "out of memory");
+      break;
+    }
+    buf = nb;
+    got = pread(fd, buf, want, 0);
+    if (got < 12) {
+      snprintf(why, sizeof why, "cannot read: %s", got < 0 ? strerror(errno) : "too short");
+      break;
+    }
+    if (memcmp(buf, NTR_DUMP_MAGIC, 8) == 0) {
+      rc = ntt_peek_dump(buf, (size_t)got, hdr, why, sizeof why);
+    } else if (memcmp(buf, NTR_RING_MAGIC, 8) == 0 && (size_t)got >= sizeof *hdr) {
+      /* A live writer may be updating it: copy once, then look at the copy. */
+      memcpy(hdr, buf, sizeof *hdr);
+      rc = ntt_header_sanitize(hdr, 1, why, sizeof why);
+    }
+    if (rc == 0 || want >= len || want >= NTT_READ_MAX)
+      break;
+    want = len < NTT_READ_MAX ? len : NTT_READ_MAX;
+  }
+  close(fd);
+  free(buf);
+  return rc ? ntt_fail(err, errlen, path, "%s", why) : 0;
 }

@@ -1,13 +1,19 @@
 /* reader_dump.c -- load a dump: validate the preamble, decompress the zstd
  * frame with every size bounded, verify the XXH64 checksum, walk sections.
  *
- * Thread-safety and signal-safety: see recorder/reader.h.
- * With salvage, a damaged frame is decompressed as a stream and whatever
- * complete sections (and complete records of a cut RECORDS section) came out
- * before the damage are kept.
+ * Thread-safety and signal-safety: see recorder/reader.h (tools/reader.h for
+ * the peek).  No state is shared between calls.
+ * A valid dump is read by reader_fast.c (in one call into a caller's
+ * buffer, or in one streaming pass); anything unusual goes through the
+ * whole-payload path here, the only one that names problems.  With
+ * salvage, a damaged frame is decompressed as a stream and whatever
+ * complete sections (and complete records of a cut RECORDS section) came
+ * out before the damage are kept.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <xxhash.h>
 #include <zstd.h>
@@ -213,8 +219,9 @@ static int walk_sections(struct ntr_image *img, const unsigned char *pl, size_t 
   return 0;
 }
 
+static int finish(struct ntr_image *img, const char *name, int salvage, char *err, size_t errlen);
 int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int salvage,
-                  struct ntr_image *img, char *err, size_t errlen) {
+                  struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err, size_t errlen) {
   struct ntr_dump_preamble pre;
   char why[256];
   if (len < sizeof pre)
@@ -261,6 +268,39 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
                       (unsigned long long)pre.payload_size);
   }
 
+  if (!raw && !salvage && lb && ntt_shot_load(&pre, src, srclen, img, lb) == 0) {
+    *borrowed = 1;
+    if (finish(img, name, salvage, err, errlen) == 0)
+      return 0;
+    *borrowed = 0; /* refused after all: lend nothing, the caller frees the image */
+    img->recs = NULL;
+    img->nrecs = 0;
+    return -1;
+  }
+  if (!raw && !salvage) {
+    free(img->comms);
+    free(img->stacks);
+    img->comms = NULL;
+    img->stacks = NULL;
+    img->ncomms = img->nstacks = 0;
+    img->has_trigger = 0;
+    memset(&img->hdr, 0, sizeof img->hdr);
+    memset(&img->trigger, 0, sizeof img->trigger);
+    if (ntt_fast_load(&pre, src, srclen, img) == 0)
+      return finish(img, name, salvage, err, errlen);
+    /* Anything unusual: the whole-payload path below says exactly what. */
+    free(img->comms);
+    free(img->stacks);
+    free(img->recs);
+    img->comms = NULL;
+    img->stacks = NULL;
+    img->recs = NULL;
+    img->ncomms = img->nstacks = 0;
+    img->nrecs = 0;
+    img->has_trigger = 0;
+    memset(&img->hdr, 0, sizeof img->hdr);
+    memset(&img->trigger, 0, sizeof img->trigger);
+  }
   size_t plen = (size_t)want;
   int cut = want < pre.payload_size;
   unsigned char *pl;
@@ -306,6 +346,12 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
   free(pl);
   if (rc)
     return ntt_fail(err, errlen, name, "%s", why);
+  return finish(img, name, salvage, err, errlen);
+}
+
+/* Checks and tidying after the sections are in. */
+static int finish(struct ntr_image *img, const char *name, int salvage, char *err, size_t errlen) {
+  char why[256];
   if (memcmp(img->hdr.magic, NTR_RING_MAGIC, 8) != 0 && !salvage)
     return ntt_fail(err, errlen, name, "HEADER section does not hold a ring header (bad magic)");
   if (ntt_header_sanitize(&img->hdr, salvage, why, sizeof why))
@@ -323,3 +369,4 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
   ntt_image_tidy(img);
   return 0;
 }
+

@@ -5,12 +5,14 @@
 #ifndef NTT_READER_INT_H
 #define NTT_READER_INT_H
 #include <stdarg.h>
-#include "recorder/reader.h"
+#include "tools/reader.h"
 
 /* Sanity bounds on header fields: far above what the recorder writes, low
  * enough that arithmetic on them cannot overflow 64 bits. */
 #define NTT_MAX_SLOTS (1u << 28)
 #define NTT_MAX_STACKS (1u << 20)
+/* Dumps up to this size are read into memory rather than mapped. */
+#define NTT_READ_MAX (1ull << 30)
 
 /* err = "<name>: <fmt>"; @return -1. */
 int ntt_fail(char *err, size_t errlen, const char *name, const char *fmt, ...)
@@ -29,6 +31,22 @@ uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n);
 /* Drop free comm slots, clamp stack depths. */
 void ntt_image_tidy(struct ntr_image *img);
 
+/* reader_fast.c.  A valid dump (preamble already checked, strict, not raw)
+ * decompressed in one call into lb (records borrowed in place), or in one
+ * streaming pass.  @return 0, or -1 having taken nothing: img's comms and
+ * stacks may be allocated (the caller frees them), img->recs is not lent. */
+int ntt_shot_load(const struct ntr_dump_preamble *pre, const unsigned char *src, size_t srclen,
+                  struct ntr_image *img, struct ntr_loadbuf *lb);
+int ntt_fast_load(const struct ntr_dump_preamble *pre, const unsigned char *src, size_t srclen,
+                  struct ntr_image *img);
+
+/* The HEADER section of a dump, decompressing no further than it.
+ * @return 0, or -1 with why. */
+int ntt_peek_dump(const unsigned char *buf, size_t len, struct ntr_ring_header *hdr, char *why, size_t whylen);
+
+/* lb: NULL, or where a valid dump's payload may be decompressed whole and
+ * kept (tools/reader.h, ntr_image_load_buf): then img->recs points into
+ * lb->p and *borrowed is set to 1. */
 int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int salvage,
-                  struct ntr_image *img, char *err, size_t errlen);
+                  struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err, size_t errlen);
 #endif

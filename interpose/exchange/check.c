@@ -509,58 +509,76 @@ static void remember_mismatch(struct comm *cm, uint64_t seq, const char *text) {
   snprintf(cm->recent[i].text, sizeof cm->recent[i].text, "%.*s", REQ_TEXT - 1, text);
 }
 
-static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s) {
-  struct varset *vs = s->vs;
+int ntx_mismatch_text(const struct ntx_fp *v, uint32_t nvar, const uint32_t *cnt, const uint8_t *rank_var,
+                      int32_t nranks, uint64_t comm_id, uint64_t seq, int missing, char *text, size_t len,
+                      const char **fieldp, int32_t *culpritp, int32_t *majlowp) {
   /* majority: most ranks; on a tie the variant holding the lowest rank */
   uint32_t maj = 0;
   int32_t low[NVAR];
-  for (uint32_t k = 0; k < vs->nvar; k++) {
-    low[k] = cm->nranks;
-    for (int32_t r = 0; r < cm->nranks; r++)
-      if (vs->rank_var[r] == k) {
+  if (nvar > NVAR)
+    nvar = NVAR;
+  for (uint32_t k = 0; k < nvar; k++) {
+    low[k] = nranks;
+    for (int32_t r = 0; r < nranks; r++)
+      if (rank_var[r] == k) {
         low[k] = r;
         break;
       }
   }
-  for (uint32_t k = 1; k < vs->nvar; k++)
-    if (vs->cnt[k] > vs->cnt[maj] || (vs->cnt[k] == vs->cnt[maj] && low[k] < low[maj]))
+  for (uint32_t k = 1; k < nvar; k++)
+    if (cnt[k] > cnt[maj] || (cnt[k] == cnt[maj] && low[k] < low[maj]))
       maj = k;
-  char text[NTX_TEXT_MAX], list[512], desc[160];
+  char list[512], desc[160];
   size_t o = 0;
   const char *field = NULL;
   int32_t culprit = -1;
   int n;
-  for (uint32_t k = 0; k < vs->nvar; k++) {
-    if (k == maj || !vs->cnt[k])
+  text[0] = '\0';
+  for (uint32_t k = 0; k < nvar; k++) {
+    if (k == maj || !cnt[k])
       continue;
     if (!field) {
-      field = fp_field(&vs->v[k], &vs->v[maj]);
+      field = fp_field(&v[k], &v[maj]);
       culprit = low[k];
-      o += (size_t)snprintf(text + o, sizeof text - o, "mismatch on comm %08x seq %llu field %s: ",
-                            NTX_COMM_SHORT(cm->id), (unsigned long long)s->seq, field);
-    } else {
-      o += (size_t)snprintf(text + o, sizeof text - o, " and ");
+      o += (size_t)snprintf(text + o, len - o, "mismatch on comm %08x seq %llu field %s: ",
+                            NTX_COMM_SHORT(comm_id), (unsigned long long)seq, field);
+    } else if (o < len) {
+      o += (size_t)snprintf(text + o, len - o, " and ");
     }
-    ntx_rank_list(vs->rank_var, cm->nranks, (uint8_t)k, list, sizeof list, &n);
-    ntx_fp_describe(&vs->v[k], desc, sizeof desc);
-    if (o < sizeof text)
-      o += (size_t)snprintf(text + o, sizeof text - o, "rank%s %s %s", n > 1 ? "s" : "", list, desc);
+    ntx_rank_list(rank_var, nranks, (uint8_t)k, list, sizeof list, &n);
+    ntx_fp_describe(&v[k], desc, sizeof desc);
+    if (o < len)
+      o += (size_t)snprintf(text + o, len - o, "rank%s %s %s", n > 1 ? "s" : "", list, desc);
   }
   if (!field)
-    return;
-  ntx_rank_list(vs->rank_var, cm->nranks, (uint8_t)maj, list, sizeof list, &n);
-  ntx_fp_describe(&vs->v[maj], desc, sizeof desc);
-  if (o < sizeof text)
-    o += (size_t)snprintf(text + o, sizeof text - o, " vs rank%s %s %s", n > 1 ? "s" : "", list, desc);
-  for (uint32_t k = 0; k < vs->nvar; k++)
-    if (k != maj && vs->cnt[k] == vs->cnt[maj] && o < sizeof text) {
-      o += (size_t)snprintf(text + o, sizeof text - o, " (no majority: both named)");
+    return 0;
+  ntx_rank_list(rank_var, nranks, (uint8_t)maj, list, sizeof list, &n);
+  ntx_fp_describe(&v[maj], desc, sizeof desc);
+  if (o < len)
+    o += (size_t)snprintf(text + o, len - o, " vs rank%s %s %s", n > 1 ? "s" : "", list, desc);
+  for (uint32_t k = 0; k < nvar; k++)
+    if (k != maj && cnt[k] == cnt[maj] && o < len) {
+      o += (size_t)snprintf(text + o, len - o, " (no majority: both named)");
       break;
     }
-  if (s->arrived < (uint32_t)cm->nranks && o < sizeof text) {
-    ntx_rank_list(vs->rank_var, cm->nranks, NO_VAR, list, sizeof list, &n);
-    snprintf(text + o, sizeof text - o, "; rank%s %s not there yet", n > 1 ? "s" : "", list);
+  if (missing && o < len) {
+    ntx_rank_list(rank_var, nranks, NO_VAR, list, sizeof list, &n);
+    snprintf(text + o, len - o, "; rank%s %s not there yet", n > 1 ? "s" : "", list);
   }
+  *fieldp = field;
+  *culpritp = culprit;
+  *majlowp = low[maj];
+  return 1;
+}
+
+static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s) {
+  struct varset *vs = s->vs;
+  char text[NTX_TEXT_MAX];
+  const char *field;
+  int32_t culprit, majlow;
+  if (!ntx_mismatch_text(vs->v, vs->nvar, vs->cnt, vs->rank_var, cm->nranks, cm->id, s->seq,
+                         s->arrived < (uint32_t)cm->nranks, text, sizeof text, &field, &culprit, &majlow))
+    return;
   c->st.mismatches++;
   remember_mismatch(cm, s->seq, text);
   /* The first disagreement on a comm is the news; the seqs after it usually
@@ -569,7 +587,7 @@ static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s
    * order, so its record and dump exist before its caller can exit. */
   if (!cm->coll_reported) {
     cm->coll_reported = 1;
-    ntx_tell_comm(c, cm, NTX_V_MISMATCH, s->seq, culprit, low[maj], field, text);
+    ntx_tell_comm(c, cm, NTX_V_MISMATCH, s->seq, culprit, majlow, field, text);
   }
   ntx_resolve(c, s->waiters, NTX_REPLY_MISMATCH, text);
   s->waiters = NULL;

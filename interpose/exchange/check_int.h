@@ -121,6 +121,17 @@ void ntx_resolve(struct ntx_check *c, struct waiter *w, int32_t status, const ch
 void ntx_free_waiters(struct waiter *w);
 struct comm *ntx_comm_find(struct ntx_check *c, uint64_t id);
 /* "0,2-5,9" from the ranks r with sel[r] == v; *count = how many. */
+/* The line naming a collective mismatch of one seq (shared by the
+ * coordinator and the shared-memory strict path, strict_shm.c, so both say
+ * the same): variants v[0..nvar) held by cnt[k] ranks, rank_var[r] the
+ * variant of rank r or NO_VAR; missing: some ranks are not there yet.
+ * Majority: most ranks, on a tie the variant holding the lowest rank.
+ * @return 1 with text, *field, *culprit (lowest rank of the first other
+ *         variant) and *majlow (lowest rank of the majority) set when the
+ *         variants differ, else 0. */
+int ntx_mismatch_text(const struct ntx_fp *v, uint32_t nvar, const uint32_t *cnt, const uint8_t *rank_var,
+                      int32_t nranks, uint64_t comm_id, uint64_t seq, int missing, char *text, size_t len,
+                      const char **field, int32_t *culprit, int32_t *majlow);
 void ntx_rank_list(const uint8_t *sel, int32_t n, uint8_t v, char *b, size_t len, int *count);
 /* The comm of a fingerprint, or NULL when client id did not register that
  * rank (forged or confused input is ignored, and counted). */

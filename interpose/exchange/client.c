@@ -7,7 +7,9 @@
  * the ring (interposer) and, at init, puts a registration in a table under
  * a mutex (init is not a hot path).  In strict mode ntx_strict_wait queues a
  * request, nudges the thread through a pipe and waits on a condvar, bounded
- * by NCCLTRACE_STRICT_TIMEOUT.
+ * by NCCLTRACE_STRICT_TIMEOUT.  On one host a single strict call agrees
+ * through a shared-memory board instead (strict_shm.c), without this
+ * thread or the coordinator.
  *
  * Here: the state, the thread, the ring reader and the API.  The
  * connection and what arrives on it: client_link.c; the way to the checker
@@ -33,6 +35,7 @@
 #include "interpose/trigger.h"
 #include "interpose/exchange/client_int.h"
 #include "interpose/exchange/record_fp.h"
+#include "interpose/exchange/strict_shm.h"
 #include "interpose/exchange/wire.h"
 #include "recorder/clock.h"
 
@@ -331,6 +334,8 @@ void ntx_start(struct ntr_ring *ring) {
   }
   g->mode = ntr_cfg.check;
   g->state = S_DISCONNECTED;
+  if (g->mode == NTR_CHECK_STRICT)
+    ntx_shm_init(h);
   /* from the oldest record still in the ring: nothing before start is "lost" */
   uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE);
   g->cursor = head > ring->mask + 1 ? head - ring->mask - 1 : 0;
@@ -409,6 +414,13 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     msg[0] = '\0';
   if (g->mode != NTR_CHECK_STRICT || !ntx_enabled() || n <= 0)
     return 0;
+  /* One host: a single call agrees through shared memory (strict_shm.h);
+   * groups and what that path does not take go to the coordinator. */
+  if (n == 1 && recs[0]) {
+    int v = ntx_shm_wait(recs[0], msg, msg_len);
+    if (v != NTX_SHM_PASS)
+      return v;
+  }
   if (!__atomic_load_n(&g->connected, __ATOMIC_ACQUIRE) &&
       (__atomic_load_n(&g->ever_ready, __ATOMIC_RELAXED) || __atomic_load_n(&strict_gave_up, __ATOMIC_RELAXED))) {
     if (ntx_cl_once(&said_nocoord_strict))
@@ -513,6 +525,7 @@ void ntx_stop(void) {
   if (!g->thread_ok)
     return;
   g->thread_ok = 0;
+  ntx_shm_stop();
   __atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
   nudge();
   pthread_join(g->thread, NULL);

@@ -17,6 +17,24 @@ unless said otherwise.  One test per invocation:
   coord_killed  standalone `nccltrace coord`, SIGKILLed mid-run: the ranks
                 finish their collectives correctly and exit 0
 
+Strict mode on one host (LOCAL_WORLD_SIZE=4: the shared-memory board,
+docs/wire-protocol.md "Strict mode on one host"; `strict` above runs there
+too and asserts it, by the "strict-shm" note each rank records):
+
+  strict_noshm  `strict` with NCCLTRACE_STRICT_SHM=0: the coordinator path,
+                no board used
+  strict_shm_kill  rank 2 SIGKILLed while the others wait for it in a
+                strict AllReduce: they proceed (the call is enqueued) within
+                1 s, far below NCCLTRACE_STRICT_TIMEOUT=20, and say so
+  strict_shm_stop  the same with rank 2 SIGSTOPped (alive, never comes) and
+                NCCLTRACE_STRICT_TIMEOUT=2: the others proceed after that
+                wait (not before, and within 2 s more), and say so once
+  strict_shm_garbage  a job on a communicator id, then random bytes planted
+                at its board's path, then `strict` again on the same id: the
+                board is replaced, the verdict is the same, nothing crashes;
+                then a symlink there: not followed, the coordinator path
+                gives the same verdict
+
 Through node aggregators: 2 "hosts" of 2 ranks on this machine
 (WORLD_SIZE=4, LOCAL_WORLD_SIZE=2, NCCLTRACE_AGG_HOST=hostA|hostB: each
 host elects its own aggregator, which connects to the root in rank 0):
@@ -160,8 +178,23 @@ def wait_dumps(tmp, trigger, n, timeout):
     return False
 
 
-def t_strict(tmp):
-    job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20"})
+def shm_notes(tmp):
+    """Ranks whose ring (or, once it exited, its exit dump) says their
+    strict calls went through a board."""
+    out = set()
+    paths = rings(tmp) + glob.glob(os.path.join(tmp, "dumps", "*-exit.zst"))
+    for path in paths:
+        recs = decode(path)["records"]
+        out |= {x.get("rank") for x in recs if x["kind"] == "Note" and x.get("text") == "strict-shm"}
+    return sorted(out)
+
+
+def t_strict(tmp, shm=True, extra=None, board=None):
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20", "LOCAL_WORLD_SIZE": str(N)}
+    if not shm:
+        env["NCCLTRACE_STRICT_SHM"] = "0"
+    env.update(extra or {})
+    job = Job(tmp, "mismatch", env)
     codes = job.wait(40)
     job.kill_all()
     job.show()
@@ -173,6 +206,86 @@ def t_strict(tmp):
         check("after ok" in out, "rank %d: the AllReduce after the refusal failed" % r)
         check("seq 4 field op: rank 1 Broadcast(count=64, float32, root=0) vs ranks 0,2,3 "
               "AllReduce(count=64, float32, sum)" in err, "rank %d stderr lacks the verdict" % r)
+        check(err.count("nccltrace: mismatch on comm") == 1, "rank %d: not exactly one mismatch line" % r)
+    notes = shm_notes(tmp)
+    if board is None:
+        board = shm
+    if board:
+        check(notes == list(range(N)), "shared-memory path not taken on every rank: %s" % notes)
+    else:
+        check(not notes, "NCCLTRACE_STRICT_SHM=0 but a board was used: %s" % notes)
+    check(wait_dumps(tmp, "mismatch", N, 10), "not every rank dumped the mismatch")
+
+
+def t_strict_noshm(tmp):
+    t_strict(tmp, shm=False)
+
+
+def t_strict_shm_kill(tmp):
+    job = Job(tmp, "strictkill", {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20",
+                                  "LOCAL_WORLD_SIZE": str(N)})
+    check(job.wait_text("out", range(N), "ready", 30), "ranks not ready")
+    time.sleep(0.5)
+    t0 = time.time()
+    job.procs[2].send_signal(signal.SIGKILL)
+    ok = job.wait_text("out", [0, 1, 3], "enqueued", 19)
+    dt = time.time() - t0
+    job.kill_all()
+    job.show()
+    check(ok and dt < 1.0, "survivors proceeded after %.3f s" % dt)
+    for r in (0, 1, 3):
+        check("enqueued no error" in job.text("out", r), "rank %d: the call was not accepted" % r)
+        check("rank 2 (pid" in job.text("err", r) and "is gone" in job.text("err", r),
+              "rank %d did not say rank 2 is gone" % r)
+    check(shm_notes(tmp) == list(range(N)), "shared-memory path not taken: %s" % shm_notes(tmp))
+    print("survivors of the SIGKILL proceeded within %.0f ms" % (dt * 1e3))
+
+
+def t_strict_shm_stop(tmp):
+    job = Job(tmp, "strictkill", {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "2",
+                                  "LOCAL_WORLD_SIZE": str(N)})
+    check(job.wait_text("out", range(N), "ready", 30), "ranks not ready")
+    job.procs[2].send_signal(signal.SIGSTOP)
+    t0 = time.time()
+    ok = job.wait_text("out", [0, 1, 3], "enqueued", 10)
+    dt = time.time() - t0
+    job.procs[2].send_signal(signal.SIGCONT)
+    job.kill_all()
+    job.show()
+    check(ok and 1.5 < dt < 4.0, "survivors proceeded after %.3f s (timeout 2 s)" % dt)
+    for r in (0, 1, 3):
+        err = job.text("err", r)
+        check(err.count("not every rank there within NCCLTRACE_STRICT_TIMEOUT=2s") == 1,
+              "rank %d did not say once that it proceeded unchecked" % r)
+    print("survivors of the SIGSTOP proceeded after %.0f ms" % (dt * 1e3))
+
+
+def t_strict_shm_garbage(tmp):
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20", "LOCAL_WORLD_SIZE": str(N)}
+    job = Job(tmp, "steady", env)
+    check(job.wait_text("out", range(N), "ready", 30), "first job not ready")
+    boards = glob.glob(os.path.join(tmp, "rings", "strict-*.board"))
+    codes = job.wait(40)
+    job.kill_all()
+    check(codes == [0] * N and len(boards) == 1, "first job: codes %s boards %s" % (codes, boards))
+    check(not os.path.exists(boards[0]), "the board outlived its job")
+    for path in rings(tmp) + glob.glob(os.path.join(tmp, "dumps", "*")):
+        os.unlink(path)
+    fd = os.open(boards[0], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(8192))
+    os.close(fd)
+    t_strict(tmp, extra={"XRANK_REUSE_ID": "1"})
+    check(not os.path.exists(boards[0]), "the replaced board outlived its job")
+    # A symlink there is never followed: every rank uses the coordinator.
+    for path in glob.glob(os.path.join(tmp, "dumps", "*")):
+        os.unlink(path)
+    target = os.path.join(tmp, "target")
+    with open(target, "wb") as f:
+        f.write(b"\0" * 8192)
+    os.symlink(target, boards[0])
+    t_strict(tmp, extra={"XRANK_REUSE_ID": "1"}, board=False)
+    with open(target, "rb") as f:
+        check(f.read() == b"\0" * 8192, "the symlink's target was written")
 
 
 def t_async(tmp):
@@ -386,7 +499,10 @@ def main():
     try:
         {"strict": t_strict, "async": t_async, "sigkill": t_sigkill, "noinit": t_noinit,
          "coord_killed": t_coord_killed, "agg_async": t_agg_async, "agg_sigkill": t_agg_sigkill,
-         "agg_handover": t_agg_handover, "agg_host_killed": t_agg_host_killed}[test](tmp)
+         "agg_handover": t_agg_handover, "agg_host_killed": t_agg_host_killed,
+         "strict_noshm": t_strict_noshm, "strict_shm_kill": t_strict_shm_kill,
+         "strict_shm_stop": t_strict_shm_stop,
+         "strict_shm_garbage": t_strict_shm_garbage}[test](tmp)
     finally:
         if os.environ.get("NTX_KEEP"):
             print("kept " + tmp)

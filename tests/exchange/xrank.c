@@ -19,6 +19,12 @@
  *             ("left").  The others wait 1 s, run 3 AllReduce on the
  *             3-rank comm ("sub ok"), then sub-rank 1 Broadcast where the
  *             others AllReduce: async, so they hang ("hung")
+ *   strictkill 3 AllReduce, "ready"; rank NRANKS-2 then sleeps (the driver
+ *             SIGKILLs it), the others enqueue a 4th AllReduce (strict
+ *             mode: it waits for the killed rank) and print "enqueued
+ *             <ncclResult_t>" once the call returns, then sleep
+ * XRANK_REUSE_ID=1: rank 0 reads IDFILE when it exists instead of making a
+ * new id (a second job on the same communicator id).
  *
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded, no handlers.
@@ -59,6 +65,14 @@ static void sleep_ms(int ms) {
 }
 
 static void unique_id(const char *path, int rank, ncclUniqueId *id) {
+  if (rank == 0 && getenv("XRANK_REUSE_ID")) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(id, sizeof *id, 1, f) : 0;
+    if (f)
+      fclose(f);
+    if (n == 1)
+      return;
+  }
   if (rank == 0) {
     NCCL(ncclGetUniqueId(id));
     char tmp[4200];
@@ -130,6 +144,17 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < 3; i++)
     allreduce_checked(comm, nranks);
+  if (!strcmp(mode, "strictkill")) {
+    printf("ready\n");
+    if (g_rank == nranks - 2) {
+      sleep_ms(60000);
+      return 0;
+    }
+    ncclResult_t r = ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream);
+    printf("enqueued %s\n", ncclGetErrorString(r));
+    sleep_ms(60000);
+    return 0;
+  }
   if (!strcmp(mode, "handover")) {
     printf("ready\n");
     char path[4200];

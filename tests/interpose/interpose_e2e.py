@@ -354,6 +354,15 @@ def t_exec():
               "%s: Exec records %s" % (f, ex))
         ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
         check(len(ar) == 5 and ar[-1]["pos"] < ex[0]["pos"], "%s: AllReduce records %s" % (f, ar))
+    # analyze: an exec is no death (not rank_killed): both ranks exec'd
+    # after agreeing on every collective, so the job was healthy
+    an = subprocess.run([ENV["tool"], "analyze", "--json", os.path.join(TMP, "rings")], capture_output=True,
+                        text=True, timeout=60)
+    check(an.returncode == 0, "analyze of exec'd rings failed: %s" % an.stderr)
+    v = json.loads(an.stdout)
+    check(v["verdict"]["class"] == "healthy", "verdict of an exec'd healthy job: %s" % v["verdict"])
+    check(sorted(r["state"] for r in v["ranks"]) == ["exec'd", "exec'd"], "rank states %s" % v["ranks"])
+    check(any(e["kind"] == "exec" for e in v["evidence"]), "no exec event in the evidence")
     # The exec'd program runs on under the same pid: its old ring has no
     # writer any more, so status says so and collect turns it into a dump
     # while the pid is still alive.

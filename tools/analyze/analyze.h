@@ -2,15 +2,28 @@
  * rings), align communicators across ranks and name the root cause
  * (design.md §1 evidence priority, §7 verdict vocabulary; docs/analyze.md).
  *
- * Thread-safety: none needed; the command is single-threaded.  One nta_job is
- * built and read by one thread.  Not signal-safe (allocates, stdio).
+ * Thread-safety: load.c runs nta_reduce_proc on worker threads (one per CPU,
+ * at most NTA_MAX_WORKERS; two on the 2-core machine it was sized on), each on
+ * its own process (its own images, its own nta_proc; nothing else is shared
+ * but an atomic work counter).  Everything after loading -- align, detect,
+ * verdict, reports -- runs on one thread, and one nta_job is used by one
+ * thread at a time.  Not signal-safe (allocates, stdio).
+ *
+ * Memory: records are never all held at once.  Files are grouped by process
+ * (host, pid) from their headers alone; one process at a time is loaded,
+ * merged and reduced (reduce.c, pack.c) to about 3 bytes per collective, and its
+ * records are freed before the next (docs/analyze.md "Scale").
  *
  * Pipeline, one file per stage:
- *   load.c     inputs -> ntr_images, grouped by job, merged per process
- *   align.c    per communicator: members by comm rank, collectives by seq,
- *              point-to-point by (peer, direction, seq)
- *   detect.c   per-communicator findings: mismatches, missing collectives,
- *              init hangs, env differences, stalls
+ *   load.c     inputs -> process groups -> worker threads; job choice
+ *   merge.c    which image is latest; the union of a process's records by
+ *              position (walked, not copied); the arena
+ *   reduce.c   one process's union -> compact per-(comm, rank) calls
+ *   pack.c     collectives into bit-packed blocks (ops.c decodes them)
+ *   align.c    per communicator: members by comm rank, fingerprint ids
+ *   detect.c   per-communicator findings: collective mismatch, missing
+ *              collective, stall; detect_init.c (init and split hangs),
+ *              detect_p2p.c (send/recv), detect_env.c (NCCL_* differences)
  *   fates.c    per-process findings: exits, signals, vanished ranks, aborts,
  *              async errors; tracer events for the evidence chain
  *   verdict.c  pick the earliest independent cause (time first, priority
@@ -18,7 +31,7 @@
  *   report_text.c / report_json.c   the two outputs
  *   main.c     argument parsing, ntr_analyze_main
  * Unit tests build nta_jobs from synthetic images (no files) and call
- * nta_job_build + nta_analyze directly.
+ * nta_analyze directly (it reduces them first).
  */
 #ifndef NTA_ANALYZE_H
 #define NTA_ANALYZE_H
@@ -36,13 +49,117 @@ enum nta_fate {
   NTA_SIGNALED,      /* died of a signal it recorded (dumped, then re-raised) */
   NTA_VANISHED,      /* ring left behind, no exit record, pid gone: SIGKILL / OOM */
   NTA_UNKNOWN,       /* a dump taken while running (timeout, SIGUSR1...) and nothing later */
+  NTA_EXECED,        /* replaced its program by exec (ring state exec): left NCCL, did not die */
 };
 
-/* One process: every image of the same host+pid of the job, merged. */
+/* The fingerprint fields of one call, plus what a report says about it.
+ * Interned per process (nta_proc.fps): a training loop repeats a handful. */
+struct nta_fp {
+  uint64_t count;
+  int32_t redop, peer, result;
+  uint16_t op;                  /* ntr_kind_fp_op(kind) (Bcast == Broadcast) */
+  uint16_t flags;               /* NTR_REC_IN_GROUP / STRICT_REFUSED / ... of the record */
+  uint8_t dtype;
+  uint8_t pad[7];
+};
+
+/* The collectives of one member, compact (reduce.c writes, ops.c reads):
+ * blocks of 64 in seq order, each a 20-byte header -- the absolute issue
+ * ticks of its first call, and a base and a bit width for each field --
+ * then, per call, three bit fields: the fingerprint index, the issue ticks
+ * since the previous call minus the base, and the completion ticks since
+ * issue plus one (0: not completed) minus the base.  Widths adapt per block
+ * (a training loop's calls take about 20 bits).  A call whose values do not
+ * fit (a gap over 2^26 ticks, about 20 ms, between two collectives; an index
+ * over 4094) is escaped: the all-ones fingerprint code, and its values are
+ * kept whole in nta_mdata.esc.  Decoded, escaped fields read as the *_ESC
+ * values below. */
+#define NTA_FPI_ESC 4095u
+#define NTA_T_ESC ((1u << 26) - 1)
+#define NTA_BLK 64              /* calls per block */
+#define NTA_BLK_HDR 20          /* ck u64, dt_base u32, dd_base u32, fw, tw, dw u8, pad */
+
+struct nta_run {                /* collectives idx0.. have seqs seq0, seq0+1, ... */
+  uint64_t seq0, idx0;
+};
+struct nta_esc {                /* collective idx in full (done 0: not completed) */
+  uint64_t idx, tsc, done;
+  uint32_t fpi;
+};
+
+struct nta_p2p {                /* SEND/RECV keyed by (peer, dir, seq) */
+  int32_t peer, dir;            /* dir 0 send, 1 recv */
+  uint64_t seq;
+  uint64_t tsc, done;           /* ticks; done 0 not completed */
+  uint32_t fpi;
+};
+
+/* A call decoded from the compact store (nta_coll_at / nta_p2p_op). */
+struct nta_op {
+  uint64_t seq;
+  uint64_t t_ns;                /* issue time, 0 unknown */
+  uint64_t done_ns;             /* completion time, 0 not seen */
+  uint64_t count;
+  unsigned op;                  /* ntr_kind_fp_op(kind) */
+  int dtype, redop, peer, result;
+  unsigned flags;
+};
+
+/* What one (comm id, comm rank) of one process left, reduced from its
+ * records (reduce.c); owned by the process, read through nta_member.d. */
+struct nta_mdata {
+  uint64_t comm_id;
+  int rank;
+  int is_member;                /* a non-tracer record registered it (align order below) */
+  uint64_t reg_order;           /* order of its first registering record */
+  int reg_nranks;               /* largest valid nranks of its registering records, 0 none */
+  uint8_t *pk;                  /* collectives by seq, one per seq (the first seen), packed */
+  uint64_t ncolls;
+  uint64_t *boff;               /* byte offset in pk of each block of NTA_BLK */
+  struct nta_run *runs;
+  uint64_t nruns;
+  struct nta_esc *esc;
+  uint64_t nesc;
+  struct nta_p2p *p2p;          /* sorted by (peer, dir, seq, position) */
+  uint64_t np2p;
+  uint64_t min_tsc;             /* smallest non-zero issue ticks of its records, 0 none */
+  uint64_t first_ns;
+  uint64_t init_enter_ns, init_fail_ns, abort_ns;
+  int tracking;
+};
+
+/* Bump allocation for the compact calls, in 64 MiB mappings advised for
+ * transparent huge pages: at 1,024 ranks they are most of the memory, and
+ * faulting them in 4 KiB at a time cost seconds.  One per loading thread;
+ * freed with the job. */
+struct nta_arena {
+  struct nta_chunk *chunks;
+};
+void *nta_arena_alloc(struct nta_arena *a, size_t n);
+/* Give back the end of the most recent allocation p (now n bytes long). */
+void nta_arena_shrink(struct nta_arena *a, void *p, size_t n);
+void nta_arena_free(struct nta_arena *a);
+
+/* One process: every image of the same host+pid of the job, merged and
+ * reduced (reduce.c): only the latest image's header and comm table and the
+ * compact per-communicator data stay; the records themselves are freed. */
 struct nta_proc {
-  struct ntr_image *img;        /* the latest image: header, comms, trigger */
-  struct ntr_record *recs;      /* union of all images' records (and comm recent[]) by position */
-  uint64_t nrecs;
+  struct ntr_image *img;        /* the latest image: header, comms, trigger (records freed) */
+  int own_img;                  /* img was allocated by load.c and goes with the process */
+  int in_arena;                 /* md[].pk and .boff live in an nta_arena, not malloc */
+  char job[64];                 /* job id of its images */
+  uint64_t latest_ns;           /* latest record or trigger over its images (picks the job) */
+  uint64_t nrecs;               /* records in the union of its images */
+  struct ntr_record *keep;      /* the records findings quote (exits, signals, tracer events, aborts), by position */
+  uint64_t nkeep;
+  uint64_t nmarks;              /* MARK records in the union; only the last NTA_MARKS_SHOWN are kept */
+  struct nta_fp *fps;           /* interned fingerprints of its calls */
+  uint32_t nfps;
+  uint32_t *gfp;                /* fps[i] -> job-wide fingerprint id (align.c) */
+  struct nta_mdata *md;         /* per (comm, rank) of its records */
+  int nmd;
+  struct nta_member **mems;     /* its members, one per (comm, rank) (align.c) */
+  int nmems;
   int nfiles;
   const char *first_path;
   int lrank;                    /* launcher rank (hdr.rank), -1 unknown */
@@ -57,29 +174,16 @@ struct nta_proc {
   uint64_t timeout_ns;          /* first watchdog timeout record, 0 none */
 };
 
-/* One collective or p2p call of one member. */
-struct nta_op {
-  const struct ntr_record *rec;
-  uint64_t t_ns;                /* issue time */
-  uint64_t done_ns;             /* completion time, 0 not seen */
-  unsigned op;                  /* ntr_kind_fp_op(kind) */
-};
-
-struct nta_p2p {                /* SEND/RECV keyed by (peer, dir, seq) */
-  int peer, dir;                /* dir 0 send, 1 recv */
-  uint64_t seq;
-  struct nta_op op;
-};
+#define NTA_MARKS_SHOWN 4       /* application markers per process in the chain */
 
 /* One rank of one communicator. */
 struct nta_member {
   struct nta_proc *proc;
+  const struct nta_comm *comm;
   const struct ntr_comm_state *cs; /* NULL when only records are known */
+  const struct nta_mdata *d;    /* its calls (never NULL: an empty one when it left none) */
   int rank;
-  struct nta_op *colls;         /* sorted by seq, one per seq */
-  uint64_t ncolls;
-  struct nta_p2p *p2p;
-  uint64_t np2p;
+  uint64_t ncolls, np2p;        /* d->ncolls, d->np2p */
   uint64_t issued;              /* highest collective seq issued */
   uint64_t enqueued, completed; /* last_enqueued / last_completed */
   int tracking;                 /* completion tracking worked for this member */
@@ -90,14 +194,24 @@ struct nta_member {
   uint64_t first_ns;
 };
 
+/* Members are indexed by rank through `ranked` (sorted, one per rank in
+ * [0, nranks)), never by an array of nranks entries: nranks comes from the
+ * input (up to NTA_MAX_NRANKS), and no work or memory may follow it rather
+ * than the evidence present (docs/reliability.md bug 11). */
 struct nta_comm {
   uint64_t id, parent;
   int nranks;
-  struct nta_member **by_rank;  /* nranks entries, NULL where no evidence */
+  struct nta_member **ranked;   /* nranked members by ascending rank; ranks without evidence absent */
+  int nranked;
   struct nta_member *members;   /* nmembers, dense */
   int nmembers;
   uint64_t first_ns;
 };
+#define NTA_MAX_NRANKS (1 << 20)
+/* Ranks without evidence a report lists one by one, over all communicators:
+ * one communicator of the largest size is listed in full; past that the
+ * reports say how many more there are. */
+#define NTA_LIST_BUDGET (1 << 20)
 
 /* Verdict classes (design §7), in evidence-priority order for ties. */
 enum nta_class {
@@ -158,10 +272,12 @@ struct nta_input_error {
   char reason[256];
 };
 
+#define NTA_MAX_WORKERS 8       /* loading threads at most (load.c) */
+
 /* One job: what the analysis reads and produces. */
 struct nta_job {
   char job_id[64];
-  struct ntr_image *imgs;       /* owned images of this job */
+  struct ntr_image *imgs;       /* images built in memory (tests, fuzzers): nta_analyze reduces them */
   int nimgs;
   struct nta_proc *procs;
   int nprocs;
@@ -182,31 +298,100 @@ struct nta_job {
   char (*other_jobs)[64];
   int nother_jobs;
   int job_chosen;               /* 1 when picked by --job */
+  struct nta_arena arenas[NTA_MAX_WORKERS]; /* the loading threads' (load.c) */
 };
 
-/* load.c: find and load every input (files, directories recursively), group
- * by job, keep job_id (or the most recent job when NULL/empty).  Images of
- * the chosen job are moved into job->imgs; the rest are freed.
+/* load.c: find every input (files, directories recursively), group the
+ * files by process from their headers, load and reduce one process at a
+ * time (a thread per CPU), keep job_id (or the most recent job when NULL/empty).
+ * The chosen job's processes end up in job->procs; the rest are freed.
  * @return 0, or -1 when no input could be read at all (errors recorded). */
 int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *job_id);
+/* Phase timing on stderr when NCCLTRACE_ANALYZE_TIMING=1. */
+void nta_phase(const char *what);
 
-/* From job->imgs: merge processes, align communicators, detect, decide.
- * Safe to call on images built in memory (tests). @return 0 or -ENOMEM. */
+/* Align communicators, detect, decide -- from job->procs (nta_load), or
+ * first from job->imgs (images built in memory: tests, fuzzers), which are
+ * grouped by process and reduced here.  @return 0 or -ENOMEM. */
 int nta_analyze(struct nta_job *job);
 void nta_job_free(struct nta_job *job);
 
-/* align.c */
-int nta_merge_procs(struct nta_job *job);
-int nta_align(struct nta_job *job);
-uint64_t nta_rec_ns(const struct nta_proc *p, const struct ntr_record *r);
+/* reduce.c: merge imgs[0..n) (one process, in input order) into p: latest
+ * state, union of records by position, reduced.  The records are not read
+ * again: the caller frees them (or returns them to their load buffer); the
+ * latest image's header and comms stay (p->img).  arena: where
+ * the compact calls go (NULL: malloc).  sorted: the images come from the
+ * reader (records in position order); others are sorted here if need be.
+ * Thread-safe for distinct processes and distinct arenas.  @return 0 or -1 (out of memory). */
+int nta_reduce_proc(struct nta_proc *p, struct ntr_image **imgs, int n, struct nta_arena *arena, int sorted);
+void nta_proc_free(struct nta_proc *p);
+/* merge.c: the union of a process's images' records by position, in
+ * position order; copies of one position: the first one seen, unless a
+ * later one knows about completion and it does not.  sorted: as in
+ * nta_reduce_proc.  Records stay valid while the images do. */
+struct nta_walker {
+  struct nta_src *s;
+  int ns;
+  const struct ntr_record *pend;
+};
+int nta_walker_init(struct nta_walker *w, struct ntr_image **imgs, int n, int sorted); /* 0 or -1 */
+const struct ntr_record *nta_walker_next(struct nta_walker *w);                       /* NULL: done */
+void nta_walker_free(struct nta_walker *w);
+/* Is image b a later state of the process than image a? */
+int nta_image_later(const struct ntr_image *a, const struct ntr_image *b);
+/* Latest moment an image knows about: its last record or its trigger. */
+uint64_t nta_image_latest_ns(const struct ntr_image *img);
 
-/* detect.c + verdict.c */
+/* pack.c: a collective as reduce.c collects it, in seq order after its sort
+ * (order: its position in the process's union of records, for ties). */
+struct nta_tcoll {
+  uint64_t seq, tsc, done, order;
+  uint32_t fpi;
+};
+/* Pack c[0..n) into d->pk / d->boff / d->esc (arena: where pk goes, NULL:
+ * malloc).  @return 0 or -1 (out of memory). */
+int nta_pack_colls(struct nta_mdata *d, const struct nta_tcoll *c, uint64_t n, struct nta_arena *arena);
+
+/* ops.c: the compact calls, decoded.  Collectives are indexed 0..ncolls-1
+ * in seq order. */
+uint64_t nta_coll_seq(const struct nta_member *m, uint64_t i);
+uint32_t nta_cop_fpi(const struct nta_mdata *d, uint64_t i); /* fingerprint index of collective i */
+/* Block b (collectives b*NTA_BLK...) decoded: n calls; fpi/dt/dd as packed,
+ * escaped calls resolved through the side table for fpi (dt and dd read
+ * NTA_T_ESC there).  @return n. */
+unsigned nta_blk_decode(const struct nta_mdata *d, uint64_t b, uint64_t *ck, uint32_t *fpi, uint32_t *dt, uint32_t *dd);
+/* 1 when no call of block b was completed (read from its header alone). */
+int nta_blk_none_done(const struct nta_mdata *d, uint64_t b);
+void nta_coll_at(const struct nta_member *m, uint64_t i, struct nta_op *o);
+int nta_coll_find(const struct nta_member *m, uint64_t seq, struct nta_op *o); /* 1 found */
+uint64_t nta_coll_upper(const struct nta_member *m, uint64_t seq); /* first index with seq > seq */
+uint64_t nta_coll_t_ns(const struct nta_member *m, uint64_t i);
+void nta_p2p_op(const struct nta_member *m, const struct nta_p2p *x, struct nta_op *o);
+uint64_t nta_ns(const struct nta_proc *p, uint64_t tsc); /* 0 for tsc 0 */
+
+/* align.c */
+int nta_align(struct nta_job *job);
+/* The member of c with comm rank r (through c->ranked), or NULL. */
+struct nta_member *nta_rank(const struct nta_comm *c, int r);
+
+/* detect.c + detect_p2p.c + verdict.c */
 int nta_detect(struct nta_job *job);
+void nta_detect_p2p(struct nta_job *job, const struct nta_comm *c);
+void nta_detect_env(struct nta_job *job, const struct nta_comm *c);
+void nta_detect_init(struct nta_job *job, const struct nta_comm *c);       /* detect_init.c */
+void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c); /* detect_init.c */
+void nta_rank_list(const int *r, int n, char *buf, size_t len);
+const char *nta_plural(int n);
+/* The first ranks of [0, c->nranks) without evidence, at most max, into out
+ * (work: members + max, whatever nranks says).  @return how many. */
+int nta_absent_ranks(const struct nta_comm *c, int *out, int max);
 void nta_detect_fates(struct nta_job *job);  /* fates.c */
+void nta_set_fate(struct nta_proc *p);       /* fates.c, from reduce.c */
 void nta_detect_errors(struct nta_job *job); /* fates.c */
 void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void nta_describe_op(const struct nta_op *op, char *buf, size_t len);
+const char *nta_fp_diff(const struct nta_op *a, const struct nta_op *b);
 const struct nta_member *nta_member_of(const struct nta_comm *c, const struct nta_proc *p);
 
 struct nta_cand *nta_cand_add(struct nta_job *job, enum nta_class cls, uint64_t t_ns);

@@ -1,6 +1,13 @@
 /* detect.c -- findings on aligned communicators: every candidate cause with
  * the time it happened.  Nothing here decides; verdict.c weighs candidates by
  * time and priority.  Each detector reads only the aligned view (align.c).
+ * Send/recv findings are in detect_p2p.c, env differences in detect_env.c,
+ * init and split/shrink hangs in detect_init.c.
+ *
+ * Thread-safety: single-threaded (after loading).  Not signal-safe.
+ * Every loop runs over the members present (c->ranked) or over the ranks
+ * without evidence up to a fixed count, never over [0, nranks): nranks comes
+ * from the input (docs/reliability.md bug 11).
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -45,9 +52,9 @@ void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kin
 }
 
 void nta_describe_op(const struct nta_op *o, char *buf, size_t len) {
-  const struct ntr_record *r = o->rec;
+  const struct nta_op *r = o;
   const char *name = ntr_kind_name(o->op);
-  if (ntr_kind_is_p2p(r->kind)) {
+  if (ntr_kind_is_p2p(o->op)) {
     snprintf(buf, len, "%s(count=%llu, %s, peer=%d)", name, (unsigned long long)r->count,
              ntr_dtype_name(r->dtype), r->peer);
   } else if (r->redop >= 0 && r->peer >= 0) {
@@ -64,45 +71,52 @@ void nta_describe_op(const struct nta_op *o, char *buf, size_t len) {
   }
 }
 
-static void rank_list(const int *r, int n, char *buf, size_t len) {
+void nta_rank_list(const int *r, int n, char *buf, size_t len) {
   size_t o = 0;
   buf[0] = 0;
   for (int i = 0; i < n && o + 12 < len; i++)
     o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "", r[i]);
 }
 
-static const struct nta_op *op_at(const struct nta_member *m, uint64_t seq) {
-  uint64_t lo = 0, hi = m->ncolls;
-  while (lo < hi) {
-    uint64_t mid = (lo + hi) / 2;
-    if (m->colls[mid].rec->seq < seq)
-      lo = mid + 1;
-    else
-      hi = mid;
+const char *nta_plural(int n) {
+  return n == 1 ? "rank" : "ranks";
+}
+
+int nta_absent_ranks(const struct nta_comm *c, int *out, int max) {
+  int n = 0, r = 0;
+  for (int i = 0; i <= c->nranked && n < max; i++) {
+    int end = i < c->nranked ? c->ranked[i]->rank : c->nranks;
+    for (; r < end && n < max; r++)
+      out[n++] = r;
+    r = end + 1;
   }
-  return lo < m->ncolls && m->colls[lo].rec->seq == seq ? &m->colls[lo] : NULL;
+  return n;
 }
 
 /* Fingerprint fields, in the order a report names the first that differs. */
-static const char *fp_diff(const struct nta_op *a, const struct nta_op *b) {
+const char *nta_fp_diff(const struct nta_op *a, const struct nta_op *b) {
   if (a->op != b->op)
     return "op";
-  if (a->rec->count != b->rec->count)
+  if (a->count != b->count)
     return "count";
-  if (a->rec->dtype != b->rec->dtype)
+  if (a->dtype != b->dtype)
     return "dtype";
-  if (a->rec->redop != b->rec->redop)
+  if (a->redop != b->redop)
     return "redop";
-  if (a->rec->peer != b->rec->peer)
+  if (a->peer != b->peer)
     return "root";
   return NULL;
 }
 
-static const char *plural(int n) {
-  return n == 1 ? "rank" : "ranks";
-}
-
 /* ------------------------------------------------- collective mismatch -- */
+
+/* Job-wide fingerprint id of m's call at seq, UINT32_MAX when it has none. */
+static uint32_t gfp_at(const struct nta_member *m, uint64_t seq) {
+  uint64_t i = nta_coll_upper(m, seq);
+  if (i == 0 || nta_coll_seq(m, i - 1) != seq)
+    return UINT32_MAX;
+  return m->proc->gfp[nta_cop_fpi(m->d, i - 1)];
+}
 
 /* The smallest collective seq above s that some member recorded; *more = 0
  * when there is none.  Seqs come from hostile files (a ring is not
@@ -110,307 +124,204 @@ static const char *plural(int n) {
 static uint64_t next_seq(const struct nta_comm *c, uint64_t s, int *more) {
   uint64_t best = 0;
   *more = 0;
-  for (int i = 0; i < c->nmembers; i++) {
-    const struct nta_member *m = &c->members[i];
-    uint64_t lo = 0, hi = m->ncolls;
-    while (lo < hi) {
-      uint64_t mid = (lo + hi) / 2;
-      if (m->colls[mid].rec->seq <= s)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    if (lo < m->ncolls && (!*more || m->colls[lo].rec->seq < best)) {
-      best = m->colls[lo].rec->seq;
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    uint64_t k = nta_coll_upper(m, s);
+    if (k < m->ncolls && (!*more || nta_coll_seq(m, k) < best)) {
+      best = nta_coll_seq(m, k);
       *more = 1;
     }
   }
   return best;
 }
 
+/* The first seq at which two ranks' fingerprints differ.  Within a window
+ * of seqs from the smallest one (as wide as a few times the longest member
+ * history: the whole span, for any real job), one pass per member over its
+ * calls against a reference -- the first fingerprint any rank had at each
+ * seq -- finds it in O(calls): a call that differs from the reference
+ * differs from another rank's.  Seqs past the window (only a hostile file
+ * has them) are walked one present seq at a time.  @return 1 found (*out). */
+static int first_mismatch(const struct nta_comm *c, uint64_t minseq, uint64_t maxseq, uint64_t *out) {
+  uint64_t longest = 0;
+  for (int i = 0; i < c->nranked; i++)
+    if (c->ranked[i]->ncolls > longest)
+      longest = c->ranked[i]->ncolls;
+  uint64_t span = maxseq - minseq, width = 4 * longest + 65536;
+  width = span < width ? span + 1 : width;
+  uint32_t *ref = malloc((size_t)width * sizeof *ref);
+  uint64_t best = UINT64_MAX;
+  if (ref) {
+    memset(ref, 0xff, (size_t)width * sizeof *ref);
+    for (int i = 0; i < c->nranked; i++) {
+      const struct nta_member *m = c->ranked[i];
+      const struct nta_mdata *d = m->d;
+      const uint32_t *gfp = m->proc->gfp;
+      uint32_t f[NTA_BLK];
+      uint64_t k = 0, seq = 0; /* the run of call j, and j's seq */
+      for (uint64_t j = 0; j < d->ncolls; j++) {
+        if (j % NTA_BLK == 0)
+          nta_blk_decode(d, j / NTA_BLK, NULL, f, NULL, NULL);
+        if (k < d->nruns && d->runs[k].idx0 == j)
+          seq = d->runs[k++].seq0;
+        else
+          seq++;
+        if (seq >= best || seq - minseq >= width)
+          break; /* seqs only grow: nothing earlier is left here */
+        uint32_t g = gfp[f[j % NTA_BLK]], *x = &ref[seq - minseq];
+        if (*x == UINT32_MAX)
+          *x = g;
+        else if (*x != g)
+          best = seq;
+      }
+    }
+    free(ref);
+  }
+  if (best != UINT64_MAX) {
+    *out = best;
+    return 1;
+  }
+  /* Past the window (or no memory for it): seq by seq. */
+  int more = 1;
+  uint64_t s = ref ? minseq + width - 1 : minseq;
+  if (ref)
+    s = next_seq(c, s, &more);
+  for (; more && s <= maxseq; s = next_seq(c, s, &more)) {
+    uint32_t first = UINT32_MAX;
+    for (int i = 0; i < c->nranked; i++) {
+      uint32_t g = gfp_at(c->ranked[i], s);
+      if (g == UINT32_MAX)
+        continue;
+      if (first == UINT32_MAX)
+        first = g;
+      else if (g != first) {
+        *out = s;
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
   /* Only the span of seqs some record covers (a wrapped ring starts late). */
   uint64_t maxseq = 0, minseq = UINT64_MAX;
-  for (int i = 0; i < c->nmembers; i++) {
-    const struct nta_member *m = &c->members[i];
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
     if (!m->ncolls)
       continue;
-    if (m->colls[m->ncolls - 1].rec->seq > maxseq)
-      maxseq = m->colls[m->ncolls - 1].rec->seq;
-    if (m->colls[0].rec->seq < minseq)
-      minseq = m->colls[0].rec->seq;
+    if (nta_coll_seq(m, m->ncolls - 1) > maxseq)
+      maxseq = nta_coll_seq(m, m->ncolls - 1);
+    if (nta_coll_seq(m, 0) < minseq)
+      minseq = nta_coll_seq(m, 0);
   }
-  const struct nta_op **ops = calloc((size_t)c->nranks, sizeof(*ops));
-  int *grp = calloc((size_t)c->nranks, sizeof(*grp));
-  int *gsize = calloc((size_t)c->nranks, sizeof(*gsize));
-  if (!ops || !grp || !gsize)
+  uint64_t s;
+  if (maxseq == 0 || !first_mismatch(c, minseq, maxseq, &s))
+    return;
+  int nr = c->nranked;
+  struct nta_op *ops = calloc((size_t)nr, sizeof(*ops));
+  int *has = calloc((size_t)nr, sizeof(*has));
+  int *grp = calloc((size_t)nr, sizeof(*grp));
+  int *gsize = calloc((size_t)nr, sizeof(*gsize));
+  if (!ops || !has || !grp || !gsize)
     goto out;
-  int more = maxseq != 0;
-  for (uint64_t s = minseq; more && s <= maxseq; s = next_seq(c, s, &more)) {
-    int n = 0, ng = 0;
-    for (int r = 0; r < c->nranks; r++) {
-      ops[r] = c->by_rank[r] ? op_at(c->by_rank[r], s) : NULL;
-      grp[r] = -1;
-      if (ops[r])
-        n++;
-    }
-    if (n < 2)
-      continue;
-    /* Group ranks by identical fingerprint; group g is led by rank lead[g]. */
-    int lead[64];
-    for (int r = 0; r < c->nranks; r++) {
-      if (!ops[r])
-        continue;
-      int g = 0;
-      for (; g < ng; g++)
-        if (!fp_diff(ops[lead[g]], ops[r]))
-          break;
-      if (g == ng) {
-        if (ng == 64)
-          break;
-        lead[ng] = r;
-        gsize[ng++] = 0;
-      }
-      grp[r] = g;
-      gsize[g]++;
-    }
-    if (ng < 2)
-      continue;
-    /* Majority decides the culprits; without a strict majority (two ranks,
-     * or a tie) every disagreeing rank is named. */
-    int maj = 0, tie = 0;
-    for (int g = 1; g < ng; g++)
-      if (gsize[g] > gsize[maj])
-        maj = g;
-    for (int g = 0; g < ng; g++)
-      if (g != maj && gsize[g] == gsize[maj])
-        tie = 1;
-    int culprit = -1;
-    for (int r = 0; r < c->nranks && culprit < 0; r++)
-      if (grp[r] >= 0 && grp[r] != maj)
-        culprit = r;
-    uint64_t t = 0;
-    for (int r = 0; r < c->nranks; r++)
-      if (ops[r] && ops[r]->t_ns > t)
-        t = ops[r]->t_ns;
-    struct nta_cand *k = nta_cand_add(job, NTA_COLL_MISMATCH, t);
-    if (!k)
-      break;
-    k->comm = c;
-    k->seq = s;
-    snprintf(k->field, sizeof(k->field), "%s", fp_diff(ops[lead[maj]], ops[culprit]));
-    for (int r = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++)
-      if (grp[r] >= 0 && (tie || grp[r] != maj))
-        k->ranks[k->nranks++] = r;
-    char hex[17], a[160], b[160], ra[256], rb[256];
-    nta_comm_hex(c->id, hex);
-    int other[NTA_MAX_VRANKS] = {0}, no = 0, cul[NTA_MAX_VRANKS] = {0}, nc = 0;
-    int cg = grp[culprit];
-    for (int r = 0; r < c->nranks; r++) {
-      if (grp[r] == cg && nc < NTA_MAX_VRANKS)
-        cul[nc++] = r;
-      else if (grp[r] == maj && no < NTA_MAX_VRANKS)
-        other[no++] = r;
-    }
-    nta_describe_op(ops[culprit], a, sizeof(a));
-    nta_describe_op(ops[lead[maj]], b, sizeof(b));
-    rank_list(cul, nc, ra, sizeof(ra));
-    rank_list(other, no, rb, sizeof(rb));
-    int in_group = (ops[culprit]->rec->flags | ops[lead[maj]]->rec->flags) & NTR_REC_IN_GROUP;
-    snprintf(k->summary, sizeof(k->summary),
-             "collective mismatch on comm %s seq %llu%s: %s %s called %s while %s %s called %s%s",
-             hex, (unsigned long long)s, in_group ? " (inside a group)" : "", plural(nc), ra, a,
-             plural(no), rb, b, ng > 2 ? " (and more variants)" : "");
-    for (int r = 0; r < c->nranks; r++)
-      if (ops[r]) {
-        char d[160];
-        nta_describe_op(ops[r], d, sizeof(d));
-        nta_event_add(job, ops[r]->t_ns, c->by_rank[r]->proc->lrank, "call",
-                      "comm %.8s rank %d seq %llu: %s%s", hex, r, (unsigned long long)s, d,
-                      ops[r]->rec->flags & NTR_REC_STRICT_REFUSED ? " (refused by strict mode)"
-                      : ops[r]->done_ns                           ? " (completed)"
-                                                                  : " (never completed)");
-      }
-    break; /* the first differing seq is the one that matters */
+  int ng = 0;
+  for (int i = 0; i < nr; i++) {
+    has[i] = nta_coll_find(c->ranked[i], s, &ops[i]);
+    grp[i] = -1;
   }
+  /* Group ranks by identical fingerprint; group g is led by rank lead[g]. */
+  int lead[64];
+  for (int i = 0; i < nr; i++) {
+    if (!has[i])
+      continue;
+    int g = 0;
+    for (; g < ng; g++)
+      if (!nta_fp_diff(&ops[lead[g]], &ops[i]))
+        break;
+    if (g == ng) {
+      if (ng == 64)
+        break;
+      lead[ng] = i;
+      gsize[ng++] = 0;
+    }
+    grp[i] = g;
+    gsize[g]++;
+  }
+  if (ng < 2)
+    goto out;
+  /* Majority decides the culprits; without a strict majority (two ranks,
+   * or a tie) every disagreeing rank is named. */
+  int maj = 0, tie = 0;
+  for (int g = 1; g < ng; g++)
+    if (gsize[g] > gsize[maj])
+      maj = g;
+  for (int g = 0; g < ng; g++)
+    if (g != maj && gsize[g] == gsize[maj])
+      tie = 1;
+  int culprit = -1;
+  for (int i = 0; i < nr && culprit < 0; i++)
+    if (grp[i] >= 0 && grp[i] != maj)
+      culprit = i;
+  uint64_t t = 0;
+  for (int i = 0; i < nr; i++)
+    if (has[i] && ops[i].t_ns > t)
+      t = ops[i].t_ns;
+  struct nta_cand *k = nta_cand_add(job, NTA_COLL_MISMATCH, t);
+  if (!k)
+    goto out;
+  k->comm = c;
+  k->seq = s;
+  snprintf(k->field, sizeof(k->field), "%s", nta_fp_diff(&ops[lead[maj]], &ops[culprit]));
+  for (int i = 0; i < nr && k->nranks < NTA_MAX_VRANKS; i++)
+    if (grp[i] >= 0 && (tie || grp[i] != maj))
+      k->ranks[k->nranks++] = c->ranked[i]->rank;
+  char hex[17], a[160], b[160], ra[256], rb[256];
+  nta_comm_hex(c->id, hex);
+  int other[NTA_MAX_VRANKS] = {0}, no = 0, cul[NTA_MAX_VRANKS] = {0}, nc = 0;
+  int cg = grp[culprit];
+  for (int i = 0; i < nr; i++) {
+    if (grp[i] == cg && nc < NTA_MAX_VRANKS)
+      cul[nc++] = c->ranked[i]->rank;
+    else if (grp[i] == maj && no < NTA_MAX_VRANKS)
+      other[no++] = c->ranked[i]->rank;
+  }
+  nta_describe_op(&ops[culprit], a, sizeof(a));
+  nta_describe_op(&ops[lead[maj]], b, sizeof(b));
+  nta_rank_list(cul, nc, ra, sizeof(ra));
+  nta_rank_list(other, no, rb, sizeof(rb));
+  int in_group = (ops[culprit].flags | ops[lead[maj]].flags) & NTR_REC_IN_GROUP;
+  snprintf(k->summary, sizeof(k->summary),
+           "collective mismatch on comm %s seq %llu%s: %s %s called %s while %s %s called %s%s",
+           hex, (unsigned long long)s, in_group ? " (inside a group)" : "", nta_plural(nc), ra, a,
+           nta_plural(no), rb, b, ng > 2 ? " (and more variants)" : "");
+  for (int i = 0; i < nr; i++)
+    if (has[i]) {
+      char d[160];
+      nta_describe_op(&ops[i], d, sizeof(d));
+      nta_event_add(job, ops[i].t_ns, c->ranked[i]->proc->lrank, "call",
+                    "comm %.8s rank %d seq %llu: %s%s", hex, c->ranked[i]->rank, (unsigned long long)s, d,
+                    ops[i].flags & NTR_REC_STRICT_REFUSED ? " (refused by strict mode)"
+                    : ops[i].done_ns                      ? " (completed)"
+                                                          : " (never completed)");
+    }
 out:
   free(ops);
+  free(has);
   free(grp);
   free(gsize);
 }
 
-/* ------------------------------------------------------ p2p mismatch -- */
-
-/* p2p[] is sorted by (peer, dir, seq) (align.c): binary search. */
-static const struct nta_p2p *p2p_find(const struct nta_member *m, int peer, int dir, uint64_t seq) {
-  uint64_t lo = 0, hi = m->np2p;
-  while (lo < hi) {
-    uint64_t mid = (lo + hi) / 2;
-    const struct nta_p2p *x = &m->p2p[mid];
-    int less = x->peer != peer ? x->peer < peer : x->dir != dir ? x->dir < dir : x->seq < seq;
-    if (less)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  const struct nta_p2p *x = lo < m->np2p ? &m->p2p[lo] : NULL;
-  return x && x->peer == peer && x->dir == dir && x->seq == seq ? x : NULL;
-}
-
-/* Seq of the last collective member m issued before time t, 0 none
- * (colls[] is sorted by seq, which is issue order). */
-static uint64_t coll_seq_before(const struct nta_member *m, uint64_t t) {
-  uint64_t lo = 0, hi = m->ncolls;
-  while (lo < hi) {
-    uint64_t mid = (lo + hi) / 2;
-    if (m->colls[mid].t_ns < t)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo ? m->colls[lo - 1].rec->seq : 0;
-}
-
-/* x (a call of rank self) has no counterpart on its peer: the peer never
- * posted the other half with the same per-pair seq.
- * - A receive that completed got its data: it was matched.
- * - A send that is still pending is unmatched if the peer has no receive.
- * - A send that completed proves nothing by itself: NCCL completes a send
- *   that fits into the peer's connection buffer before the receive is
- *   posted (eager, NVIDIA/nccl#544), so the receive may simply come later.
- *   It is unmatched only once the peer went past the point where it should
- *   have received: the peer issued more collectives on this communicator
- *   than the sender had when it sent (collectives order every rank's
- *   program the same way).  Without that evidence it is not counted. */
-static int p2p_unmatched(const struct nta_comm *c, const struct nta_p2p *x, int self) {
-  const struct nta_member *peer = c->by_rank[x->peer];
-  if (p2p_find(peer, self, !x->dir, x->seq))
-    return 0;
-  if (!x->op.done_ns)
-    return 1;
-  if (x->dir == 1)
-    return 0;
-  return peer->issued > coll_seq_before(c->by_rank[self], x->op.t_ns);
-}
-
-/* The wrong peer: rank a's send to b has no receive on b, while another rank
- * d waits to receive from a something a never sent it.  Both a and d are
- * named (either side may have picked the wrong peer).  Records lost to a
- * wrapped ring could fake an unmatched call: such processes are skipped. */
-static void detect_p2p_peer(struct nta_job *job, const struct nta_comm *c) {
-  for (int a = 0; a < c->nranks; a++) {
-    const struct nta_member *ma = c->by_rank[a];
-    if (!ma || ma->proc->lost)
-      continue;
-    for (uint64_t i = 0; i < ma->np2p; i++) {
-      const struct nta_p2p *s = &ma->p2p[i];
-      if (s->dir != 0 || s->peer < 0 || s->peer >= c->nranks || !c->by_rank[s->peer] ||
-          c->by_rank[s->peer]->proc->lost || !p2p_unmatched(c, s, a))
-        continue;
-      for (int d = 0; d < c->nranks; d++) {
-        const struct nta_member *md = c->by_rank[d];
-        if (d == a || d == s->peer || !md || md->proc->lost)
-          continue;
-        for (uint64_t j = 0; j < md->np2p; j++) {
-          const struct nta_p2p *r = &md->p2p[j];
-          if (r->dir != 1 || r->peer != a || !p2p_unmatched(c, r, d))
-            continue;
-          struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, s->op.t_ns > r->op.t_ns ? s->op.t_ns : r->op.t_ns);
-          if (!k)
-            return;
-          k->comm = c;
-          k->seq = s->seq;
-          snprintf(k->field, sizeof(k->field), "peer");
-          k->ranks[k->nranks++] = a < d ? a : d;
-          k->ranks[k->nranks++] = a < d ? d : a;
-          char hex[17], ds[160], dr[160];
-          nta_comm_hex(c->id, hex);
-          nta_describe_op(&s->op, ds, sizeof(ds));
-          nta_describe_op(&r->op, dr, sizeof(dr));
-          snprintf(k->summary, sizeof(k->summary),
-                   "p2p mismatch on comm %s: rank %d's send #%llu went to rank %d, which never receives it, "
-                   "while rank %d waits in %s for data from rank %d (peer differs)",
-                   hex, a, (unsigned long long)s->seq, s->peer, d, dr, a);
-          nta_event_add(job, s->op.t_ns, ma->proc->lrank, "call", "comm %.8s rank %d: %s (unmatched)", hex, a, ds);
-          nta_event_add(job, r->op.t_ns, md->proc->lrank, "call", "comm %.8s rank %d: %s (unmatched)", hex, d, dr);
-          return;
-        }
-      }
-    }
-  }
-}
-
-static void detect_p2p(struct nta_job *job, const struct nta_comm *c) {
-  const struct nta_p2p *best_s = NULL, *best_r = NULL;
-  const char *best_field = NULL;
-  int best_a = -1;
-  uint64_t best_t = 0;
-  for (int a = 0; a < c->nranks; a++) {
-    const struct nta_member *m = c->by_rank[a];
-    if (!m)
-      continue;
-    for (uint64_t i = 0; i < m->np2p; i++) {
-      const struct nta_p2p *s = &m->p2p[i];
-      if (s->dir != 0 || s->peer < 0 || s->peer >= c->nranks || !c->by_rank[s->peer])
-        continue;
-      const struct nta_p2p *r = p2p_find(c->by_rank[s->peer], a, 1, s->seq);
-      if (!r)
-        continue;
-      const char *f = s->op.rec->count != r->op.rec->count ? "count"
-                      : s->op.rec->dtype != r->op.rec->dtype ? "dtype" : NULL;
-      if (!f)
-        continue;
-      uint64_t t = s->op.t_ns > r->op.t_ns ? s->op.t_ns : r->op.t_ns;
-      if (!best_s || t < best_t) {
-        best_s = s;
-        best_r = r;
-        best_field = f;
-        best_a = a;
-        best_t = t;
-      }
-    }
-  }
-  if (!best_s) {
-    detect_p2p_peer(job, c);
-    return;
-  }
-  struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, best_t);
-  if (!k)
-    return;
-  int b = best_s->peer;
-  k->comm = c;
-  k->seq = best_s->seq;
-  snprintf(k->field, sizeof(k->field), "%s", best_field);
-  k->ranks[k->nranks++] = best_a < b ? best_a : b;
-  k->ranks[k->nranks++] = best_a < b ? b : best_a;
-  char hex[17], ds[160], dr[160];
-  nta_comm_hex(c->id, hex);
-  nta_describe_op(&best_s->op, ds, sizeof(ds));
-  nta_describe_op(&best_r->op, dr, sizeof(dr));
-  snprintf(k->summary, sizeof(k->summary),
-           "p2p mismatch on comm %s: rank %d's send #%llu to rank %d is %s but rank %d's matching "
-           "receive is %s (%s differs)",
-           hex, best_a, (unsigned long long)best_s->seq, b, ds, b, dr, best_field);
-  nta_event_add(job, best_s->op.t_ns, c->by_rank[best_a]->proc->lrank, "call", "comm %.8s rank %d: %s",
-                hex, best_a, ds);
-  nta_event_add(job, best_r->op.t_ns, c->by_rank[b]->proc->lrank, "call", "comm %.8s rank %d: %s", hex,
-                b, dr);
-}
-
-/* ------------------------------------- missing collective, init hang -- */
+/* ----------------------------------------------- missing collective -- */
 
 /* Every rank with evidence agrees and waits at seq lo, but some ranks of the
  * comm left no evidence at all: they are the ones that never came. */
 static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_t issued) {
   uint64_t maxdone = 0;
-  int absent[NTA_MAX_VRANKS], na = 0, proof = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_member *m = c->by_rank[r];
-    if (!m) {
-      if (na < NTA_MAX_VRANKS)
-        absent[na++] = r;
-      continue;
-    }
+  int absent[NTA_MAX_VRANKS], na, proof = 0;
+  na = nta_absent_ranks(c, absent, NTA_MAX_VRANKS);
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
     if (m->completed > maxdone)
       maxdone = m->completed;
     proof |= m->proc->timeout_ns != 0 || m->proc->fate != NTA_ALIVE;
@@ -418,13 +329,14 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
   uint64_t s = maxdone + 1;
   if (!na || !proof || s > issued)
     return;
-  const struct nta_op *first = NULL;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_op *o = c->by_rank[r] ? op_at(c->by_rank[r], s) : NULL;
-    if (o && (!first || o->t_ns < first->t_ns))
+  struct nta_op first, o;
+  int have = 0;
+  for (int i = 0; i < c->nranked; i++)
+    if (nta_coll_find(c->ranked[i], s, &o) && (!have || o.t_ns < first.t_ns)) {
       first = o;
-  }
-  struct nta_cand *k = nta_cand_add(job, NTA_MISSING_COLL, first ? first->t_ns : c->first_ns);
+      have = 1;
+    }
+  struct nta_cand *k = nta_cand_add(job, NTA_MISSING_COLL, have ? first.t_ns : c->first_ns);
   if (!k)
     return;
   k->comm = c;
@@ -433,20 +345,20 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
   k->nranks = na;
   char hex[17], d[160] = "it", rl[256];
   nta_comm_hex(c->id, hex);
-  if (first)
-    nta_describe_op(first, d, sizeof(d));
-  rank_list(absent, na, rl, sizeof(rl));
+  if (have)
+    nta_describe_op(&first, d, sizeof(d));
+  nta_rank_list(absent, na, rl, sizeof(rl));
   snprintf(k->summary, sizeof(k->summary),
            "missing collective on comm %s seq %llu: %s %s left no evidence at all while every other "
            "rank issued %s and waited",
-           hex, (unsigned long long)s, plural(na), rl, d);
+           hex, (unsigned long long)s, nta_plural(na), rl, d);
 }
 
 static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
   uint64_t lo = UINT64_MAX, hi = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_member *m = c->by_rank[r];
-    if (!m || m->in_init)
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    if (m->in_init)
       continue;
     if (m->issued < lo)
       lo = m->issued;
@@ -460,272 +372,56 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
     return;
   }
   uint64_t s = lo + 1, t = 0;
-  const struct nta_op *first = NULL;
+  struct nta_op first, o;
+  int have = 0;
   int waiting[NTA_MAX_VRANKS], nw = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_member *m = c->by_rank[r];
-    if (!m || m->issued < s)
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    if (m->issued < s)
       continue;
-    const struct nta_op *o = op_at(m, s);
-    if (o && (!first || o->t_ns < t)) {
+    if (nta_coll_find(m, s, &o) && (!have || o.t_ns < t)) {
       first = o;
-      t = o->t_ns;
+      have = 1;
+      t = o.t_ns;
     }
     if (nw < NTA_MAX_VRANKS)
-      waiting[nw++] = r;
+      waiting[nw++] = m->rank;
   }
   struct nta_cand *k = nta_cand_add(job, NTA_MISSING_COLL, t);
   if (!k)
     return;
   k->comm = c;
   k->seq = s;
-  for (int r = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++)
-    if (c->by_rank[r] && !c->by_rank[r]->in_init && c->by_rank[r]->issued < s)
-      k->ranks[k->nranks++] = r;
+  for (int i = 0; i < c->nranked && k->nranks < NTA_MAX_VRANKS; i++)
+    if (!c->ranked[i]->in_init && c->ranked[i]->issued < s)
+      k->ranks[k->nranks++] = c->ranked[i]->rank;
   char hex[17], d[160] = "it", rm[256], rw[256];
   nta_comm_hex(c->id, hex);
-  if (first)
-    nta_describe_op(first, d, sizeof(d));
-  rank_list(k->ranks, k->nranks, rm, sizeof(rm));
-  rank_list(waiting, nw, rw, sizeof(rw));
+  if (have)
+    nta_describe_op(&first, d, sizeof(d));
+  nta_rank_list(k->ranks, k->nranks, rm, sizeof(rm));
+  nta_rank_list(waiting, nw, rw, sizeof(rw));
   snprintf(k->summary, sizeof(k->summary),
            "missing collective on comm %s seq %llu: %s %s never issued %s, which %s %s issued", hex,
-           (unsigned long long)s, plural(k->nranks), rm, d, plural(nw), rw);
+           (unsigned long long)s, nta_plural(k->nranks), rm, d, nta_plural(nw), rw);
   for (int i = 0; i < k->nranks; i++) {
-    const struct nta_member *m = c->by_rank[k->ranks[i]];
-    const struct nta_op *last = m->ncolls ? &m->colls[m->ncolls - 1] : NULL;
+    const struct nta_member *m = nta_rank(c, k->ranks[i]);
+    struct nta_op last;
     char ld[160] = "none";
-    if (last)
-      nta_describe_op(last, ld, sizeof(ld));
-    nta_event_add(job, last ? last->t_ns : m->first_ns, m->proc->lrank, "behind",
+    if (m->ncolls) {
+      nta_coll_at(m, m->ncolls - 1, &last);
+      nta_describe_op(&last, ld, sizeof(ld));
+    }
+    nta_event_add(job, m->ncolls ? last.t_ns : m->first_ns, m->proc->lrank, "behind",
                   "comm %.8s rank %d: last collective issued #%llu %s", hex, k->ranks[i],
                   (unsigned long long)m->issued, ld);
   }
   for (int i = 0; i < nw; i++) {
-    const struct nta_op *o = op_at(c->by_rank[waiting[i]], s);
-    if (o)
-      nta_event_add(job, o->t_ns, c->by_rank[waiting[i]]->proc->lrank, "call",
-                    "comm %.8s rank %d seq %llu: %s%s", hex, waiting[i], (unsigned long long)s, d,
-                    o->done_ns ? " (completed)" : "");
+    const struct nta_member *m = nta_rank(c, waiting[i]);
+    if (nta_coll_find(m, s, &o))
+      nta_event_add(job, o.t_ns, m->proc->lrank, "call", "comm %.8s rank %d seq %llu: %s%s", hex, waiting[i],
+                    (unsigned long long)s, d, o.done_ns ? " (completed)" : "");
   }
-}
-
-/* ncclCommSplit/Shrink are collective over the parent: nobody returns until
- * every rank called it.  The interposer records them on the parent (the
- * child's rank and size are known only after the call), so a split that
- * never completes is seen as parent members blocked in it; the parent's
- * other ranks never joined. */
-static void detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
-  int waiting[NTA_MAX_VRANKS], nw = 0;
-  uint64_t t = 0;
-  unsigned kind = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_member *m = c->by_rank[r];
-    const struct ntr_comm_state *cs = m ? m->cs : NULL;
-    if (!cs || !cs->blocked_since ||
-        (cs->blocked_kind != NTR_KIND_COMM_SPLIT && cs->blocked_kind != NTR_KIND_COMM_SHRINK))
-      continue;
-    uint64_t since = ntr_image_ns(m->proc->img, cs->blocked_since);
-    if (!t || since < t)
-      t = since;
-    kind = cs->blocked_kind;
-    if (nw < NTA_MAX_VRANKS)
-      waiting[nw++] = r;
-  }
-  if (!nw || nw == c->nranks)
-    return;
-  struct nta_cand *k = nta_cand_add(job, NTA_INIT_HANG, t);
-  if (!k)
-    return;
-  k->comm = c;
-  for (int r = 0, w = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++) {
-    if (w < nw && waiting[w] == r)
-      w++;
-    else
-      k->ranks[k->nranks++] = r;
-  }
-  char hex[17], rm[256], rw[256];
-  nta_comm_hex(c->id, hex);
-  rank_list(k->ranks, k->nranks, rm, sizeof(rm));
-  rank_list(waiting, nw, rw, sizeof(rw));
-  snprintf(k->summary, sizeof(k->summary),
-           "%s of comm %s never completed: %s %s never called it while %s %s waited in it",
-           ntr_kind_name(kind), hex, plural(k->nranks), rm, plural(nw), rw);
-  for (int i = 0; i < nw; i++)
-    nta_event_add(job, ntr_image_ns(c->by_rank[waiting[i]]->proc->img, c->by_rank[waiting[i]]->cs->blocked_since),
-                  c->by_rank[waiting[i]]->proc->lrank, "init", "comm %.8s rank %d entered %s and never returned", hex,
-                  waiting[i], ntr_kind_name(kind));
-}
-
-static void detect_init(struct nta_job *job, const struct nta_comm *c) {
-  int in_init = 0, present = 0;
-  uint64_t t = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_member *m = c->by_rank[r];
-    if (!m)
-      continue;
-    present++;
-    if (m->in_init) {
-      in_init++;
-      if (!t || (m->init_enter_ns && m->init_enter_ns < t))
-        t = m->init_enter_ns;
-    }
-  }
-  if (!in_init)
-    return;
-  struct nta_cand *k = nta_cand_add(job, NTA_INIT_HANG, t);
-  if (!k)
-    return;
-  k->comm = c;
-  int waiting[NTA_MAX_VRANKS], nw = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    if (!c->by_rank[r]) {
-      if (k->nranks < NTA_MAX_VRANKS)
-        k->ranks[k->nranks++] = r;
-    } else if (c->by_rank[r]->in_init && nw < NTA_MAX_VRANKS) {
-      waiting[nw++] = r;
-    }
-  }
-  char hex[17], rm[256], rw[256];
-  nta_comm_hex(c->id, hex);
-  rank_list(waiting, nw, rw, sizeof(rw));
-  unsigned kind = 0;
-  for (int r = 0; r < c->nranks && !kind; r++)
-    if (c->by_rank[r] && c->by_rank[r]->cs)
-      kind = c->by_rank[r]->cs->init_kind;
-  if (k->nranks) {
-    rank_list(k->ranks, k->nranks, rm, sizeof(rm));
-    snprintf(k->summary, sizeof(k->summary),
-             "init of comm %s (%d ranks) never completed: %s %s never joined while %s %s waited in %s",
-             hex, c->nranks, plural(k->nranks), rm, plural(nw), rw,
-             kind ? ntr_kind_name(kind) : "communicator init");
-  } else {
-    /* Everyone arrived and init still did not finish: name them all. */
-    for (int i = 0; i < nw; i++)
-      k->ranks[k->nranks++] = waiting[i];
-    snprintf(k->summary, sizeof(k->summary),
-             "init of comm %s (%d ranks) never completed although every rank joined (%s waited in %s)",
-             hex, c->nranks, rw, kind ? ntr_kind_name(kind) : "communicator init");
-  }
-  for (int i = 0; i < nw; i++) {
-    const struct nta_member *m = c->by_rank[waiting[i]];
-    nta_event_add(job, m->init_enter_ns, m->proc->lrank, "init",
-                  "comm %.8s rank %d entered %s and never returned", hex, waiting[i],
-                  kind ? ntr_kind_name(kind) : "init");
-  }
-  (void)present;
-}
-
-/* ------------------------------------------------------ env mismatch -- */
-
-/* Value of NAME in an image's env block, or NULL. */
-static const char *env_get(const struct ntr_image *img, const char *name, size_t nlen) {
-  uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
-  const char *e = img->hdr.env, *end = e + len;
-  while (e < end && *e) {
-    size_t l = strnlen(e, (size_t)(end - e));
-    if (l > nlen && strncmp(e, name, nlen) == 0 && e[nlen] == '=')
-      return e + nlen + 1;
-    e += l + 1;
-  }
-  return NULL;
-}
-
-/* NCCLTRACE_ENV_CHECK=abort leaves, on a member whose init of c failed, the
- * coordinator's ENV_DIFF record of c from before that failure: the variable
- * it refused the init for goes to name.  Only then is the difference a proven
- * cause; otherwise (NCCL_DEBUG differing on a healthy job) it is a hint.
- * @return 1 refused, 0 not. */
-static int env_refused(const struct nta_comm *c, char *name, size_t len) {
-  for (int i = 0; i < c->nmembers; i++) {
-    const struct nta_member *m = &c->members[i];
-    if (!m->init_fail_ns)
-      continue;
-    for (uint64_t j = 0; j < m->proc->nrecs; j++) {
-      const struct ntr_record *r = &m->proc->recs[j];
-      if (r->kind != NTR_KIND_ENV_DIFF || r->comm_id != c->id || nta_rec_ns(m->proc, r) > m->init_fail_ns)
-        continue;
-      size_t l = strnlen(r->u.text, sizeof(r->u.text));
-      snprintf(name, len, "%.*s", (int)l, r->u.text);
-      return 1;
-    }
-  }
-  return 0;
-}
-
-static void detect_env(struct nta_job *job, const struct nta_comm *c) {
-  /* The variable the coordinator refused the init for, else the first
-   * (by name) of every NCCL_* name any member has that differs. */
-  char best[64] = "";
-  int refused = env_refused(c, best, sizeof(best));
-  for (int i = 0; i < c->nmembers && !refused; i++) {
-    const struct ntr_image *img = c->members[i].proc->img;
-    uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
-    const char *e = img->hdr.env, *end = e + len;
-    while (e < end && *e) {
-      size_t l = strnlen(e, (size_t)(end - e));
-      const char *eq = memchr(e, '=', l);
-      if (eq && strncmp(e, "NCCL_", 5) == 0 && (size_t)(eq - e) < sizeof(best)) {
-        size_t nl = (size_t)(eq - e);
-        for (int j = 0; j < c->nmembers; j++) {
-          const char *v = env_get(c->members[j].proc->img, e, nl);
-          if (!v || strcmp(v, eq + 1) != 0) {
-            char name[64];
-            memcpy(name, e, nl);
-            name[nl] = 0;
-            if (!best[0] || strcmp(name, best) < 0)
-              snprintf(best, sizeof(best), "%s", name);
-            break;
-          }
-        }
-      }
-      e += l + 1;
-    }
-  }
-  if (!best[0])
-    return;
-  /* Majority value decides who differs. */
-  size_t nl = strlen(best);
-  const char *maj = NULL;
-  int majn = -1;
-  for (int i = 0; i < c->nmembers; i++) {
-    const char *v = env_get(c->members[i].proc->img, best, nl);
-    int n = 0;
-    for (int j = 0; j < c->nmembers; j++) {
-      const char *w = env_get(c->members[j].proc->img, best, nl);
-      n += (v == NULL && w == NULL) || (v && w && strcmp(v, w) == 0);
-    }
-    if (n > majn) {
-      majn = n;
-      maj = v;
-    }
-  }
-  struct nta_cand *k = nta_cand_add(job, NTA_ENV_MISMATCH, c->first_ns);
-  if (!k)
-    return;
-  k->comm = c;
-  k->refused = refused;
-  snprintf(k->field, sizeof(k->field), "%s", best);
-  char diff[256] = "", hex[17], rl[256];
-  nta_comm_hex(c->id, hex);
-  for (int r = 0; r < c->nranks; r++) {
-    if (!c->by_rank[r])
-      continue;
-    const char *v = env_get(c->by_rank[r]->proc->img, best, nl);
-    if ((v == NULL) != (maj == NULL) || (v && strcmp(v, maj) != 0)) {
-      if (k->nranks < NTA_MAX_VRANKS)
-        k->ranks[k->nranks++] = r;
-      if (!diff[0])
-        snprintf(diff, sizeof(diff), "%s", v ? v : "(unset)");
-      nta_event_add(job, c->first_ns, c->by_rank[r]->proc->lrank, "env", "comm %.8s rank %d: %s=%s",
-                    hex, r, best, v ? v : "(unset)");
-    }
-  }
-  rank_list(k->ranks, k->nranks, rl, sizeof(rl));
-  snprintf(k->summary, sizeof(k->summary), "%s differs on comm %s: %s %s %s %s=%s while the others have %s%s",
-           best, hex, plural(k->nranks), rl, k->nranks == 1 ? "has" : "have", best, diff,
-           maj ? maj : "(unset)",
-           refused ? "; the coordinator refused the comm's init for it (NCCLTRACE_ENV_CHECK=abort)" : "");
 }
 
 /* ------------------------------------------------------------- stall -- */
@@ -733,10 +429,12 @@ static void detect_env(struct nta_job *job, const struct nta_comm *c) {
 static void detect_stall(struct nta_job *job, const struct nta_comm *c) {
   uint64_t maxdone = 0, minenq = UINT64_MAX, miniss = UINT64_MAX, maxiss = 0;
   int tracked = 1, clean_exit = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_member *m = c->by_rank[r];
-    if (!m || m->in_init)
-      return; /* a rank without evidence, or init: not "everyone issued it" */
+  if (c->nranked != c->nranks)
+    return; /* a rank without evidence: not "everyone issued it" */
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    if (m->in_init)
+      return; /* init: not "everyone issued it" */
     tracked &= m->tracking;
     if (m->completed > maxdone)
       maxdone = m->completed;
@@ -755,24 +453,28 @@ static void detect_stall(struct nta_job *job, const struct nta_comm *c) {
   uint64_t s = tracked ? maxdone + 1 : maxiss;
   if (!c->nranks || !s || s > minenq || (!tracked && (miniss != maxiss || clean_exit)))
     return;
-  const struct nta_op *ref = NULL;
+  struct nta_op ref, o;
+  int have = 0;
   uint64_t t = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_op *o = op_at(c->by_rank[r], s);
-    if (!o)
+  for (int i = 0; i < c->nranked; i++) {
+    if (!nta_coll_find(c->ranked[i], s, &o))
       continue;
-    if (ref && fp_diff(ref, o))
+    if (have && nta_fp_diff(&ref, &o))
       return; /* a mismatch, found by detect_mismatch */
-    ref = ref ? ref : o;
-    if (o->t_ns > t)
-      t = o->t_ns;
+    if (!have)
+      ref = o;
+    have = 1;
+    if (o.t_ns > t)
+      t = o.t_ns;
   }
   /* A live job between issue and completion is not a stall: require proof
    * that it stayed stuck (a watchdog timeout, or the processes are gone). */
   int proof = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_proc *p = c->by_rank[r]->proc;
-    if (p->timeout_ns || p->fate != NTA_ALIVE)
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_proc *p = c->ranked[i]->proc;
+    /* exec'd: the program moved on before the watchdog's next poll, which
+     * proves nothing about being stuck. */
+    if (p->timeout_ns || (p->fate != NTA_ALIVE && p->fate != NTA_EXECED))
       proof = 1;
   }
   if (!proof)
@@ -782,21 +484,19 @@ static void detect_stall(struct nta_job *job, const struct nta_comm *c) {
     return;
   k->comm = c;
   k->seq = s;
-  for (int r = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++)
-    k->ranks[k->nranks++] = r;
+  for (int i = 0; i < c->nranked && k->nranks < NTA_MAX_VRANKS; i++)
+    k->ranks[k->nranks++] = c->ranked[i]->rank;
   char hex[17], d[160] = "it";
   nta_comm_hex(c->id, hex);
-  if (ref)
-    nta_describe_op(ref, d, sizeof(d));
+  if (have)
+    nta_describe_op(&ref, d, sizeof(d));
   snprintf(k->summary, sizeof(k->summary), "stall on comm %s seq %llu: all %d ranks issued %s identically and %s",
            hex, (unsigned long long)s, c->nranks, d,
            tracked ? "none completed" : "none went further (completion was not tracked)");
-  for (int r = 0; r < c->nranks; r++) {
-    const struct nta_op *o = op_at(c->by_rank[r], s);
-    if (o)
-      nta_event_add(job, o->t_ns, c->by_rank[r]->proc->lrank, "call", "comm %.8s rank %d seq %llu: %s%s", hex, r,
-                    (unsigned long long)s, d, o->done_ns ? " (completed)" : "");
-  }
+  for (int i = 0; i < c->nranked; i++)
+    if (nta_coll_find(c->ranked[i], s, &o))
+      nta_event_add(job, o.t_ns, c->ranked[i]->proc->lrank, "call", "comm %.8s rank %d seq %llu: %s%s", hex,
+                    c->ranked[i]->rank, (unsigned long long)s, d, o.done_ns ? " (completed)" : "");
 }
 
 int nta_detect(struct nta_job *job) {
@@ -805,12 +505,12 @@ int nta_detect(struct nta_job *job) {
       job->stuck_ns = job->procs[i].timeout_ns;
   for (int ci = 0; ci < job->ncomms; ci++) {
     const struct nta_comm *c = &job->comms[ci];
-    detect_init(job, c);
-    detect_split_hang(job, c);
+    nta_detect_init(job, c);
+    nta_detect_split_hang(job, c);
     detect_mismatch(job, c);
-    detect_p2p(job, c);
+    nta_detect_p2p(job, c);
     detect_missing(job, c);
-    detect_env(job, c);
+    nta_detect_env(job, c);
     detect_stall(job, c);
   }
   nta_detect_fates(job);

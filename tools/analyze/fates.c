@@ -4,13 +4,75 @@
  * is checked for being a victim: a process that was already stuck itself
  * (its own op pending for long, its own timeout or async error first) died
  * of the hang, it did not cause it.
+ *
+ * Thread-safety: single-threaded (after loading).  Not signal-safe.
+ * Records are read from each process's kept records (reduce.c): exits,
+ * signals, tracer events, aborts, the last few markers, by position.
  */
 #include <signal.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
 
 #define NTA_VICTIM_GRACE_NS 1000000000ull /* pending this long before dying: already stuck */
-#define NTA_MARKS_SHOWN 4                  /* application markers per process in the chain */
+
+static int fatal_signal(int s) {
+  return s == SIGSEGV || s == SIGBUS || s == SIGILL || s == SIGFPE || s == SIGABRT || s == SIGSYS;
+}
+
+/* How the process ended, from its latest image and its kept records. */
+void nta_set_fate(struct nta_proc *p) {
+  const struct ntr_image *img = p->img;
+  uint64_t exit_ns = 0, sig_ns = 0;
+  int exit_code = 0, sig = 0;
+  for (uint64_t i = 0; i < p->nkeep; i++) {
+    const struct ntr_record *r = &p->keep[i];
+    if (r->kind == NTR_KIND_EXIT) {
+      exit_ns = nta_ns(p, r->tsc);
+      exit_code = (int)(int64_t)r->aux;
+    } else if (r->kind == NTR_KIND_SIGNAL && r->aux != SIGUSR1 && !sig_ns) {
+      sig_ns = nta_ns(p, r->tsc);
+      sig = (int)r->aux;
+    } else if (r->kind == NTR_KIND_ASYNC_ERROR && !p->async_ns && r->aux != 0 && r->aux != 7) {
+      /* 7 is ncclInProgress: a nonblocking comm at work, not an error */
+      p->async_ns = nta_ns(p, r->tsc);
+      p->async_err = (int)r->aux;
+    } else if (r->kind == NTR_KIND_TIMEOUT && !p->timeout_ns) {
+      p->timeout_ns = nta_ns(p, r->tsc);
+    }
+  }
+  uint64_t trig_ns = img->has_trigger ? ntr_image_ns(img, img->trigger.tsc) : 0;
+  p->fate = NTA_UNKNOWN;
+  if (img->hdr.proc_state == NTR_PROC_EXITED || exit_ns) {
+    p->fate = NTA_EXITED;
+    p->exit_code = img->hdr.proc_state == NTR_PROC_EXITED ? img->hdr.exit_code : exit_code;
+    p->fate_ns = exit_ns ? exit_ns : (trig_ns ? trig_ns : p->last_ns);
+  } else if (img->hdr.proc_state == NTR_PROC_SIGNALED || sig_ns ||
+             (img->has_trigger && img->trigger.kind == NTR_TRIG_FATAL_SIGNAL)) {
+    p->fate = NTA_SIGNALED;
+    p->signo = img->hdr.proc_state == NTR_PROC_SIGNALED && img->hdr.signo ? img->hdr.signo
+               : sig ? sig : img->trigger.signo;
+    p->fate_ns = sig_ns ? sig_ns : (trig_ns ? trig_ns : p->last_ns);
+  } else if (img->has_trigger && (img->trigger.kind == NTR_TRIG_SIGNAL) &&
+             img->trigger.signo != SIGUSR1) {
+    p->fate = NTA_SIGNALED;
+    p->signo = img->trigger.signo;
+    p->fate_ns = trig_ns;
+  } else if (img->hdr.proc_state == NTR_PROC_EXEC) {
+    /* Not a death: the pid runs another program (its ring, or collect's
+     * dump of it, says exec).  Peers that still needed it show that as a
+     * missing collective; the timeline says where it went. */
+    p->fate = NTA_EXECED;
+    p->fate_ns = p->last_ns;
+  } else if (!img->is_dump) {
+    p->fate = img->pid_alive ? NTA_ALIVE : NTA_VANISHED;
+    p->fate_ns = p->fate == NTA_VANISHED ? p->last_ns : 0;
+  } else if (img->has_trigger && img->trigger.kind == NTR_TRIG_COLLECTED) {
+    /* collect turned a dead process's ring into this dump: it vanished */
+    p->fate = NTA_VANISHED;
+    p->fate_ns = p->last_ns;
+  }
+  p->fatal = p->fate == NTA_SIGNALED && fatal_signal(p->signo);
+}
 
 int nta_proc_comm_rank(const struct nta_comm *c, const struct nta_proc *p) {
   const struct nta_member *m = nta_member_of(c, p);
@@ -18,22 +80,24 @@ int nta_proc_comm_rank(const struct nta_comm *c, const struct nta_proc *p) {
 }
 
 /* Was the process already stuck itself when it died or aborted at t? */
-static int victim_at(const struct nta_job *job, const struct nta_proc *p, uint64_t t) {
+static int victim_at(const struct nta_proc *p, uint64_t t) {
   if (p->timeout_ns && p->timeout_ns <= t)
     return 1;
   if (p->async_ns && p->async_ns < t)
     return 1;
-  for (int ci = 0; ci < job->ncomms; ci++) {
-    const struct nta_member *m = nta_member_of(&job->comms[ci], p);
-    if (!m || !m->tracking)
+  /* Each communicator once, through its first member of p (as before). */
+  for (int mi = 0; mi < p->nmems; mi++) {
+    const struct nta_member *m = p->mems[mi];
+    if (nta_member_of(m->comm, p) != m || !m->tracking)
       continue;
     if (m->in_init && m->init_enter_ns && m->init_enter_ns + NTA_VICTIM_GRACE_NS < t)
       return 1;
     for (uint64_t i = m->ncolls; i-- > 0;) {
-      const struct nta_op *o = &m->colls[i];
-      if (o->rec->seq <= m->completed)
+      if (nta_coll_seq(m, i) <= m->completed)
         break;
-      if (!o->done_ns && o->t_ns + NTA_VICTIM_GRACE_NS < t && o->rec->result <= 0)
+      struct nta_op o;
+      nta_coll_at(m, i, &o);
+      if (!o.done_ns && o.t_ns + NTA_VICTIM_GRACE_NS < t && o.result <= 0)
         return 1;
     }
   }
@@ -90,6 +154,10 @@ void nta_detect_fates(struct nta_job *job) {
                  p->fatal ? "crashed with" : "was terminated by", sig_name(p->signo),
                  bt[0] ? "; backtrace: " : "", bt);
       }
+    } else if (p->fate == NTA_EXECED) {
+      nta_event_add(job, p->fate_ns + 1, p->lrank, "exec",
+                    "%s replaced its program by exec, leaving its communicators without finalizing them",
+                    where);
     } else if (p->fate == NTA_VANISHED) {
       /* one ns after its last record: the chain shows that record first */
       nta_event_add(job, p->fate_ns + 1, p->lrank, "vanished",
@@ -101,7 +169,7 @@ void nta_detect_fates(struct nta_job *job) {
     }
     if (k) {
       k->proc = p;
-      k->victim = victim_at(job, p, p->fate_ns);
+      k->victim = victim_at(p, p->fate_ns);
     }
     if (p->lost)
       nta_event_add(job, p->first_ns, p->lrank, "lost",
@@ -109,13 +177,10 @@ void nta_detect_fates(struct nta_job *job) {
                     (unsigned long long)p->lost);
     /* Tracer events worth seeing on the timeline; of the application's
      * markers only the last few per process (a training loop marks every
-     * step). */
-    uint64_t marks = 0, seen = 0;
-    for (uint64_t j = 0; j < p->nrecs; j++)
-      marks += p->recs[j].kind == NTR_KIND_MARK;
-    for (uint64_t j = 0; j < p->nrecs; j++) {
-      const struct ntr_record *r = &p->recs[j];
-      uint64_t t = nta_rec_ns(p, r);
+     * step): reduce.c kept only those. */
+    for (uint64_t j = 0; j < p->nkeep; j++) {
+      const struct ntr_record *r = &p->keep[j];
+      uint64_t t = nta_ns(p, r->tsc);
       char txt[25];
       memcpy(txt, r->u.text, 24);
       txt[24] = 0;
@@ -141,8 +206,7 @@ void nta_detect_fates(struct nta_job *job) {
         nta_event_add(job, t, p->lrank, "env_diff", "coordinator: %s differs on comm %.8s", txt, hex);
         break;
       case NTR_KIND_MARK:
-        if (++seen + NTA_MARKS_SHOWN > marks)
-          nta_event_add(job, t, p->lrank, "mark", "%s = %lld", txt, (long long)r->count);
+        nta_event_add(job, t, p->lrank, "mark", "%s = %lld", txt, (long long)r->count);
         break;
       case NTR_KIND_DUMP:
         nta_event_add(job, t, p->lrank, "dump", "dump written (%s)", txt);
@@ -174,9 +238,12 @@ static int abort_harmless(const struct nta_comm *c, const struct nta_member *abo
     const struct nta_member *m = &c->members[i];
     if (!m->tracking || m->issued > aborter->issued || m->completed < m->issued)
       return 0;
-    for (uint64_t j = 0; j < m->np2p; j++)
-      if (!m->p2p[j].op.done_ns)
+    for (uint64_t j = 0; j < m->np2p; j++) {
+      struct nta_op o;
+      nta_p2p_op(m, &m->d->p2p[j], &o);
+      if (!o.done_ns)
         return 0;
+    }
   }
   return 1;
 }
@@ -194,16 +261,16 @@ void nta_detect_errors(struct nta_job *job) {
           k->comm = c;
           k->proc = m->proc;
           k->ranks[k->nranks++] = m->rank;
-          k->victim = victim_at(job, m->proc, m->abort_ns);
+          k->victim = victim_at(m->proc, m->abort_ns);
           snprintf(k->summary, sizeof(k->summary), "rank %d aborted comm %s (ncclCommAbort)", m->rank, hex);
         }
       }
       int err = m->cs ? m->cs->async_error : 0;
       uint64_t t = 0;
-      for (uint64_t j = 0; j < m->proc->nrecs; j++) {
-        const struct ntr_record *r = &m->proc->recs[j];
+      for (uint64_t j = 0; j < m->proc->nkeep; j++) {
+        const struct ntr_record *r = &m->proc->keep[j];
         if (r->kind == NTR_KIND_ASYNC_ERROR && r->comm_id == c->id && r->aux != 0 && r->aux != 7) {
-          t = nta_rec_ns(m->proc, r);
+          t = nta_ns(m->proc, r->tsc);
           err = (int)r->aux;
           break;
         }

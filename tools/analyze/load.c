@@ -1,29 +1,81 @@
 /* load.c -- inputs of `nccltrace analyze`: files and directories (searched
- * recursively for *.zst dumps and *.ring files), loaded with the shared
- * reader, grouped by job id.  Only the chosen job is kept: evidence of other
- * jobs lying in the same directory must never change a verdict (design §6).
+ * recursively for *.zst dumps and *.ring files), grouped by process, loaded
+ * and reduced one process at a time, grouped by job id.  Only the chosen job
+ * is kept: evidence of other jobs lying in the same directory must never
+ * change a verdict (design §6).
+ *
+ * Thread-safety: nta_load starts a worker thread per CPU (at most
+ * NTA_MAX_WORKERS, the caller being one of them) and joins them before
+ * it returns.  Workers share only an atomic counter of the next file or
+ * process to take; each writes its own entries' slots (an image, an error,
+ * an nta_proc), which the calling thread reads after the join.
+ *
+ * Why in three steps (docs/analyze.md "Scale"):
+ *  1. every file's identity (host, pid, job) is read from its header alone
+ *     (ntr_image_peek: for a dump, the first block of its frame);
+ *  2. files are grouped by process, in input order;
+ *  3. one process at a time per worker: its files are loaded whole, merged
+ *     and reduced (reduce.c), and their records freed.
+ * So at most one process's records per thread are in memory at once, and
+ * the cores share the decompression, which is most of the work.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include "tools/analyze/analyze.h"
+#include "tools/reader.h"
 
-struct nta_loaded {
-  struct ntr_image *v;
+/* Loading threads: one per online CPU, at most NTA_MAX_WORKERS (each holds
+ * one process's records at a time, ~16 MiB for a full default ring). */
+_Static_assert(NTA_MAX_WORKERS <= sizeof(((struct nta_job *)0)->arenas) / sizeof(struct nta_arena),
+               "one arena per loading thread");
+
+static int workers(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > NTA_MAX_WORKERS ? NTA_MAX_WORKERS : (int)n;
+}
+
+/* One input: a file to load, or a path that could not even be listed. */
+struct entry {
+  char *path;
+  int is_file;                  /* counts in inputs.files */
+  char *error;                  /* NULL, or why it was unreadable */
+  int peeked;                   /* its header was read */
+  char job[64], host[64];
+  int pid;
+  int group;                    /* index of its process group */
+};
+
+struct entries {
+  struct entry *v;
   int n, cap;
 };
 
-static void add_error(struct nta_job *job, const char *path, const char *reason) {
-  struct nta_input_error *e = realloc(job->unreadable, (size_t)(job->nunreadable + 1) * sizeof(*e));
-  if (!e)
-    return;
-  job->unreadable = e;
-  e = &job->unreadable[job->nunreadable++];
-  snprintf(e->path, sizeof(e->path), "%s", path);
-  snprintf(e->reason, sizeof(e->reason), "%s", reason);
+static struct entry *entry_add(struct entries *l, const char *path, int is_file, const char *error) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    struct entry *v = realloc(l->v, (size_t)cap * sizeof(*v));
+    if (!v)
+      return NULL;
+    l->v = v;
+    l->cap = cap;
+  }
+  struct entry *e = &l->v[l->n];
+  memset(e, 0, sizeof(*e));
+  e->path = strdup(path);
+  e->is_file = is_file;
+  e->error = error ? strdup(error) : NULL;
+  if (!e->path)
+    return NULL;
+  l->n++;
+  return e;
 }
 
 static int has_suffix(const char *s, const char *suf) {
@@ -31,58 +83,25 @@ static int has_suffix(const char *s, const char *suf) {
   return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-static void load_file(struct nta_job *job, struct nta_loaded *l, const char *path) {
-  char err[256] = "";
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 16;
-    struct ntr_image *v = realloc(l->v, (size_t)cap * sizeof(*v));
-    if (!v) {
-      add_error(job, path, "out of memory");
-      return;
-    }
-    l->v = v;
-    l->cap = cap;
-  }
-  struct ntr_image *img = &l->v[l->n];
-  memset(img, 0, sizeof(*img));
-  job->nfiles++;
-  if (ntr_image_load(path, 0, img, err, sizeof(err)) == 0) {
-    l->n++;
-    return;
-  }
-  /* The reader's reason may already start with "PATH: ": say the path once. */
-  const char *why = err;
-  size_t pl = strlen(path);
-  if (strncmp(why, path, pl) == 0 && why[pl] == ':')
-    why += pl + (why[pl + 1] == ' ' ? 2 : 1);
-  add_error(job, path, why[0] ? why : "unreadable");
-  /* What is intact past the damage is still evidence; the error above keeps
-   * the exit status and the verdict honest about it. */
-  ntr_image_free(img);
-  memset(img, 0, sizeof(*img));
-  char err2[256];
-  if (ntr_image_load(path, 1, img, err2, sizeof(err2)) == 0)
-    l->n++;
-  else
-    ntr_image_free(img);
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void walk(struct nta_job *job, struct nta_loaded *l, const char *path, int depth) {
+static void walk(struct entries *l, const char *path, int depth) {
   struct stat st;
   if (stat(path, &st) != 0) {
-    add_error(job, path, strerror(errno));
-    job->nfiles++;
+    entry_add(l, path, 1, strerror(errno));
     return;
   }
   if (!S_ISDIR(st.st_mode)) {
-    load_file(job, l, path);
+    entry_add(l, path, 1, NULL);
     return;
   }
   if (depth > 32)
     return; /* a symlink loop or an absurd tree: stop, do not recurse forever */
   DIR *d = opendir(path);
   if (!d) {
-    add_error(job, path, strerror(errno));
+    entry_add(l, path, 0, strerror(errno));
     return;
   }
   /* Sorted so that the output does not depend on directory order. */
@@ -104,110 +123,383 @@ static void walk(struct nta_job *job, struct nta_loaded *l, const char *path, in
       n++;
   }
   closedir(d);
-  for (size_t i = 1; i < n; i++)
-    for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-      char *t = names[j];
-      names[j] = names[j - 1];
-      names[j - 1] = t;
-    }
+  if (n > 1)
+    qsort(names, n, sizeof(*names), cmp_name);
   for (size_t i = 0; i < n; i++) {
     char sub[4096];
     if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", path, names[i]) < sizeof(sub)) {
       struct stat s2;
       if (stat(sub, &s2) == 0 && S_ISDIR(s2.st_mode))
-        walk(job, l, sub, depth + 1);
+        walk(l, sub, depth + 1);
       else if (has_suffix(names[i], ".zst") || has_suffix(names[i], ".ring"))
-        load_file(job, l, sub);
+        entry_add(l, sub, 1, NULL);
     }
     free(names[i]);
   }
   free(names);
 }
 
-/* Latest moment an image knows about: its last record or its trigger. */
-static uint64_t image_latest_ns(const struct ntr_image *img) {
-  uint64_t t = 0;
-  if (img->nrecs)
-    t = ntr_image_ns(img, img->recs[img->nrecs - 1].tsc);
-  if (img->has_trigger) {
-    uint64_t tt = ntr_image_ns(img, img->trigger.tsc);
-    if (tt > t)
-      t = tt;
-  }
-  return t;
+/* ------------------------------------------------------------ workers -- */
+
+/* One process: the entries of its files, in input order. */
+struct group {
+  int *files;
+  int nfiles, cap;
+  struct nta_proc proc;
+  int loaded;                   /* proc holds at least one image */
+  int first_loaded;             /* entry index of its first readable file */
+  int oom;
+};
+
+struct work {
+  struct entries *in;
+  struct nta_arena *arenas;     /* one per thread */
+  struct group *g;
+  int ng;
+  int phase;                    /* 0: peek entries, 1: load groups */
+  int next;                     /* atomic: next entry or group to take */
+};
+
+static void set_error(struct entry *e, const char *err) {
+  /* The reader's reason may already start with "PATH: ": say the path once. */
+  const char *why = err;
+  size_t pl = strlen(e->path);
+  if (strncmp(why, e->path, pl) == 0 && why[pl] == ':')
+    why += pl + (why[pl + 1] == ' ' ? 2 : 1);
+  free(e->error);
+  e->error = strdup(why[0] ? why : "unreadable");
 }
 
-static const char *job_of(const struct ntr_image *img) {
-  return img->hdr.job_id[0] ? img->hdr.job_id : "(no job id)";
+/* Load one file whole: strict (decompressing a dump into lb, whose
+ * records it then borrows: *borrowed), else record why and keep what is
+ * intact past the damage (the error keeps the exit status and the verdict
+ * honest about it).  @return the image, or NULL. */
+static struct ntr_image *load_one(struct entry *e, struct ntr_loadbuf *lb, int *borrowed) {
+  struct ntr_image *img = calloc(1, sizeof(*img));
+  *borrowed = 0;
+  if (!img) {
+    set_error(e, "out of memory");
+    return NULL;
+  }
+  char err[256] = "";
+  if (ntr_image_load_buf(e->path, img, lb, borrowed, err, sizeof(err)) == 0)
+    return img;
+  set_error(e, err);
+  ntr_image_free(img);
+  memset(img, 0, sizeof(*img));
+  char err2[256];
+  if (ntr_image_load(e->path, 1, img, err2, sizeof(err2)) == 0)
+    return img;
+  ntr_image_free(img);
+  free(img);
+  return NULL;
+}
+
+/* A loading thread's buffers: one per image of the process in hand, kept
+ * from one process to the next (already mapped memory). */
+struct bufs {
+  struct ntr_loadbuf *b;
+  int n;
+};
+
+static void load_group(struct work *w, struct group *g, struct nta_arena *arena, struct bufs *lb) {
+  struct ntr_image **imgs = calloc((size_t)g->nfiles, sizeof(*imgs));
+  int *lent = calloc((size_t)g->nfiles, sizeof(*lent));
+  if (imgs && lent && g->nfiles > lb->n) {
+    struct ntr_loadbuf *v = realloc(lb->b, (size_t)g->nfiles * sizeof(*v));
+    if (v) {
+      lb->b = v;
+      for (; lb->n < g->nfiles; lb->n++)
+        memset(&lb->b[lb->n], 0, sizeof(lb->b[lb->n]));
+    }
+  }
+  if (!imgs || !lent || g->nfiles > lb->n) {
+    g->oom = 1;
+    free(imgs);
+    free(lent);
+    return;
+  }
+  int n = 0;
+  for (int i = 0; i < g->nfiles; i++) {
+    struct ntr_image *img = load_one(&w->in->v[g->files[i]], &lb->b[n], &lent[n]);
+    if (!img)
+      continue;
+    if (!n)
+      g->first_loaded = g->files[i];
+    imgs[n++] = img;
+  }
+  if (n) {
+    g->loaded = 1;
+    if (nta_reduce_proc(&g->proc, imgs, n, arena, 1) != 0)
+      g->oom = 1;
+    g->proc.own_img = 1;
+    for (int i = 0; i < n; i++) {
+      if (!lent[i])
+        free(imgs[i]->recs); /* borrowed records go back with their buffer */
+      imgs[i]->recs = NULL;
+      imgs[i]->nrecs = 0;
+      if (imgs[i] != g->proc.img) {
+        ntr_image_free(imgs[i]);
+        free(imgs[i]);
+      }
+    }
+  }
+  free(imgs);
+  free(lent);
+}
+
+struct thread_arg {
+  struct work *w;
+  int index;
+  struct bufs lb;
+};
+
+static void *worker(void *arg) {
+  struct work *w = ((struct thread_arg *)arg)->w;
+  struct nta_arena *arena = &w->arenas[((struct thread_arg *)arg)->index];
+  for (;;) {
+    int i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
+    if (w->phase == 0) {
+      if (i >= w->in->n)
+        break;
+      struct entry *e = &w->in->v[i];
+      if (e->error || !e->is_file)
+        continue;
+      struct ntr_ring_header *h = malloc(sizeof(*h));
+      char err[256];
+      if (h && ntr_image_peek(e->path, h, err, sizeof(err)) == 0) {
+        e->peeked = 1;
+        snprintf(e->job, sizeof(e->job), "%s", h->job_id);
+        snprintf(e->host, sizeof(e->host), "%s", h->host);
+        e->pid = h->pid;
+      }
+      free(h);
+    } else {
+      if (i >= w->ng)
+        break;
+      load_group(w, &w->g[i], arena, &((struct thread_arg *)arg)->lb);
+    }
+  }
+  return NULL;
+}
+
+/* Run the phase on the calling thread and workers() - 1 more. */
+static void run_phase(struct work *w, int phase) {
+  w->phase = phase;
+  w->next = 0;
+  pthread_t t[NTA_MAX_WORKERS - 1];
+  struct thread_arg args[NTA_MAX_WORKERS];
+  int started = 0, nw = workers();
+  for (int i = 0; i < nw; i++)
+    args[i] = (struct thread_arg){w, i, {NULL, 0}};
+  for (int i = 0; i < nw - 1; i++)
+    if (pthread_create(&t[started], NULL, worker, &args[started + 1]) == 0)
+      started++;
+  worker(&args[0]);
+  for (int i = 0; i < started; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < nw; i++) {
+    for (int k = 0; k < args[i].lb.n; k++)
+      ntr_loadbuf_free(&args[i].lb.b[k]);
+    free(args[i].lb.b);
+  }
+}
+
+static uint64_t key_hash(const struct entry *e) {
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)(uint32_t)e->pid;
+  for (const char *p = e->host; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  h = (h ^ 0xff) * 1099511628211ull;
+  for (const char *p = e->job; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return h;
+}
+
+static int same_key(const struct entry *a, const struct entry *b) {
+  return a->pid == b->pid && !strcmp(a->host, b->host) && !strcmp(a->job, b->job);
+}
+
+/* Files of one process (same job, host and pid), in input order; a file
+ * whose header could not be read is a group of its own.  A hash of the key
+ * to the group's first entry: linear in the number of files. */
+static int make_groups(struct work *w) {
+  struct entries *in = w->in;
+  uint32_t cap = 16;
+  while (cap < 2u * (uint32_t)in->n)
+    cap <<= 1;
+  int *tab = malloc(cap * sizeof(*tab)); /* entry index of a group's first file, -1 empty */
+  w->g = calloc((size_t)(in->n ? in->n : 1), sizeof(*w->g));
+  if (!w->g || !tab) {
+    free(tab);
+    return -1;
+  }
+  for (uint32_t i = 0; i < cap; i++)
+    tab[i] = -1;
+  for (int i = 0; i < in->n; i++) {
+    struct entry *e = &in->v[i];
+    e->group = -1;
+    if (e->error || !e->is_file)
+      continue;
+    if (e->peeked) {
+      uint32_t h = (uint32_t)key_hash(e) & (cap - 1);
+      while (tab[h] >= 0 && !same_key(&in->v[tab[h]], e))
+        h = (h + 1) & (cap - 1);
+      if (tab[h] >= 0)
+        e->group = in->v[tab[h]].group;
+      else
+        tab[h] = i;
+    }
+    if (e->group < 0)
+      e->group = w->ng++;
+    struct group *g = &w->g[e->group];
+    if (g->nfiles == g->cap) {
+      int c = g->cap ? 2 * g->cap : 2;
+      int *v = realloc(g->files, (size_t)c * sizeof(*v));
+      if (!v) {
+        free(tab);
+        return -1;
+      }
+      g->files = v;
+      g->cap = c;
+    }
+    g->files[g->nfiles++] = i;
+  }
+  free(tab);
+  return 0;
+}
+
+static int cmp_group(const void *a, const void *b) {
+  const struct group *x = a, *y = b;
+  return x->first_loaded < y->first_loaded ? -1 : x->first_loaded > y->first_loaded;
+}
+
+/* NCCLTRACE_ANALYZE_TIMING=1: phase times on stderr (docs/analyze.md). */
+void nta_phase(const char *what) {
+  static int on = -1;
+  static struct timespec t0;
+  if (on < 0) {
+    const char *e = getenv("NCCLTRACE_ANALYZE_TIMING");
+    on = e && e[0] == '1';
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+  }
+  if (!on)
+    return;
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  fprintf(stderr, "nccltrace: analyze: %8.3f s  %s\n",
+          (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9, what);
+}
+
+static void add_error(struct nta_job *job, const char *path, const char *reason) {
+  struct nta_input_error *e = realloc(job->unreadable, (size_t)(job->nunreadable + 1) * sizeof(*e));
+  if (!e)
+    return;
+  job->unreadable = e;
+  e = &job->unreadable[job->nunreadable++];
+  snprintf(e->path, sizeof(e->path), "%s", path);
+  snprintf(e->reason, sizeof(e->reason), "%s", reason);
 }
 
 int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *job_id) {
-  struct nta_loaded l = {0};
+  /* Each file's records are one allocation of a few MiB, freed before the
+   * next file: served from the heap and reused, not mapped and unmapped
+   * each time (a fresh mapping costs a page fault per 4 KiB, which was a
+   * third of the time on 1,024 dumps). */
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  struct entries in = {0};
   for (int i = 0; i < npaths; i++)
-    walk(job, &l, paths[i], 0);
-  if (l.n == 0) {
-    free(l.v);
-    return -1;
+    walk(&in, paths[i], 0);
+  struct work w = {.in = &in, .arenas = job->arenas};
+  int rc = 0;
+  nta_phase("inputs listed");
+  run_phase(&w, 0);
+  nta_phase("headers read");
+  if (make_groups(&w) != 0)
+    rc = -1;
+  else
+    run_phase(&w, 1);
+  nta_phase("processes loaded and reduced");
+  for (int i = 0; i < in.n; i++) {
+    job->nfiles += in.v[i].is_file;
+    if (in.v[i].error)
+      add_error(job, in.v[i].path, in.v[i].error);
   }
-  /* Jobs, each with its latest time. */
-  char (*ids)[64] = calloc((size_t)l.n, sizeof(*ids));
-  uint64_t *latest = calloc((size_t)l.n, sizeof(*latest));
-  int nids = 0;
-  if (!ids || !latest) {
-    free(ids);
-    free(latest);
-    for (int i = 0; i < l.n; i++)
-      ntr_image_free(&l.v[i]);
-    free(l.v);
-    return -1;
+  /* The processes that loaded, in the order of their first readable file. */
+  int np = 0, oom = rc != 0;
+  for (int gi = 0; w.g && gi < w.ng; gi++) {
+    oom |= w.g[gi].oom;
+    if (w.g[gi].loaded)
+      w.g[np++] = w.g[gi];
+    else
+      free(w.g[gi].files);
   }
-  for (int i = 0; i < l.n; i++) {
-    const char *id = job_of(&l.v[i]);
+  if (np > 1)
+    qsort(w.g, (size_t)np, sizeof(*w.g), cmp_group);
+  if (oom) {
+    add_error(job, "analyze", "out of memory: the evidence was not all reduced");
+    rc = -1;
+  }
+  if (np == 0)
+    rc = -1;
+  /* Jobs, in order of first appearance, each with its latest time. */
+  char (*ids)[64] = calloc((size_t)(np ? np : 1), sizeof(*ids));
+  uint64_t *latest = calloc((size_t)(np ? np : 1), sizeof(*latest));
+  int nids = 0, pick = -1;
+  if (!ids || !latest)
+    rc = -1;
+  for (int gi = 0; rc == 0 && gi < np; gi++) {
+    const struct nta_proc *p = &w.g[gi].proc;
     int k = 0;
-    while (k < nids && strcmp(ids[k], id) != 0)
+    while (k < nids && strcmp(ids[k], p->job) != 0)
       k++;
     if (k == nids)
-      snprintf(ids[nids++], 64, "%s", id);
-    uint64_t t = image_latest_ns(&l.v[i]);
-    if (t > latest[k])
-      latest[k] = t;
+      snprintf(ids[nids++], 64, "%s", p->job);
+    if (p->latest_ns > latest[k])
+      latest[k] = p->latest_ns;
   }
-  int pick = -1;
-  if (job_id && job_id[0]) {
-    for (int k = 0; k < nids; k++)
-      if (strcmp(ids[k], job_id) == 0)
-        pick = k;
-    job->job_chosen = 1;
-  } else {
-    pick = 0;
-    for (int k = 1; k < nids; k++)
-      if (latest[k] > latest[pick])
-        pick = k;
-  }
-  job->other_jobs = calloc((size_t)nids, sizeof(*job->other_jobs));
-  for (int k = 0; k < nids && job->other_jobs; k++)
-    if (k != pick)
-      snprintf(job->other_jobs[job->nother_jobs++], 64, "%s", ids[k]);
-  int rc = 0;
-  if (pick < 0) {
-    char why[256];
-    snprintf(why, sizeof(why), "no evidence of job %s (%d other job%s found)", job_id, nids,
-             nids == 1 ? "" : "s");
-    add_error(job, "--job", why);
-    rc = -1;
-  } else {
-    snprintf(job->job_id, sizeof(job->job_id), "%s", ids[pick]);
-    job->imgs = calloc((size_t)l.n, sizeof(*job->imgs));
-    if (!job->imgs)
+  if (rc == 0) {
+    if (job_id && job_id[0]) {
+      for (int k = 0; k < nids; k++)
+        if (strcmp(ids[k], job_id) == 0)
+          pick = k;
+      job->job_chosen = 1;
+    } else {
+      pick = 0;
+      for (int k = 1; k < nids; k++)
+        if (latest[k] > latest[pick])
+          pick = k;
+    }
+    job->other_jobs = calloc((size_t)(nids > 0 ? nids : 1), sizeof(*job->other_jobs));
+    for (int k = 0; k < nids && job->other_jobs; k++)
+      if (k != pick)
+        snprintf(job->other_jobs[job->nother_jobs++], 64, "%s", ids[k]);
+    if (pick < 0) {
+      char why[256];
+      snprintf(why, sizeof(why), "no evidence of job %s (%d other job%s found)", job_id, nids,
+               nids == 1 ? "" : "s");
+      add_error(job, "--job", why);
       rc = -1;
+    } else {
+      snprintf(job->job_id, sizeof(job->job_id), "%s", ids[pick]);
+      job->procs = calloc((size_t)np, sizeof(*job->procs));
+      if (!job->procs)
+        rc = -1;
+    }
   }
-  for (int i = 0; i < l.n; i++) {
-    if (rc == 0 && strcmp(job_of(&l.v[i]), ids[pick]) == 0)
-      job->imgs[job->nimgs++] = l.v[i]; /* ownership moves: pointers inside stay valid */
+  for (int gi = 0; gi < np; gi++) {
+    if (rc == 0 && strcmp(w.g[gi].proc.job, ids[pick]) == 0)
+      job->procs[job->nprocs++] = w.g[gi].proc; /* moves: its pointers stay valid */
     else
-      ntr_image_free(&l.v[i]);
+      nta_proc_free(&w.g[gi].proc);
+    free(w.g[gi].files);
   }
-  free(l.v);
+  free(w.g);
+  for (int i = 0; i < in.n; i++) {
+    free(in.v[i].path);
+    free(in.v[i].error);
+  }
+  free(in.v);
   free(ids);
   free(latest);
   return rc;

@@ -72,8 +72,10 @@ int ntr_analyze_main(int argc, char **argv) {
   else
     nta_report_text(&job, stdout);
   fflush(stdout);
+  nta_phase("report written");
   if (job.nunreadable)
     rc = 2;
   nta_job_free(&job);
+  nta_phase("freed");
   return rc;
 }

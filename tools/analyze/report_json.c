@@ -1,6 +1,11 @@
 /* report_json.c -- `analyze --json`: exactly one JSON object (design §7;
  * keys documented in docs/analyze.md).  Built with jansson so strings from
  * hostile inputs (host names, env values) are always escaped correctly.
+ *
+ * Thread-safety: single-threaded (after loading).  Not signal-safe.
+ * Ranks without evidence are listed up to NTA_LIST_BUDGET over the whole
+ * report; a communicator whose list was cut says so in
+ * "no_evidence_unlisted" (present only then: never for a real job).
  */
 #include <jansson.h>
 #include <string.h>
@@ -69,7 +74,7 @@ static json_t *procs_json(const struct nta_job *job) {
   return a;
 }
 
-static json_t *comms_json(const struct nta_job *job) {
+static json_t *comms_json(const struct nta_job *job, int *budget) {
   json_t *a = json_array();
   for (int ci = 0; ci < job->ncomms; ci++) {
     const struct nta_comm *c = &job->comms[ci];
@@ -78,17 +83,26 @@ static json_t *comms_json(const struct nta_job *job) {
     json_object_set_new(o, "parent", c->parent ? hexid(c->parent) : json_null());
     json_object_set_new(o, "nranks", json_integer(c->nranks));
     json_t *mem = json_array(), *missing = json_array();
-    for (int r = 0; r < c->nranks; r++) {
-      const struct nta_member *m = c->by_rank[r];
-      if (!m) {
+    int unlisted = 0;
+    for (int i = 0, r = 0; i <= c->nranked; i++) {
+      int end = i < c->nranked ? c->ranked[i]->rank : c->nranks;
+      for (; r < end; r++) {
+        if (*budget == 0) {
+          unlisted += end - r;
+          break;
+        }
+        (*budget)--;
         json_array_append_new(missing, json_integer(r));
-        continue;
       }
+      r = end + 1;
+      if (i == c->nranked)
+        break;
+      const struct nta_member *m = c->ranked[i];
       char b[64], st[96];
       nta_blocked_in(m, b, sizeof(b));
       nta_member_state(m, st, sizeof(st));
       json_t *x = json_object();
-      json_object_set_new(x, "rank", json_integer(r));
+      json_object_set_new(x, "rank", json_integer(m->rank));
       json_object_set_new(x, "launcher_rank", json_integer(m->proc->lrank));
       json_object_set_new(x, "host", str(m->proc->img->hdr.host, sizeof(m->proc->img->hdr.host)));
       json_object_set_new(x, "pid", json_integer(m->proc->img->hdr.pid));
@@ -101,6 +115,8 @@ static json_t *comms_json(const struct nta_job *job) {
     }
     json_object_set_new(o, "members", mem);
     json_object_set_new(o, "no_evidence", missing);
+    if (unlisted)
+      json_object_set_new(o, "no_evidence_unlisted", json_integer(unlisted));
     json_array_append_new(a, o);
   }
   return a;
@@ -110,7 +126,8 @@ int nta_report_json(const struct nta_job *job, FILE *out) {
   json_t *root = json_object();
   json_object_set_new(root, "verdict", verdict_json(job));
   json_object_set_new(root, "ranks", procs_json(job));
-  json_object_set_new(root, "comms", comms_json(job));
+  int budget = NTA_LIST_BUDGET;
+  json_object_set_new(root, "comms", comms_json(job, &budget));
   json_t *ev = json_array();
   for (int i = 0; i < job->nev; i++) {
     const struct nta_event *e = &job->ev[i];

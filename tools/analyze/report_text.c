@@ -1,5 +1,9 @@
 /* report_text.c -- the human report: the verdict in one sentence, a table per
  * communicator, the evidence chain oldest first, and what to do next.
+ *
+ * Thread-safety: single-threaded (after loading).  Not signal-safe.
+ * Ranks without evidence are listed up to NTA_LIST_BUDGET over the whole
+ * report (nranks comes from the input), then counted.
  */
 #include <signal.h>
 #include <string.h>
@@ -13,6 +17,7 @@ const char *nta_fate_name(enum nta_fate f) {
   switch (f) {
   case NTA_ALIVE: return "running";
   case NTA_EXITED: return "exited";
+  case NTA_EXECED: return "exec'd";
   case NTA_SIGNALED: return "signaled";
   case NTA_VANISHED: return "vanished";
   default: return "unknown";
@@ -44,16 +49,17 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
   }
   if (!m->tracking && m->ncolls) {
     /* No completion events: say where it last was, and that it is a guess. */
-    const struct nta_op *o = &m->colls[m->ncolls - 1];
-    snprintf(buf, len, "%s #%llu?", ntr_kind_name(o->op), (unsigned long long)o->rec->seq);
+    struct nta_op o;
+    nta_coll_at(m, m->ncolls - 1, &o);
+    snprintf(buf, len, "%s #%llu?", ntr_kind_name(o.op), (unsigned long long)o.seq);
     return;
   }
   if (m->tracking && m->enqueued > m->completed) {
-    for (uint64_t i = 0; i < m->ncolls; i++)
-      if (m->colls[i].rec->seq == m->completed + 1) {
-        snprintf(buf, len, "%s #%llu", ntr_kind_name(m->colls[i].op), (unsigned long long)m->completed + 1);
-        return;
-      }
+    struct nta_op o;
+    if (nta_coll_find(m, m->completed + 1, &o)) {
+      snprintf(buf, len, "%s #%llu", ntr_kind_name(o.op), (unsigned long long)m->completed + 1);
+      return;
+    }
     snprintf(buf, len, "collective #%llu", (unsigned long long)m->completed + 1);
     return;
   }
@@ -86,6 +92,7 @@ static void fmt_rel(const struct nta_job *job, uint64_t t, char *buf, size_t len
 
 void nta_report_text(const struct nta_job *job, FILE *out) {
   const struct nta_verdict *v = &job->v;
+  int budget = NTA_LIST_BUDGET;
   fprintf(out, "%s\n", v->summary);
   if (job->nother_jobs && !job->job_chosen)
     fprintf(out, "(analyzed job %s, the most recent of %d found; pick another with --job)\n", job->job_id,
@@ -99,19 +106,31 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
             c->parent ? ", parent " : "", c->parent ? par : "", v->comm == c ? "  <- verdict" : "");
     fprintf(out, "  %-5s %-20s %-8s %-9s %-9s %-20s %s\n", "rank", "host", "pid", "last enq", "last done",
             "blocked in", "state");
-    for (int r = 0; r < c->nranks; r++) {
-      const struct nta_member *m = c->by_rank[r];
-      if (!m) {
+    int unlisted = 0;
+    for (int i = 0, r = 0; i <= c->nranked; i++) {
+      /* Ranks without evidence before the next member, then the member. */
+      int end = i < c->nranked ? c->ranked[i]->rank : c->nranks;
+      for (; r < end; r++) {
+        if (budget == 0) {
+          unlisted += end - r;
+          break;
+        }
+        budget--;
         fprintf(out, "  %-5d %-20s %-8s %-9s %-9s %-20s %s\n", r, "-", "-", "-", "-", "-", "no evidence");
-        continue;
       }
+      r = end + 1;
+      if (i == c->nranked)
+        break;
+      const struct nta_member *m = c->ranked[i];
       char b[64], st[96];
       nta_blocked_in(m, b, sizeof(b));
       nta_member_state(m, st, sizeof(st));
-      fprintf(out, "  %-5d %-20.20s %-8d %-9llu %-9llu %-20s %s\n", r, m->proc->img->hdr.host,
+      fprintf(out, "  %-5d %-20.20s %-8d %-9llu %-9llu %-20s %s\n", m->rank, m->proc->img->hdr.host,
               m->proc->img->hdr.pid, (unsigned long long)m->enqueued, (unsigned long long)m->completed, b,
               st);
     }
+    if (unlisted)
+      fprintf(out, "  (%d more ranks without evidence, not listed)\n", unlisted);
   }
   fprintf(out, "\nevidence (oldest first):\n");
   for (int i = 0; i < job->nev; i++) {

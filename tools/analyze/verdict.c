@@ -8,6 +8,8 @@
  * is a cause of its own only when the coordinator refused a comm's init for
  * it (NCCLTRACE_ENV_CHECK=abort): the exits after that failed init are its
  * effects; otherwise it is a hint that only outranks a plain stall.
+ *
+ * Thread-safety: single-threaded (after loading).  Not signal-safe.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +68,9 @@ static int independent(const struct nta_job *job, const struct nta_cand *k) {
 /* The process behind comm rank r of c, guessing launcher rank == comm rank
  * for a world-sized comm whose member left no evidence of joining. */
 static const struct nta_proc *proc_of_rank(const struct nta_job *job, const struct nta_comm *c, int r) {
-  if (r >= 0 && r < c->nranks && c->by_rank[r])
-    return c->by_rank[r]->proc;
+  const struct nta_member *m = r >= 0 && r < c->nranks ? nta_rank(c, r) : NULL;
+  if (m)
+    return m->proc;
   if (job->world_size > 0 && c->nranks == job->world_size)
     for (int i = 0; i < job->nprocs; i++)
       if (job->procs[i].lrank == r)
@@ -279,11 +282,12 @@ void nta_decide(struct nta_job *job) {
   char miss[512] = "";
   size_t o = 0;
   int nmiss = 0;
+  unsigned char seen[4096] = {0};
+  for (int i = 0; i < job->nprocs; i++)
+    if (job->procs[i].lrank >= 0 && job->procs[i].lrank < 4096)
+      seen[job->procs[i].lrank] = 1;
   for (int r = 0; r < job->world_size && r < 4096; r++) {
-    int seen = 0;
-    for (int i = 0; i < job->nprocs && !seen; i++)
-      seen = job->procs[i].lrank == r;
-    if (!seen) {
+    if (!seen[r]) {
       nta_event_add(job, job->t0_ns, r, "no_evidence", "no evidence from rank %d (no ring, no dump)", r);
       if (o + 16 < sizeof(miss))
         o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", nmiss ? "," : "", r);
@@ -308,14 +312,53 @@ static int cmp_event(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order; /* detection order for equal times */
 }
 
+static int same_proc(const struct ntr_image *a, const struct ntr_image *b) {
+  return a->hdr.pid == b->hdr.pid && strncmp(a->hdr.host, b->hdr.host, sizeof(a->hdr.host)) == 0;
+}
+
+/* Images built in memory (tests, fuzzers): group by process, reduce. */
+static int procs_from_images(struct nta_job *job) {
+  job->procs = calloc((size_t)(job->nimgs ? job->nimgs : 1), sizeof(*job->procs));
+  struct ntr_image **grp = calloc((size_t)(job->nimgs ? job->nimgs : 1), sizeof(*grp));
+  char *used = calloc((size_t)(job->nimgs ? job->nimgs : 1), 1);
+  int rc = job->procs && grp && used ? 0 : -1;
+  for (int i = 0; rc == 0 && i < job->nimgs; i++) {
+    if (used[i])
+      continue;
+    int n = 0;
+    for (int j = i; j < job->nimgs; j++)
+      if (!used[j] && same_proc(&job->imgs[i], &job->imgs[j])) {
+        used[j] = 1;
+        grp[n++] = &job->imgs[j];
+      }
+    rc = nta_reduce_proc(&job->procs[job->nprocs++], grp, n, NULL, 0);
+    for (int k = 0; k < n; k++) { /* reduced: the records are not read again */
+      free(grp[k]->recs);
+      grp[k]->recs = NULL;
+      grp[k]->nrecs = 0;
+    }
+  }
+  free(grp);
+  free(used);
+  return rc;
+}
+
 int nta_analyze(struct nta_job *job) {
-  if (nta_merge_procs(job) != 0 || nta_align(job) != 0)
+  if (!job->procs && job->nimgs && procs_from_images(job) != 0)
     return -12;
+  job->world_size = -1;
+  for (int i = 0; i < job->nprocs; i++)
+    if (job->procs[i].img->hdr.world_size > job->world_size)
+      job->world_size = job->procs[i].img->hdr.world_size;
+  if (nta_align(job) != 0)
+    return -12;
+  nta_phase("communicators aligned");
   job->t0_ns = 0;
   for (int i = 0; i < job->nprocs; i++)
     if (job->procs[i].first_ns && (!job->t0_ns || job->procs[i].first_ns < job->t0_ns))
       job->t0_ns = job->procs[i].first_ns;
   nta_detect(job);
+  nta_phase("findings detected");
   nta_decide(job);
   if (job->nev > 1) /* ev is NULL when there is none: qsort's argument must not be */
     qsort(job->ev, (size_t)job->nev, sizeof(*job->ev), cmp_event);
@@ -325,16 +368,12 @@ int nta_analyze(struct nta_job *job) {
 void nta_job_free(struct nta_job *job) {
   for (int ci = 0; ci < job->ncomms; ci++) {
     struct nta_comm *c = &job->comms[ci];
-    for (int i = 0; i < c->nmembers; i++) {
-      free(c->members[i].colls);
-      free(c->members[i].p2p);
-    }
     free(c->members);
-    free(c->by_rank);
+    free(c->ranked);
   }
   free(job->comms);
   for (int i = 0; i < job->nprocs; i++)
-    free(job->procs[i].recs);
+    nta_proc_free(&job->procs[i]);
   free(job->procs);
   for (int i = 0; i < job->nimgs; i++)
     ntr_image_free(&job->imgs[i]);
@@ -343,5 +382,7 @@ void nta_job_free(struct nta_job *job) {
   free(job->cands);
   free(job->unreadable);
   free(job->other_jobs);
+  for (int i = 0; i < NTA_MAX_WORKERS; i++)
+    nta_arena_free(&job->arenas[i]);
   memset(job, 0, sizeof(*job));
 }

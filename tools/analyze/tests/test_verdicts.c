@@ -4,6 +4,7 @@
  * priority and the time rule (design §1) without the interposer or emulator.
  * Exit 0 pass, 1 fail.
  */
+#include <jansson.h>
 #include <time.h>
 #include "tools/analyze/tests/builder.h"
 
@@ -677,6 +678,111 @@ static void t_clocks(void) {
   nta_job_free(&job);
 }
 
+/* The compact form keeps every value exactly, also where it does not fit
+ * its bit fields (analyze.h): 5,000 collectives with distinct counts (more
+ * fingerprints than the 12-bit index holds), 100 ms apart and, every other
+ * one, 80 ms long (more ticks than the 26-bit deltas hold), a count
+ * mismatch at seq 4,500.  The verdict's time and every quoted call time
+ * must be the exact ones. */
+static void t_escapes(void) {
+  struct nta_job job;
+  const int n = 5000, bad = 4500;
+  tb_cap = 5010;
+  tb_job(&job);
+  for (int r = 0; r < 2; r++) {
+    struct ntr_image *img = world_rank(&job, r, 2);
+    for (int i = 1; i <= n; i++)
+      tb_ar(img, W, r == 1 && i == bad ? 1u : (uint64_t)i + 1000, 100.0 * i + r * 0.25,
+            i >= bad ? -1 : 100.0 * i + (i % 2 ? 0.5 : 80.0));
+    tb_timeout(img, W, (uint64_t)bad, 100.0 * n + 1000);
+  }
+  tb_cap = 4096;
+  run(&job, "escapes");
+  uint64_t want_t = TB_BASE_NS + (uint64_t)(100.0 * bad * 1e6) + 250000; /* rank 1's, the later */
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == (uint64_t)bad && !strcmp(job.v.field, "count"),
+           "got %s seq %llu: %s", tb_cls(&job), (unsigned long long)job.v.seq, job.v.summary);
+  TB_CHECK(job.v.t_ns / 1000 == want_t / 1000, "verdict time %llu, want %llu", (unsigned long long)job.v.t_ns,
+           (unsigned long long)want_t);
+  int calls = 0;
+  for (int i = 0; i < job.nev; i++)
+    if (!strcmp(job.ev[i].kind, "call")) {
+      uint64_t t = TB_BASE_NS + (uint64_t)(100.0 * bad * 1e6) + (uint64_t)job.ev[i].rank * 250000;
+      TB_CHECK(job.ev[i].t_ns / 1000 == t / 1000, "rank %d call at %llu, want %llu", job.ev[i].rank,
+               (unsigned long long)job.ev[i].t_ns, (unsigned long long)t);
+      calls++;
+    }
+  TB_CHECK(calls == 2, "%d call events", calls);
+  for (int i = 0; i < job.comms[0].nranked; i++) {
+    const struct nta_member *m = job.comms[0].ranked[i];
+    struct nta_op o;
+    TB_CHECK(m->completed == (uint64_t)bad - 1, "rank %d completed %llu", m->rank, (unsigned long long)m->completed);
+    /* an 80 ms call, escaped, decodes to its exact ticks */
+    TB_CHECK(nta_coll_find(m, 4000, &o) && o.count == 5000 &&
+                 o.done_ns - o.t_ns == 80000000ull - (uint64_t)m->rank * 250000,
+             "rank %d seq 4000: count %llu, took %llu ns", m->rank, (unsigned long long)o.count,
+             (unsigned long long)(o.done_ns - o.t_ns));
+  }
+  nta_job_free(&job);
+}
+
+/* docs/reliability.md bug 11: nranks comes from the input.  One small
+ * process whose records name 200 communicators of 2^20 - 1 ranks each (a
+ * damaged ring or dump can say anything) must cost work in proportion to
+ * the evidence, not to 200 x 2^20 claimed ranks: before the fix this made a
+ * 33 KB dump take 14.6 s, and here the JSON alone would list 2e8 ranks.
+ * Checked without a tight clock: the reports list ranks without evidence up
+ * to the budget and count the rest, and the analysis of the 200 comms
+ * finishes in well under the generous 5 s. */
+static void t_hostile_nranks(void) {
+  struct nta_job job;
+  const int ncomms = 200, big = (1 << 20) - 1;
+  tb_job(&job);
+  struct ntr_image *img = tb_proc(&job, 0, 1, 1000);
+  for (int i = 0; i < ncomms; i++) {
+    struct ntr_record *r = tb_rec(img, NTR_KIND_ALLREDUCE, NTR_PHASE_CALL, 0x5000 + (uint64_t)i, 1 + i);
+    r->comm_id = 0x5000 + (uint64_t)i;
+    r->rank = i % 3; /* not always rank 0: the gaps before a member count too */
+    r->nranks = big;
+    r->seq = 1;
+    r->count = 8;
+    r->dtype = 7;
+  }
+  tb_timeout(img, 0, 1, 5000);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  run(&job, "hostile_nranks");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  TB_CHECK(f && nta_report_json(&job, f) == 0, "json report");
+  if (f)
+    fclose(f);
+  FILE *null = fopen("/dev/null", "w");
+  if (null) {
+    nta_report_text(&job, null);
+    fclose(null);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  TB_CHECK(job.ncomms == ncomms, "comms %d", job.ncomms);
+  json_t *root = buf ? json_loads(buf, 0, NULL) : NULL;
+  TB_CHECK(root != NULL, "the JSON report parses");
+  long long listed = 0, unlisted = 0;
+  json_t *comms = json_object_get(root, "comms"), *c;
+  size_t i;
+  json_array_foreach(comms, i, c) {
+    listed += (long long)json_array_size(json_object_get(c, "no_evidence"));
+    unlisted += json_integer_value(json_object_get(c, "no_evidence_unlisted"));
+    TB_CHECK(json_integer_value(json_object_get(c, "nranks")) == big, "nranks kept as claimed");
+  }
+  TB_CHECK(listed == NTA_LIST_BUDGET, "ranks without evidence listed: %lld", listed);
+  TB_CHECK(listed + unlisted == (long long)ncomms * (big - 1), "listed %lld + unlisted %lld", listed, unlisted);
+  TB_CHECK(secs < 5.0, "200 communicators of 2^20 claimed ranks took %.2f s", secs);
+  json_decref(root);
+  free(buf);
+  nta_job_free(&job);
+}
+
 int main(void) {
   t_healthy();
   t_bcast_alias();
@@ -709,6 +815,8 @@ int main(void) {
   t_no_evidence();
   t_scale();
   t_clocks();
+  t_escapes();
+  t_hostile_nranks();
   if (tb_failures)
     fprintf(stderr, "%d check(s) failed\n", tb_failures);
   return tb_failures ? 1 : 0;

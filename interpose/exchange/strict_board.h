@@ -1,0 +1,75 @@
+/* strict_board.h -- the shared-memory board of one communicator for strict
+ * mode on one host: its layout, and finding, creating, replacing and
+ * joining its file (docs/wire-protocol.md, "Strict mode on one host").
+ * Internal to strict_shm.c and strict_board.c.
+ *
+ * Thread-safety: ntx_board_attach is called with strict_shm.c's mutex held
+ * (one attach at a time per process); between processes the file's flock
+ * orders attaches.  ntx_board_owner_dead: any thread.  Signal-safety: none.
+ * Everything read from a board file is checked before use: a file there that
+ * is not a board is replaced, never trusted.
+ */
+#ifndef NTX_STRICT_BOARD_H
+#define NTX_STRICT_BOARD_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "interpose/exchange/wire.h"
+
+#define BOARD_MAGIC 0x316d68732d78746eull /* "ntx-shm1" */
+#define BOARD_VERSION 1u
+#define MAX_RANKS 4096     /* a larger comm uses the coordinator */
+
+enum { SL_FREE = 0, SL_ACTIVE = 1, SL_LEFT = 2 };      /* slot state */
+
+struct bhdr {
+  uint64_t magic;
+  uint32_t version, nranks;
+  uint64_t comm_id, job_hash;
+  uint32_t hdr_size, slot_size;
+  uint32_t gen;     /* futex word: bumped when a seq is complete or a rank leaves */
+  uint32_t waiters; /* ranks in FUTEX_WAIT: the completer skips the wake without any */
+  uint8_t pad[80];
+};
+/* One publication: seq 0 while being written (a seqlock of one writer). */
+struct bent {
+  uint64_t seq;
+  uint64_t w[6]; /* struct ntx_fp, copied word by word */
+};
+struct bslot {
+  int32_t owner;  /* pid */
+  uint32_t state; /* SL_* */
+  uint64_t pidns; /* inode of the owner's pid namespace: liveness by kill(2) only in ours */
+  uint64_t seq;   /* last seq published */
+  uint64_t pad0;
+  struct bent e[2];
+  uint8_t pad[192 - 32 - 2 * sizeof(struct bent)];
+};
+_Static_assert(sizeof(struct bhdr) == 128, "board header");
+_Static_assert(sizeof(struct bslot) == 192, "board slot");
+_Static_assert(sizeof(struct ntx_fp) == 48, "fingerprint words");
+
+struct board {
+  uint64_t comm_id;
+  int32_t rank, nranks;
+  int state; /* strict_shm.c's B_*, atomic once the entry is published */
+  struct bhdr *h;
+  struct bslot *s;
+  dev_t dev;
+  ino_t ino;
+  uint64_t npub; /* our publications: entry npub & 1 is the next */
+  int reported, said_gone, said_skip;
+  const char *dir;
+  char path[1200];
+};
+
+size_t ntx_board_size(uint32_t nranks);
+/* Open, create or replace the board at b->path (b->dir its directory),
+ * and claim slot b->rank.  @return 0 with b->h, b->s, b->dev, b->ino set,
+ * or -1 with *why saying why (the caller uses the coordinator). */
+int ntx_board_attach(struct board *b, uint64_t job_hash, uint64_t pidns, const char **why);
+/* 1 when the owner of slot s is known dead (gone, or a zombie); only a pid
+ * of our pid namespace (pidns: its inode) is looked at. */
+int ntx_board_owner_dead(const struct bslot *s, uint64_t pidns);
+#endif
