@@ -180,6 +180,8 @@ struct nti_comm {
   uint64_t pend_head;             /* watchdog only */
   uint64_t timeout_reported_pos;  /* watchdog only: position + 1 of the op last reported */
   uint64_t life_reported_since;   /* watchdog only */
+  uint64_t scan_gen;              /* watchdog only: recent_scan pass that last counted it */
+  uint64_t scan_count;            /* watchdog only: its op records in that pass's range */
   struct nti_comm *next_all;      /* list of every comm ever registered */
 };
 

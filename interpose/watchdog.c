@@ -345,36 +345,59 @@ static struct nti_comm *comm_of(const struct ntr_record *r) {
   return NULL;
 }
 
+static int scan_op(uint64_t c, uint64_t p, const struct ntr_record *r) {
+  return c == p + 1 && r->phase == NTR_PHASE_CALL && is_op(r->kind) && r->comm_id;
+}
+
 /* Copy the collective/p2p records written since the last poll into their
  * communicators' recent[] (the wrappers publish them with cs = NULL).  The
  * scan waits at a record still being written or whose call has not
- * returned, for about a second (70 polls) at most. */
+ * returned, for about a second (70 polls) at most.
+ * Only the newest NTR_COMM_RECENT records of each comm in the range are
+ * copied (counted in a first pass, copied in order in a second): older ones
+ * would be overwritten in recent[] by the same pass, and each copy is an atomic add on rec_count, which sits
+ * in the cache line the application's thread writes on every call
+ * (blocked_since): a busy loop would otherwise pay a cross-core miss per
+ * call for up to a ring's worth of copies per poll. */
 static void recent_scan(int final) {
+  static uint64_t gen;
   uint64_t head = __atomic_load_n(&nti_g.ring.hdr->head, __ATOMIC_ACQUIRE);
-  uint64_t p = nti_recent_scan_pos, slots = nti_g.ring.mask + 1;
-  if (head - p > slots)
-    p = head - slots; /* overwritten before we saw them */
-  for (; p < head; p++) {
-    struct ntr_record copy;
-    uint64_t c = ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &copy);
-    int pending = c == 0 || (c == p + 1 && copy.phase == NTR_PHASE_CALL && is_op(copy.kind) &&
-                             copy.comm_id && copy.result == -1);
+  uint64_t start = nti_recent_scan_pos, slots = nti_g.ring.mask + 1;
+  if (head - start > slots)
+    start = head - slots; /* overwritten before we saw them */
+  uint64_t end = start;
+  struct ntr_record copy;
+  gen++;
+  for (; end < head; end++) {
+    uint64_t c = ntr_ring_read_slot(&nti_g.ring.slots[end & nti_g.ring.mask], &copy);
+    int pending = c == 0 || (scan_op(c, end, &copy) && copy.result == -1);
     if (pending && !final) {
-      if (scan_stall_pos != p) {
-        scan_stall_pos = p;
+      if (scan_stall_pos != end) {
+        scan_stall_pos = end;
         scan_stall_polls = 0;
       }
       if (++scan_stall_polls < 70)
         break;
     }
-    if (c != p + 1 || copy.phase != NTR_PHASE_CALL || !is_op(copy.kind) || !copy.comm_id)
+    struct nti_comm *cm = scan_op(c, end, &copy) ? comm_of(&copy) : NULL;
+    if (cm) {
+      cm->scan_count = cm->scan_gen == gen ? cm->scan_count + 1 : 1;
+      cm->scan_gen = gen;
+    }
+  }
+  /* Second pass, oldest first (recent[] keeps the newest of a comm at the
+   * highest rec_count): skip all but each comm's last NTR_COMM_RECENT.  A
+   * slot rewritten between the passes reads as another position: skipped. */
+  for (uint64_t p = start; p < end; p++) {
+    uint64_t c = ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &copy);
+    struct nti_comm *cm = scan_op(c, p, &copy) ? comm_of(&copy) : NULL;
+    if (!cm || cm->scan_gen != gen)
       continue;
-    struct nti_comm *cm = comm_of(&copy);
-    if (cm)
+    if (cm->scan_count-- <= NTR_COMM_RECENT)
       ntr_ring_commit_recent(cm->cs, &copy, p);
   }
   /* Release: a wrapper that sees the new position also sees the copies. */
-  __atomic_store_n(&nti_recent_scan_pos, p, __ATOMIC_RELEASE);
+  __atomic_store_n(&nti_recent_scan_pos, end, __ATOMIC_RELEASE);
 }
 
 static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
