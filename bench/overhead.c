@@ -20,20 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/scale/bu.h"
+
 static double now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* The measured side: N calls, repeated, median of the repetitions. */
@@ -61,44 +53,21 @@ static int child(long calls) {
   double lo = per[0];
   for (int r = 1; r < REPS; r++)
     lo = per[r] < lo ? per[r] : lo;
-  printf("%.3f %.3f\n", median(per, REPS), lo);
+  printf("%.3f %.3f\n", bu_median(per, REPS), lo);
   return 0;
 }
 
-static int run_child(const char *self, long calls, const char *preload, const char *noop_dir, double *out,
-                     double *lo) {
-  int fd[2];
-  if (pipe(fd) != 0)
-    return -errno;
-  pid_t pid = fork();
-  if (pid < 0)
-    return -errno;
-  if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    close(fd[1]);
-    setenv("LD_LIBRARY_PATH", noop_dir, 1);
-    if (preload)
-      setenv("LD_PRELOAD", preload, 1);
-    else
-      unsetenv("LD_PRELOAD");
-    char n[32];
-    snprintf(n, sizeof n, "%ld", calls);
-    execl(self, self, "--child", n, (char *)NULL);
-    _exit(127);
+static int run_child(long calls, const char *preload, double *out, double *lo) {
+  char n[32], buf[64];
+  snprintf(n, sizeof n, "%ld", calls);
+  char *argv[] = {"/proc/self/exe", "--child", n, NULL};
+  int rc = bu_run_capture(argv, preload, buf, sizeof buf);
+  if (rc == 0) {
+    char *end;
+    *out = strtod(buf, &end);
+    *lo = strtod(end, NULL);
   }
-  close(fd[1]);
-  char buf[64] = {0};
-  ssize_t got = read(fd[0], buf, sizeof buf - 1);
-  close(fd[0]);
-  int st;
-  waitpid(pid, &st, 0);
-  if (got <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return -EIO;
-  char *end;
-  *out = strtod(buf, &end);
-  *lo = strtod(end, NULL);
-  return 0;
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -132,18 +101,18 @@ int main(int argc, char **argv) {
   snprintf(d2, sizeof d2, "%s/dumps", tmpl);
   setenv("NCCLTRACE_RING_DIR", d1, 1);
   setenv("NCCLTRACE_DIR", d2, 1);
+  setenv("LD_LIBRARY_PATH", noop, 1); /* both sides run on the no-op NCCL */
   double plain[50], traced[50], plain_lo = 1e30, traced_lo = 1e30;
   for (int r = 0; r < rounds; r++) {
     double a, b;
-    if (run_child("/proc/self/exe", calls, NULL, noop, &plain[r], &a) ||
-        run_child("/proc/self/exe", calls, lib, noop, &traced[r], &b)) {
+    if (run_child(calls, NULL, &plain[r], &a) || run_child(calls, lib, &traced[r], &b)) {
       fprintf(stderr, "overhead: a child run failed\n");
       return 1;
     }
     plain_lo = a < plain_lo ? a : plain_lo;
     traced_lo = b < traced_lo ? b : traced_lo;
   }
-  double p = median(plain, rounds), t = median(traced, rounds);
+  double p = bu_median(plain, rounds), t = bu_median(traced, rounds);
   printf("untraced: %.2f ns/call (median of %d runs x %ld calls)\n", p, rounds, calls);
   printf("traced:   %.2f ns/call\n", t);
   printf("added:    %.2f ns/call (target <= 25)\n", t - p);

@@ -289,14 +289,7 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
     if (ntt_fast_load(&pre, src, srclen, img) == 0)
       return finish(img, name, salvage, err, errlen);
     /* Anything unusual: the whole-payload path below says exactly what. */
-    free(img->comms);
-    free(img->stacks);
-    free(img->recs);
-    img->comms = NULL;
-    img->stacks = NULL;
-    img->recs = NULL;
-    img->ncomms = img->nstacks = 0;
-    img->nrecs = 0;
+    ntr_image_free(img);
     img->has_trigger = 0;
     memset(&img->hdr, 0, sizeof img->hdr);
     memset(&img->trigger, 0, sizeof img->trigger);

@@ -12,12 +12,16 @@
  */
 #ifndef BU_H
 #define BU_H
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline double bu_now(void) {
   struct timespec ts;
@@ -40,6 +44,41 @@ static inline void bu_sleep(double s) {
 static inline int bu_cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* Run argv (argv[0] a path; benchmarks re-execute /proc/self/exe as their
+ * measured side) with LD_PRELOAD = preload, or without LD_PRELOAD when
+ * NULL, stderr to /dev/null (the tracer's startup lines), and read what it
+ * prints on stdout (at most cap - 1 bytes, NUL-terminated) into out.
+ * @return 0 when it exited 0 after printing something, else -errno / -EIO. */
+static inline int bu_run_capture(char *const argv[], const char *preload, char *out, size_t cap) {
+  int fd[2];
+  if (pipe(fd) != 0)
+    return -errno;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -errno;
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    close(fd[1]);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0)
+      dup2(devnull, 2);
+    if (preload)
+      setenv("LD_PRELOAD", preload, 1);
+    else
+      unsetenv("LD_PRELOAD");
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(fd[1]);
+  memset(out, 0, cap);
+  ssize_t got = read(fd[0], out, cap - 1);
+  close(fd[0]);
+  int st;
+  waitpid(pid, &st, 0);
+  return got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
 /* Median of n values (v is sorted in place). */

@@ -74,39 +74,14 @@ static int child(int nth, long calls) {
 }
 
 static int run_child(int nth, long calls, const char *preload, double *out) {
-  int fd[2];
-  if (pipe(fd) != 0)
-    return -errno;
-  pid_t pid = fork();
-  if (pid < 0)
-    return -errno;
-  if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    close(fd[1]);
-    int devnull = open("/dev/null", O_WRONLY); /* the tracer's startup lines */
-    if (devnull >= 0)
-      dup2(devnull, 2);
-    if (preload)
-      setenv("LD_PRELOAD", preload, 1);
-    else
-      unsetenv("LD_PRELOAD");
-    char a[32], b[32];
-    snprintf(a, sizeof a, "%d", nth);
-    snprintf(b, sizeof b, "%ld", calls);
-    execl("/proc/self/exe", "threads", "--child", a, b, (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
-  char buf[64] = {0};
-  ssize_t got = read(fd[0], buf, sizeof buf - 1);
-  close(fd[0]);
-  int st;
-  waitpid(pid, &st, 0);
-  if (got <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return -EIO;
-  *out = strtod(buf, NULL);
-  return 0;
+  char a[32], b[32], buf[64];
+  snprintf(a, sizeof a, "%d", nth);
+  snprintf(b, sizeof b, "%ld", calls);
+  char *argv[] = {"/proc/self/exe", "--child", a, b, NULL};
+  int rc = bu_run_capture(argv, preload, buf, sizeof buf);
+  if (rc == 0)
+    *out = strtod(buf, NULL);
+  return rc;
 }
 
 int main(int argc, char **argv) {

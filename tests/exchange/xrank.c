@@ -29,41 +29,15 @@
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded, no handlers.
  */
-#include <cuda_runtime_api.h>
-#include <errno.h>
-#include <nccl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
+#include <libgen.h>
 
-static int g_rank;
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "xrank %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__);      \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    exit(1);                                                                   \
-  } while (0)
-#define NCCL(call)                                                             \
-  do {                                                                         \
-    ncclResult_t r_ = (call);                                                  \
-    if (r_ != ncclSuccess)                                                     \
-      FAIL("%s -> %s", #call, ncclGetErrorString(r_));                         \
-  } while (0)
-#define CUDA(call)                                                             \
-  do {                                                                         \
-    if ((call) != cudaSuccess)                                                 \
-      FAIL("%s failed", #call);                                                \
-  } while (0)
+/* Failure macros, sleep_ms and the unique-id rendezvous: ../emu_rank.h. */
+#define EMU_RANK_TAG "xrank"
+#include "../emu_rank.h"
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
+/* The job's unique id through the file at path (share_id).  With
+ * XRANK_REUSE_ID rank 0 reuses an id left there by an earlier job, so that
+ * a second job gets the same communicator id. */
 static void unique_id(const char *path, int rank, ncclUniqueId *id) {
   if (rank == 0 && getenv("XRANK_REUSE_ID")) {
     FILE *f = fopen(path, "rb");
@@ -73,25 +47,10 @@ static void unique_id(const char *path, int rank, ncclUniqueId *id) {
     if (n == 1)
       return;
   }
-  if (rank == 0) {
-    NCCL(ncclGetUniqueId(id));
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
-      FAIL("cannot publish the unique id");
-    return;
-  }
-  for (int i = 0; i < 3000; i++, sleep_ms(10)) {
-    FILE *f = fopen(path, "rb");
-    if (f) {
-      size_t n = fread(id, sizeof *id, 1, f);
-      fclose(f);
-      if (n == 1)
-        return;
-    }
-  }
-  FAIL("no unique id");
+  char d[4096], b[4096];
+  snprintf(d, sizeof d, "%s", path);
+  snprintf(b, sizeof b, "%s", path);
+  *id = share_id(dirname(d), basename(b), rank, 30);
 }
 
 static float *dbuf;
