@@ -99,6 +99,7 @@ static void fork_child(void) {
   __atomic_store_n(&first_comm_done, 0, __ATOMIC_RELAXED);
   nti_group_reset();
   nti_tls.tid = 0; /* the child's thread has its own id */
+  nti_tls.ring_cur = (struct ntr_ring_cursor){0, 0}; /* positions of the parent's ring */
   nti_watchdog_forget();
   ntr_dump_reset_child();
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;

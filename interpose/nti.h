@@ -86,6 +86,12 @@ struct nti_tls {
    * fails with "cannot allocate memory in static TLS block". */
   struct nti_group_op *group_ops;
   struct nti_strict_buf *strict; /* strict-mode deferral (heap, strict only) */
+  /* This thread's block of ring positions (recorder/ring.h); reset in a
+   * fork child, whose ring starts again at 0. */
+  struct ntr_ring_cursor ring_cur;
+  /* Set by the tracer's own threads (watchdog): they write rarely and take
+   * single positions, so that they leave no open block behind. */
+  int internal;
 };
 extern NTI_TLS struct nti_tls nti_tls;
 
@@ -182,6 +188,8 @@ struct nti_comm {
   uint64_t life_reported_since;   /* watchdog only */
   uint64_t scan_gen;              /* watchdog only: recent_scan pass that last counted it */
   uint64_t scan_count;            /* watchdog only: its op records in that pass's range */
+  uint64_t next_pos;              /* position + 1 of its newest record (atomic, relaxed):
+                                     the floor of the next one (ntr_ring_reserve_in) */
   struct nti_comm *next_all;      /* list of every comm ever registered */
 };
 
@@ -263,9 +271,22 @@ static inline uint32_t nti_fp_p2p(uint64_t seq, uint64_t count, int dtype, int p
 /* ------------------------------------------------------------ record.c -- */
 
 /* Fill the common fields of a fresh record (time, tid, group, comm). */
+/* A position for a record of comm c (or none): from the thread's block on
+ * application threads, keeping c's records in position order. */
+static inline struct ntr_record *nti_reserve(uint64_t *pos, const struct nti_comm *c) {
+  if (NTI_UNLIKELY(nti_tls.internal))
+    return ntr_ring_reserve(&nti_g.ring, pos);
+  uint64_t *next = c ? (uint64_t *)&c->next_pos : NULL; /* written by its user thread only */
+  struct ntr_record *r = ntr_ring_reserve_in(&nti_g.ring, &nti_tls.ring_cur,
+                                             next ? __atomic_load_n(next, __ATOMIC_RELAXED) : 0, pos);
+  if (next)
+    __atomic_store_n(next, *pos + 1, __ATOMIC_RELAXED);
+  return r;
+}
+
 static inline struct ntr_record *nti_record_begin(uint64_t *pos, unsigned kind, unsigned phase,
                                                   const struct nti_comm *c) {
-  struct ntr_record *r = ntr_ring_reserve(&nti_g.ring, pos);
+  struct ntr_record *r = nti_reserve(pos, c);
   r->tsc = ntr_clock_now();
   r->tsc_done = 0;
   r->kind = (uint16_t)kind;

@@ -359,6 +359,15 @@ static int scan_op(uint64_t c, uint64_t p, const struct ntr_record *r) {
  * in the cache line the application's thread writes on every call
  * (blocked_since): a busy loop would otherwise pay a cross-core miss per
  * call for up to a ring's worth of copies per poll. */
+/* Polls the scan has waited at pos (counted once per poll). */
+static uint64_t scan_stalled(uint64_t pos) {
+  if (scan_stall_pos != pos) {
+    scan_stall_pos = pos;
+    scan_stall_polls = 0;
+  }
+  return ++scan_stall_polls;
+}
+
 static void recent_scan(int final) {
   static uint64_t gen;
   uint64_t head = __atomic_load_n(&nti_g.ring.hdr->head, __ATOMIC_ACQUIRE);
@@ -367,23 +376,38 @@ static void recent_scan(int final) {
     start = head - slots; /* overwritten before we saw them */
   uint64_t end = start;
   struct ntr_record copy;
+  int settled = 0;
   gen++;
-  for (; end < head; end++) {
+  while (end < head) {
     uint64_t c = ntr_ring_read_slot(&nti_g.ring.slots[end & nti_g.ring.mask], &copy);
-    int pending = c == 0 || (scan_op(c, end, &copy) && copy.result == -1);
-    if (pending && !final) {
-      if (scan_stall_pos != end) {
-        scan_stall_pos = end;
-        scan_stall_polls = 0;
+    if (c == 0 || c <= end) { /* not written yet, being written, or a hole */
+      if (settled) { /* settled, yet the re-read does not hold it: overwritten */
+        settled = 0;
+        end++;
+        continue;
       }
-      if (++scan_stall_polls < 70)
+      /* A quiet thread's unused block positions hold up the records after
+       * them: filled from the second poll on (recorder/ring.h). */
+      uint64_t polls = final ? 70 : scan_stalled(end);
+      int st = ntr_ring_settle(&nti_g.ring, end, head, polls >= 2);
+      if (st == NTR_SETTLED) {
+        settled = 1;
+        continue; /* read it again */
+      }
+      if (st == NTR_HOLE_FRONTIER || polls < 70)
         break;
+      end++; /* a writer died mid-record: give up on it */
+      continue;
     }
+    settled = 0;
+    if (!final && scan_op(c, end, &copy) && copy.result == -1 && scan_stalled(end) < 70)
+      break; /* the call has not returned yet */
     struct nti_comm *cm = scan_op(c, end, &copy) ? comm_of(&copy) : NULL;
     if (cm) {
       cm->scan_count = cm->scan_gen == gen ? cm->scan_count + 1 : 1;
       cm->scan_gen = gen;
     }
+    end++;
   }
   /* Second pass, oldest first (recent[] keeps the newest of a comm at the
    * highest rec_count): skip all but each comm's last NTR_COMM_RECENT.  A
@@ -429,6 +453,7 @@ static void *watchdog_main(void *arg) {
   (void)arg;
   /* Everything this thread calls into NCCL passes through unrecorded. */
   nti_tls.guard = 1;
+  nti_tls.internal = 1;
   uint64_t hz = nti_g.ring.hdr->tsc_hz;
   uint64_t tmo = hz ? (uint64_t)(ntr_cfg.timeout_s * (double)hz) : 0;
   pthread_mutex_lock(&wd_lock);

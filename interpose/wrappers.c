@@ -46,7 +46,7 @@ static inline __attribute__((always_inline)) void op_record(struct nti_op *o) {
     __atomic_store_n(ctr, o->seq, __ATOMIC_RELAXED);
   }
   uint64_t pos;
-  struct ntr_record *r = ntr_ring_reserve(&nti_g.ring, &pos);
+  struct ntr_record *r = nti_reserve(&pos, c);
   uint64_t tsc = ntr_clock_now_inline();
   uint16_t flags = nti_tls.group_depth ? NTR_REC_IN_GROUP : 0;
   if (!nti_tracked(c))

@@ -410,8 +410,8 @@ static size_t snapshot_records(const struct ntr_ring *ring, uint32_t ncomms,
   size_t m = 0;
   for (uint64_t pos = first; pos < head; pos++) {
     uint64_t c = ntr_ring_read_slot(&ring->slots[pos & ring->mask], &out[m]);
-    if (c == pos + 1)
-      m++; /* else: a hole, being written, or overwritten since head was read */
+    if (c == pos + 1 && out[m].kind != NTR_KIND_NONE)
+      m++; /* else: a hole or a filler, being written, or overwritten since head was read */
   }
 
   size_t e = 0;

@@ -36,7 +36,7 @@
 /* Event kinds.  The NCCL ones come from interpose/nccl_api.def in table order;
  * the tracer's own events follow.  Values are on-disk: append only. */
 enum ntr_kind {
-  NTR_KIND_NONE = 0,
+  NTR_KIND_NONE = 0, /* a filler: a reserved position nobody wrote (ring.h) */
 #define NT_COLL(name, KIND, ...) NTR_KIND_##KIND,
 #define NT_P2P(name, KIND, ...) NTR_KIND_##KIND,
 #define NT_GROUP(name, KIND, ...) NTR_KIND_##KIND,
@@ -84,13 +84,20 @@ static inline unsigned ntr_kind_fp_op(unsigned kind) {
 /* --------------------------------------------------------------- record -- */
 
 /* One event, 128 bytes (two cache lines).  Published seqlock-style:
- * the writer stores commit = 0, fills the body, then release-stores
+ * the writer claims the slot (main ring: commit = NTR_COMMIT_WRITING; a
+ * comm's recent[]: commit = 0), fills the body, then release-stores
  * commit = pos + 1 where pos is the free-running position it reserved.
  * A reader copies the slot between two loads of commit; the copy is valid
- * only if both loads are equal, non-zero, and (for the main ring) map to the
- * slot's index.  commit therefore doubles as the record's global position. */
+ * only if both loads are equal, neither 0 nor NTR_COMMIT_WRITING, and (for
+ * the main ring) map to the slot's index.  commit therefore doubles as the
+ * record's global position.  A main-ring slot whose commit is 0 was never
+ * written.  A committed record of kind NTR_KIND_NONE is a filler: a position
+ * that a writer reserved and never used, settled by a reader (ring.h); it
+ * carries nothing and readers drop it. */
+#define NTR_COMMIT_WRITING UINT64_MAX
 struct ntr_record {
-  uint64_t commit;    /* 0: being written; else global position + 1 */
+  uint64_t commit;    /* 0: never written (recent[]: or being written);
+                         NTR_COMMIT_WRITING: being written; else position + 1 */
   uint64_t tsc;       /* time of the call (clock ticks, see ntr_clock) */
   uint64_t tsc_done;  /* completion time, 0 while not complete (watchdog writes it) */
   uint64_t comm_id;   /* 0 for records without a communicator */

@@ -308,7 +308,7 @@ uint64_t ntr_ring_read_slot(const struct ntr_record *slot, struct ntr_record *ou
   /* Acquire pairs with the writer's release store of commit: the body we
    * copy is at least as new as that commit. */
   uint64_t c1 = __atomic_load_n(&slot->commit, __ATOMIC_ACQUIRE);
-  if (c1 == 0)
+  if (c1 == 0 || c1 == NTR_COMMIT_WRITING)
     return 0;
   copy_body(out, slot);
   /* Acquire fence pairs with the writer's release fence after commit = 0:
@@ -320,4 +320,58 @@ uint64_t ntr_ring_read_slot(const struct ntr_record *slot, struct ntr_record *ou
     return 0;
   out->commit = c1;
   return c1;
+}
+
+/* ------------------------------------------------------------- holes -- */
+
+/* Slot of position q holds q or a later position, or is being written. */
+static int slot_taken(const struct ntr_ring *ring, uint64_t q) {
+  /* Relaxed: a hint for the reader; the claim below decides. */
+  uint64_t c = __atomic_load_n(&ring->slots[q & ring->mask].commit, __ATOMIC_RELAXED);
+  return c > q; /* NTR_COMMIT_WRITING is larger than any position */
+}
+
+/* Write a filler at position p through the writers' claim.  @return 1 when
+ * p is settled (ours now, or taken by someone else first), 0 when a writer
+ * still holds the slot. */
+static int fill_one(struct ntr_ring *ring, uint64_t p) {
+  struct ntr_record *rec = &ring->slots[p & ring->mask];
+  uint64_t pos;
+  if (!ntr_ring_claim(&rec->commit, p))
+    return __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE) != NTR_COMMIT_WRITING;
+  ntr_ring_claimed(rec, p, &pos);
+  /* Word-atomic stores, as in ntr_ring_commit_recent: readers copy
+   * concurrently.  All zero: kind NTR_KIND_NONE. */
+  uint64_t *d = (uint64_t *)rec;
+  for (size_t w = 1; w < sizeof *rec / 8; w++)
+    __atomic_store_n(&d[w], 0, __ATOMIC_RELAXED);
+  /* Release pairs with the acquire load in ntr_ring_read_slot. */
+  __atomic_store_n(&rec->commit, pos + 1, __ATOMIC_RELEASE);
+  return 1;
+}
+
+int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int fill) {
+  uint64_t c = __atomic_load_n(&ring->slots[p & ring->mask].commit, __ATOMIC_ACQUIRE);
+  if (c == NTR_COMMIT_WRITING)
+    return NTR_HOLE_WRITING;
+  if (c > p)
+    return NTR_SETTLED;
+  /* Unclaimed.  A thread's block has at most NTR_RING_BLOCK - 1 positions
+   * after p, so if anything after p is written, it is within that reach. */
+  uint64_t lim = p + 1 + NTR_RING_BLOCK, q = p + 1;
+  if (lim > head)
+    lim = head;
+  while (q < lim && !slot_taken(ring, q))
+    q++;
+  if (q >= lim)
+    return NTR_HOLE_FRONTIER;
+  if (!fill)
+    return NTR_HOLE_BLOCKING;
+  for (uint64_t f = p; f < q; f++)
+    if (!fill_one(ring, f))
+      break;
+  c = __atomic_load_n(&ring->slots[p & ring->mask].commit, __ATOMIC_ACQUIRE);
+  if (c == NTR_COMMIT_WRITING)
+    return NTR_HOLE_WRITING;
+  return c > p ? NTR_SETTLED : NTR_HOLE_BLOCKING;
 }

@@ -13,15 +13,31 @@
  * stdio, no locks); ntr_ring_open/close are not signal-safe.
  *
  * Write protocol (seqlock per slot), pairs with ntr_ring_read_slot:
- *   pos = fetch_add(head, 1); rec = slots[pos & mask];
- *   claim: commit c -> 0 by CAS (ntr_ring_claim); release fence; fill the
- *   body; copy it to the comm's recent[] (same protocol) while still the
- *   slot's owner; release-store rec->commit = pos + 1.
- * The claim makes a slot single-owner: a writer preempted for a whole lap of
- * the ring (slot_count records by others meanwhile) keeps its slot, and the
- * lapping writer skips to the next position (that position stays a hole;
- * readers see its commit missing, like a torn slot).  Without the claim both
- * could write one slot and leave a mixed body under a stable commit.
+ *   take a position p; rec = slots[p & mask];
+ *   claim: commit c -> NTR_COMMIT_WRITING by CAS (ntr_ring_claim); release
+ *   fence; fill the body; release-store rec->commit = p + 1.
+ * Positions come from the shared head one at a time (ntr_ring_reserve), or,
+ * on the hot path, from a per-thread block of NTR_RING_BLOCK positions
+ * (ntr_ring_reserve_in: one fetch_add on the head per block, so threads do
+ * not bounce the head's cache line on every call).  The claim makes a slot
+ * single-owner whatever the source of p: a writer preempted for a whole lap
+ * of the ring keeps its slot and the lapping writer moves on (that position
+ * stays a hole); a position taken twice (a signal handler that interrupted
+ * its thread between reading and advancing the block, a reader's filler)
+ * goes to exactly one of them.  Without the claim two writers could write
+ * one slot and leave a mixed body under a stable commit.
+ *
+ * Holes and fillers: a block's unused positions are holes until its thread
+ * writes them; a thread that goes quiet leaves them open.  Readers that
+ * follow positions in order (exchange client, watchdog) settle a hole that
+ * holds them up with ntr_ring_settle: a filler record (kind NTR_KIND_NONE)
+ * takes the position through the same claim, and the owning thread, whose
+ * claim then fails, moves to a fresh block.  Consequences: position order is
+ * program order per thread and per communicator (the caller passes a floor,
+ * ntr_ring_reserve_in), but across threads a record may carry a lower
+ * position than one written before it; and head counts reserved positions,
+ * so ntr_ring_lost may count up to NTR_RING_BLOCK - 1 unused positions per
+ * thread as lost.
  */
 #ifndef NTR_RING_H
 #define NTR_RING_H
@@ -96,42 +112,92 @@ int ntr_ring_set_job(struct ntr_ring *ring, const char *job_id);
 /* Unmap; the file stays unless remove is set. */
 void ntr_ring_close(struct ntr_ring *ring, int remove);
 
-/* Take ownership of a slot for position p (lap = slots in the ring).
- * @return 1 when the caller now owns the slot (its commit is 0), 0 when the
- *         slot belongs to another writer or already holds a newer record. */
-static inline int ntr_ring_claim(uint64_t *commit, uint64_t p, uint64_t lap) {
+/* Take ownership of a slot for position p.
+ * @return 1 when the caller now owns the slot (its commit is
+ *         NTR_COMMIT_WRITING), 0 when another writer owns it or it already
+ *         holds position p or a later one. */
+static inline int ntr_ring_claim(uint64_t *commit, uint64_t p) {
   /* Acquire pairs with the release store of the previous owner's commit:
    * our body stores are ordered after that owner's. */
   uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
-  if (c == 0)
-    return p < lap; /* fresh slot on the first lap; later: a writer owns it */
-  if (c - 1 > p)
-    return 0;       /* a writer of a later lap got here first */
-  /* CAS rather than a store: exactly one of several lapping writers wins. */
-  return __atomic_compare_exchange_n(commit, &c, 0, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+  if (c == NTR_COMMIT_WRITING || c > p)
+    return 0; /* being written, or holds position c - 1 >= p */
+  /* CAS rather than a store: exactly one of several claimants wins (0, a
+   * never written slot, is claimed the same way). */
+  return __atomic_compare_exchange_n(commit, &c, NTR_COMMIT_WRITING, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED);
 }
 
-/* Reserve the next slot: the returned record has commit = 0 and its old
- * content; fill it and call ntr_ring_commit.  Never fails, never blocks.
- * Wait-free in practice: a position whose slot is still owned by a writer a
- * whole lap behind (preempted mid-record) is skipped and stays a hole, so two
- * writers never share a slot and a stable commit always means an intact body. */
+/* After a successful claim: the claim must be visible before any body store,
+ * so that a reader that copied part of the new body sees commit change and
+ * drops its copy.  Pairs with the acquire fence in ntr_ring_read_slot. */
+static inline struct ntr_record *ntr_ring_claimed(struct ntr_record *rec, uint64_t p, uint64_t *pos) {
+  NTR_FENCE_RELEASE();
+  *pos = p;
+  return rec;
+}
+
+/* Reserve the next slot from the shared head: the returned record is
+ * claimed and holds its old content; fill it and call ntr_ring_commit.
+ * Never fails, never blocks; wait-free in practice (a position whose slot
+ * is still owned by a writer a whole lap behind is skipped). */
 static inline struct ntr_record *ntr_ring_reserve(struct ntr_ring *ring, uint64_t *pos) {
   for (;;) {
     /* Relaxed: the position only has to be unique; the slot's commit
      * carries all ordering towards readers. */
     uint64_t p = __atomic_fetch_add(&ring->hdr->head, 1, __ATOMIC_RELAXED);
     struct ntr_record *rec = &ring->slots[p & ring->mask];
-    if (!ntr_ring_claim(&rec->commit, p, ring->mask + 1))
-      continue;
-    /* commit = 0 must be visible before any body store: a reader that
-     * copied part of the new body then sees commit change and drops it.
-     * Pairs with the acquire fence in ntr_ring_read_slot. */
-    NTR_FENCE_RELEASE();
-    *pos = p;
-    return rec;
+    if (ntr_ring_claim(&rec->commit, p))
+      return ntr_ring_claimed(rec, p, pos);
   }
 }
+
+/* A thread's block of positions (thread-local, process-local; zero = none). */
+#define NTR_RING_BLOCK 16u
+struct ntr_ring_cursor {
+  uint64_t next, end; /* next position to use; end of the block */
+};
+
+/* Reserve the next slot from the caller's block, taking a fresh block from
+ * the head when it is used up, when a claim fails (a reader filled the rest
+ * of it, or it was lapped) or when its next position is below floor (the
+ * last position + 1 of the communicator the record is for: records of one
+ * communicator stay in position order when it moves between threads).
+ * Same contract as ntr_ring_reserve.  Async-signal-safe: a handler that
+ * interrupts its thread in here may take the same position; the claim gives
+ * it to one of the two and the other moves on. */
+static inline struct ntr_record *ntr_ring_reserve_in(struct ntr_ring *ring, struct ntr_ring_cursor *cur,
+                                                     uint64_t floor, uint64_t *pos) {
+  for (;;) {
+    uint64_t p = cur->next;
+    if (__builtin_expect(p >= cur->end || p < floor, 0)) {
+      p = __atomic_fetch_add(&ring->hdr->head, NTR_RING_BLOCK, __ATOMIC_RELAXED);
+      cur->end = p + NTR_RING_BLOCK;
+    }
+    cur->next = p + 1;
+    struct ntr_record *rec = &ring->slots[p & ring->mask];
+    if (__builtin_expect(ntr_ring_claim(&rec->commit, p), 1))
+      return ntr_ring_claimed(rec, p, pos);
+    cur->end = 0; /* settled by a reader or lapped: the rest is not ours */
+  }
+}
+
+/* For readers that follow positions in order, at a position p < head whose
+ * slot does not hold p (yet).  With fill = 1, a hole that holds up later
+ * records is filled with fillers, and so are the unused positions after it
+ * up to the next written one (at most NTR_RING_BLOCK), through the writers'
+ * claim.  A reader should wait a while before it fills: a thread in the
+ * middle of a call is about to write p.
+ * @return NTR_SETTLED: p holds p now (a filler included) or a later
+ *         position: read it again / move on;
+ *         NTR_HOLE_WRITING: a writer holds the slot;
+ *         NTR_HOLE_FRONTIER: nothing is written after p yet: the unused rest
+ *         of a block whose thread will write it next, never to be skipped;
+ *         NTR_HOLE_BLOCKING: a hole with later records after it (not filled:
+ *         fill = 0, or its writer claimed it first).
+ * Thread-safe; async-signal-safe. */
+enum ntr_settle { NTR_SETTLED = 1, NTR_HOLE_WRITING = 0, NTR_HOLE_FRONTIER = -1, NTR_HOLE_BLOCKING = -2 };
+int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int fill);
 
 /* Copy a record being committed into a communicator's recent[], with the
  * same seqlock (recorder/ring.c).  pre: the caller still owns rec. */
@@ -154,7 +220,8 @@ static inline void ntr_ring_commit(struct ntr_ring *ring, struct ntr_record *rec
 /* Hand out a fresh comm slot (zeroed), or NULL when all NTR_COMM_MAX are used. */
 struct ntr_comm_state *ntr_ring_comm_alloc(struct ntr_ring *ring);
 
-/* Records overwritten so far (exact: head - slot_count when positive). */
+/* Positions overwritten so far (head - slot_count when positive): records
+ * lost, plus any reserved positions that were never used (see above). */
 static inline uint64_t ntr_ring_lost(const struct ntr_ring *ring) {
   /* Relaxed: a statistic read at one instant. */
   uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);

@@ -127,6 +127,8 @@ void ntt_image_tidy(struct ntr_image *img) {
 static int read_rec(const unsigned char *p, int live, struct ntr_record *out) {
   if (!live) {
     memcpy(out, p, sizeof *out);
+    if (out->commit == NTR_COMMIT_WRITING)
+      return -1; /* its writer died mid-record */
     return out->commit ? 1 : 0;
   }
   const uint64_t *cp = (const uint64_t *)(const void *)p;
@@ -134,6 +136,8 @@ static int read_rec(const unsigned char *p, int live, struct ntr_record *out) {
   uint64_t c1 = __atomic_load_n(cp, __ATOMIC_ACQUIRE);
   if (c1 == 0)
     return 0;
+  if (c1 == NTR_COMMIT_WRITING)
+    return -1; /* being written (live), or its writer died */
   memcpy(out, p, sizeof *out);
   /* Keeps the body loads above before the re-read of commit below. */
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -292,12 +296,13 @@ static int load_ring(const unsigned char *buf, size_t len, const char *name, int
     if (off + sizeof r > len)
       break;
     int st = read_rec(buf + off, live, &r);
-    if (st == 0 && i < h->head)
-      img->torn++; /* reserved at least once, commit still 0: being written, or its writer died */
+    /* 0: never written (a position reserved and not used is no damage:
+     * ring.h, holes and fillers); -1: claimed and not committed, or torn
+     * while we copied. */
     if (st < 0)
       img->torn++;
-    if (st <= 0)
-      continue;
+    if (st <= 0 || r.kind == NTR_KIND_NONE)
+      continue; /* a filler carries nothing */
     if (((r.commit - 1) & mask) != i) {
       img->torn++; /* a position that does not belong in this slot: damage */
       continue;

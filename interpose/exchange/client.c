@@ -94,19 +94,28 @@ static uint64_t read_ring(double now) {
   }
   static uint8_t payload[NTX_FRAME_MAX_PAYLOAD];
   uint32_t n = 0;
+  int settled = 0; /* the slot at the cursor was settled once already */
   while (g->cursor < head) {
     if (g->out_len + NTX_FRAME_HDR + 8 + (size_t)(n + 1) * NTX_FP_WIRE + NTX_FRAME_MAC > sizeof g->out)
       break; /* the ring holds the rest until the socket drains */
     struct ntr_record rec;
     uint64_t c = ntr_ring_read_slot(&ring->slots[g->cursor & ring->mask], &rec);
-    if (c == 0 || c - 1 < g->cursor) { /* being written (or not yet started) */
+    if (c == 0 || c - 1 < g->cursor) { /* not written yet, being written, or a hole */
       if (g->stuck_pos != g->cursor + 1) {
         g->stuck_pos = g->cursor + 1;
         g->stuck_since = now;
       }
-      if (now - g->stuck_since < STUCK_S)
+      /* A quiet thread's unused block positions hold up the records after
+       * them: filled after HOLE_S (recorder/ring.h, holes and fillers). */
+      int st = ntr_ring_settle(ring, g->cursor, head, now - g->stuck_since >= HOLE_S);
+      if (st == NTR_SETTLED && !settled) {
+        settled = 1;
+        continue; /* read it again */
+      }
+      if (st == NTR_HOLE_FRONTIER || (st != NTR_SETTLED && now - g->stuck_since < STUCK_S))
         break;
-      g->lost_records++; /* a writer died mid-record: skip it */
+      if (st != NTR_SETTLED)
+        g->lost_records++; /* a writer died mid-record: skip it */
     } else if (c - 1 > g->cursor) {
       g->lost_records++; /* overwritten since we looked */
     } else if (g->mode == NTR_CHECK_ASYNC) {
@@ -118,6 +127,7 @@ static uint64_t read_ring(double now) {
      * the coordinator sees each once and in call order */
     g->cursor++;
     used++;
+    settled = 0;
     if (n == NTX_FP_MAX) {
       ntx_cl_queue_frame(NTX_MSG_FP, payload, ntx_enc_fp_head(payload, sizeof payload, 0, n));
       n = 0;

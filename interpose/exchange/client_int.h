@@ -26,6 +26,7 @@
 #define POLL_MAX_MS 5             /* ... and when idle: bounds verdict latency */
 #define PING_S 1.0                /* idle keepalive (the coordinator's dead timeout is 10 s) */
 #define STUCK_S 0.05              /* a slot left half-written this long is skipped */
+#define HOLE_S 0.02               /* a hole holding up later records this long is filled */
 #define LINGER_S 2.0              /* embedded coordinator waits for the others at exit */
 #define HS_TIMEOUT_S 5.0          /* connect + CHALLENGE + WELCOME must be done within */
 

@@ -279,28 +279,38 @@ def load_run(ring, nthreads, iters, extra_env=None):
     return decode(f[0])
 
 
+# Positions reserved and never used (recorder/ring.h: a thread's block of 16
+# positions; the rest of a block is given up when a reader fills it, when a
+# communicator moves to another thread, and at exit): a few blocks' worth.
+UNUSED_MAX = 16 * 8
+
+
 def t_overflow():
     for nthreads, iters in ((1, 1000), (3, 400)):
         big = load_run(0, nthreads, iters)
         check(big["header"]["lost"] == 0, "default ring lost records")
-        total = max(r["pos"] for r in big["records"]) + 1
-        check(len(big["records"]) == total, "default ring: %d records for %d positions" % (len(big["records"]), total))
+        check(big["header"]["torn"] == 0, "default ring: %d torn slots" % big["header"]["torn"])
+        # every record the program made; positions a thread reserved in its
+        # block and did not use hold none (recorder/ring.h, holes and fillers)
+        total = len(big["records"])
         ncoll = len([r for r in big["records"] if r["kind"] in ("AllReduce", "Broadcast")])
         check(ncoll == nthreads * iters, "default ring: %d collectives, made %d" % (ncoll, nthreads * iters))
         for slots in (64, 256):
             d = load_run(slots, nthreads, iters)
             h = d["header"]
             pos = sorted(r["pos"] for r in d["records"])
-            end = pos[-1] + 1
-            # the same program makes the same records: what is missing was overwritten
-            check(end == total, "ring %d: %d positions written, the default ring saw %d" % (slots, end, total))
-            check(h["lost"] == total - slots, "ring %d: lost %d, but %d of %d records cannot fit"
-                  % (slots, h["lost"], total - slots, total))
+            end = h["lost"] + slots  # the head: positions reserved
+            check(h["torn"] == 0, "ring %d: %d torn slots" % (slots, h["torn"]))
+            # the same program makes the same records: all but the newest
+            # were overwritten; lost also counts reserved, unused positions
+            check(total - slots <= h["lost"] <= total - slots + UNUSED_MAX,
+                  "ring %d: lost %d, but %d of %d records cannot fit" % (slots, h["lost"], total - slots, total))
             check(d["trigger"]["kind"] == "exit", "trigger %s" % d["trigger"])
             inring = [p for p in pos if p >= h["lost"]]
             holes = sorted(set(range(h["lost"], end)) - set(inring))
-            check(not holes or nthreads > 1, "ring %d, one thread: positions %s missing" % (slots, holes[:10]))
-            check(len(holes) <= 2, "ring %d: %d holes in the last lap" % (slots, len(holes)))
+            check(len(holes) <= UNUSED_MAX, "ring %d: %d holes in the last lap" % (slots, len(holes)))
+            print("overflow: ring %d: %d positions for %d records, %d unused in the last lap"
+                  % (slots, end, total, len(holes)))
             # the ring keeps exactly the newest records: per comm, the seqs in
             # the last lap are the last ones made, without a gap
             per = {}

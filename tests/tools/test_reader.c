@@ -67,9 +67,9 @@ static void test_merge_and_torn(void) {
   ntr_image_free(&img);
 
   /* Slot 3 being written: recent[] still holds Broadcast (pos 3). */
-  slot_of(ring, 3)->commit = 0;
+  slot_of(ring, 3)->commit = NTR_COMMIT_WRITING;
   /* Slot 5 (Mark, no comm, so not in recent[]) being written: gone. */
-  slot_of(ring, 5)->commit = 0;
+  slot_of(ring, 5)->commit = NTR_COMMIT_WRITING;
   /* Slot 2 holds a position that maps to slot 1: damage. */
   slot_of(ring, 2)->commit = 66;
   CHECK(ntr_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load torn: %s", err);
@@ -83,6 +83,26 @@ static void test_merge_and_torn(void) {
   }
   CHECK(has3 && !has5 && !has65, "recent[] supplies pos 3; pos 5 and the misplaced slot are skipped");
   ntr_image_free(&img);
+
+  /* Slot 5 (the Mark) never written -- a block position nobody used -- and
+   * then a filler (ring.h, holes and fillers): neither is damage, neither
+   * is a record. */
+  slot_of(ring, 3)->commit = 4;
+  slot_of(ring, 2)->commit = 3;
+  for (int pass = 0; pass < 2; pass++) {
+    struct ntr_record *f = slot_of(ring, 5);
+    memset(f, 0, sizeof *f);
+    f->commit = pass ? 6 : 0;
+    CHECK(ntr_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load holes: %s", err);
+    CHECK(img.torn == 0, "pass %d: an unused position or a filler is not torn, got %llu", pass,
+          (unsigned long long)img.torn);
+    int seen = 0;
+    for (uint64_t i = 0; i < img.nrecs; i++)
+      seen |= img.recs[i].kind == NTR_KIND_NONE || img.recs[i].commit == 6;
+    CHECK(!seen && img.nrecs == 6, "pass %d: 6 records without position 5, got %llu", pass,
+          (unsigned long long)img.nrecs);
+    ntr_image_free(&img);
+  }
   free(ring);
 }
 
