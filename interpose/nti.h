@@ -186,8 +186,9 @@ struct nti_comm {
   uint64_t pend_head;             /* watchdog only */
   uint64_t timeout_reported_pos;  /* watchdog only: position + 1 of the op last reported */
   uint64_t life_reported_since;   /* watchdog only */
-  uint64_t scan_gen;              /* watchdog only: recent_scan pass that last counted it */
-  uint64_t scan_count;            /* watchdog only: its op records in that pass's range */
+  uint64_t recent_upto;           /* position + 1 up to which the watchdog copied its op
+                                     records into recent[] (atomic: wrappers read it) */
+  uint64_t stall_pos, stall_polls; /* watchdog only: its newest record, waited for */
   uint64_t next_pos;              /* position + 1 of its newest record (atomic, relaxed):
                                      the floor of the next one (ntr_ring_reserve_in) */
   struct nti_comm *next_all;      /* list of every comm ever registered */
@@ -273,14 +274,26 @@ static inline uint32_t nti_fp_p2p(uint64_t seq, uint64_t count, int dtype, int p
 /* Fill the common fields of a fresh record (time, tid, group, comm). */
 /* A position for a record of comm c (or none): from the thread's block on
  * application threads, keeping c's records in position order. */
-static inline struct ntr_record *nti_reserve(uint64_t *pos, const struct nti_comm *c) {
-  if (NTI_UNLIKELY(nti_tls.internal))
-    return ntr_ring_reserve(&nti_g.ring, pos);
+/* Also links the record to c's previous one (prev_gap): the watchdog walks
+ * that chain back from c's newest record to copy recent[] (watchdog.c). */
+static inline __attribute__((always_inline)) struct ntr_record *nti_reserve(uint64_t *pos, const struct nti_comm *c) {
+  struct ntr_record *r;
+  if (NTI_UNLIKELY(nti_tls.internal)) {
+    r = ntr_ring_reserve(&nti_g.ring, pos);
+    r->prev_gap = 0;
+    return r;
+  }
   uint64_t *next = c ? (uint64_t *)&c->next_pos : NULL; /* written by its user thread only */
-  struct ntr_record *r = ntr_ring_reserve_in(&nti_g.ring, &nti_tls.ring_cur,
-                                             next ? __atomic_load_n(next, __ATOMIC_RELAXED) : 0, pos);
+  uint64_t prev = next ? __atomic_load_n(next, __ATOMIC_RELAXED) : 0;
+  r = ntr_ring_reserve_in(&nti_g.ring, &nti_tls.ring_cur, prev, pos);
+  /* prev = position + 1 of c's newest record, 0 when none; the gap is at
+   * least 1 (the floor above) */
+  uint64_t gap = *pos + 1 - prev;
+  r->prev_gap = prev && gap <= UINT32_MAX ? (uint32_t)gap : 0;
   if (next)
-    __atomic_store_n(next, *pos + 1, __ATOMIC_RELAXED);
+    /* Release: the watchdog that reads this newest position walks the
+     * chain from it (its own record's commit orders the rest). */
+    __atomic_store_n(next, *pos + 1, __ATOMIC_RELEASE);
   return r;
 }
 
@@ -395,11 +408,10 @@ static inline int nti_tracked(const struct nti_comm *c) {
   return c && __atomic_load_n(&c->cu_ctx, __ATOMIC_ACQUIRE);
 }
 /* recent[] copies of collective/p2p records are made by the watchdog
- * (wrappers publish them with cs = NULL): 1 when its scan already went
- * past position pos.  One relaxed load. */
-extern uint64_t nti_recent_scan_pos;
-static inline int nti_recent_passed(uint64_t pos) {
-  return __atomic_load_n(&nti_recent_scan_pos, __ATOMIC_RELAXED) > pos;
+ * (wrappers publish them with cs = NULL): 1 when it already handled c's
+ * record at position pos.  One relaxed load. */
+static inline int nti_recent_passed(const struct nti_comm *c, uint64_t pos) {
+  return __atomic_load_n(&c->recent_upto, __ATOMIC_RELAXED) > pos;
 }
 /* Is the stream capturing?  1 yes, 0 no or unknown. */
 int nti_stream_capturing(void *stream);

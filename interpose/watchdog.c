@@ -316,9 +316,6 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
 
 /* ------------------------------------------------------- recent copies -- */
 
-uint64_t nti_recent_scan_pos; /* written by the watchdog only (atomic) */
-static uint64_t scan_stall_pos, scan_stall_polls;
-
 static int is_op(unsigned kind) {
 #define NT_COLL(name, KIND, ...) kind == NTR_KIND_##KIND ||
 #define NT_P2P NT_COLL
@@ -333,95 +330,68 @@ static int is_op(unsigned kind) {
 #undef NT_LIFE
 }
 
-static struct nti_comm *scan_last; /* watchdog only: consecutive records share a comm */
-
-static struct nti_comm *comm_of(const struct ntr_record *r) {
-  struct nti_comm *last = scan_last;
-  if (last && last->cs->comm_id == r->comm_id && last->cs->rank == r->rank)
-    return last;
-  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
-    if (c->cs->comm_id == r->comm_id && c->cs->rank == r->rank)
-      return scan_last = c;
-  return NULL;
-}
-
-static int scan_op(uint64_t c, uint64_t p, const struct ntr_record *r) {
-  return c == p + 1 && r->phase == NTR_PHASE_CALL && is_op(r->kind) && r->comm_id;
-}
-
-/* Copy the collective/p2p records written since the last poll into their
- * communicators' recent[] (the wrappers publish them with cs = NULL).  The
- * scan waits at a record still being written or whose call has not
- * returned, for about a second (70 polls) at most.
- * Only the newest NTR_COMM_RECENT records of each comm in the range are
- * copied (counted in a first pass, copied in order in a second): older ones
- * would be overwritten in recent[] by the same pass, and each copy is an atomic add on rec_count, which sits
- * in the cache line the application's thread writes on every call
- * (blocked_since): a busy loop would otherwise pay a cross-core miss per
- * call for up to a ring's worth of copies per poll. */
-/* Polls the scan has waited at pos (counted once per poll). */
-static uint64_t scan_stalled(uint64_t pos) {
-  if (scan_stall_pos != pos) {
-    scan_stall_pos = pos;
-    scan_stall_polls = 0;
+/* Polls the scan has waited for c's record at pos (counted once per poll). */
+static uint64_t comm_stalled(struct nti_comm *c, uint64_t pos) {
+  if (c->stall_pos != pos + 1) {
+    c->stall_pos = pos + 1;
+    c->stall_polls = 0;
   }
-  return ++scan_stall_polls;
+  return ++c->stall_polls;
+}
+
+/* Copy c's collective/p2p records written since the last poll into its
+ * recent[] (the wrappers publish them with cs = NULL), so a quiet comm keeps
+ * its history in the mapping while a busy one laps the ring.  Only the
+ * newest NTR_COMM_RECENT can matter (recent[] keeps no more), so the walk
+ * starts at c's newest record and follows the records' prev_gap links back
+ * (nti_reserve): the work per poll is bounded by recent[]'s size whatever
+ * the call rate, and the watchdog reads no slot of another comm -- a scan
+ * of the whole ring in position order kept the other core busy and pulled
+ * the very lines the writers were about to write into its cache.
+ * The newest record waits while its call has not returned (its result
+ * would be missing from the copy), for about a second (70 polls) at most;
+ * the wrapper patches a copy made earlier (nti_record_patch). */
+static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
+  static struct ntr_record got[NTR_COMM_RECENT]; /* watchdog only (or its last pass at exit) */
+  uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
+  uint64_t upto = __atomic_load_n(&c->recent_upto, __ATOMIC_RELAXED);
+  uint64_t slots = nti_g.ring.mask + 1;
+  if (newest <= upto)
+    return;
+  uint64_t p = newest - 1, done = newest;
+  int n = 0;
+  while (p >= upto && head - p <= slots && n < (int)NTR_COMM_RECENT) {
+    struct ntr_record r;
+    uint64_t cm = ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &r);
+    if (cm != p + 1 || r.comm_id != c->cs->comm_id || r.rank != c->cs->rank) {
+      /* the newest still being written: next poll (unless its writer is
+       * gone); an older link that does not hold c's record: overwritten */
+      if (p == newest - 1 && !final && comm_stalled(c, p) < 70)
+        return;
+      break;
+    }
+    if (r.phase == NTR_PHASE_CALL && is_op(r.kind)) {
+      if (p == newest - 1 && r.result == -1 && !final && comm_stalled(c, p) < 70)
+        done = p; /* its call has not returned: copied at a later poll */
+      else
+        got[n++] = r;
+    }
+    if (!r.prev_gap || r.prev_gap > p)
+      break;
+    p -= r.prev_gap;
+  }
+  while (n > 0) { /* oldest first: recent[] keeps the newest at the top */
+    n--;
+    ntr_ring_commit_recent(c->cs, &got[n], got[n].commit - 1);
+  }
+  /* Release: a wrapper that sees the new position also sees the copies. */
+  __atomic_store_n(&c->recent_upto, done, __ATOMIC_RELEASE);
 }
 
 static void recent_scan(int final) {
-  static uint64_t gen;
   uint64_t head = __atomic_load_n(&nti_g.ring.hdr->head, __ATOMIC_ACQUIRE);
-  uint64_t start = nti_recent_scan_pos, slots = nti_g.ring.mask + 1;
-  if (head - start > slots)
-    start = head - slots; /* overwritten before we saw them */
-  uint64_t end = start;
-  struct ntr_record copy;
-  int settled = 0;
-  gen++;
-  while (end < head) {
-    uint64_t c = ntr_ring_read_slot(&nti_g.ring.slots[end & nti_g.ring.mask], &copy);
-    if (c == 0 || c <= end) { /* not written yet, being written, or a hole */
-      if (settled) { /* settled, yet the re-read does not hold it: overwritten */
-        settled = 0;
-        end++;
-        continue;
-      }
-      /* A quiet thread's unused block positions hold up the records after
-       * them: filled from the second poll on (recorder/ring.h). */
-      uint64_t polls = final ? 70 : scan_stalled(end);
-      int st = ntr_ring_settle(&nti_g.ring, end, head, polls >= 2);
-      if (st == NTR_SETTLED) {
-        settled = 1;
-        continue; /* read it again */
-      }
-      if (st == NTR_HOLE_FRONTIER || polls < 70)
-        break;
-      end++; /* a writer died mid-record: give up on it */
-      continue;
-    }
-    settled = 0;
-    if (!final && scan_op(c, end, &copy) && copy.result == -1 && scan_stalled(end) < 70)
-      break; /* the call has not returned yet */
-    struct nti_comm *cm = scan_op(c, end, &copy) ? comm_of(&copy) : NULL;
-    if (cm) {
-      cm->scan_count = cm->scan_gen == gen ? cm->scan_count + 1 : 1;
-      cm->scan_gen = gen;
-    }
-    end++;
-  }
-  /* Second pass, oldest first (recent[] keeps the newest of a comm at the
-   * highest rec_count): skip all but each comm's last NTR_COMM_RECENT.  A
-   * slot rewritten between the passes reads as another position: skipped. */
-  for (uint64_t p = start; p < end; p++) {
-    uint64_t c = ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &copy);
-    struct nti_comm *cm = scan_op(c, p, &copy) ? comm_of(&copy) : NULL;
-    if (!cm || cm->scan_gen != gen)
-      continue;
-    if (cm->scan_count-- <= NTR_COMM_RECENT)
-      ntr_ring_commit_recent(cm->cs, &copy, p);
-  }
-  /* Release: a wrapper that sees the new position also sees the copies. */
-  __atomic_store_n(&nti_recent_scan_pos, end, __ATOMIC_RELEASE);
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+    recent_scan_comm(c, head, final);
 }
 
 static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
@@ -537,8 +507,4 @@ void nti_watchdog_forget(void) {
   wd_running = 0;
   wd_stop = 0;
   nti_life_lock = m;
-  /* The child's ring starts at position 0. */
-  nti_recent_scan_pos = 0;
-  scan_stall_pos = scan_stall_polls = 0;
-  scan_last = NULL; /* pointed at a comm of the parent's ring */
 }

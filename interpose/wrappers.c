@@ -93,7 +93,7 @@ static inline __attribute__((always_inline)) void op_record(struct nti_op *o) {
   o->rec = r;
   /* Published without the recent[] copy: the watchdog copies collective
    * and p2p records into their comm's recent[] a few ms later
-   * (nti_recent_scan), which takes two atomic RMWs and a 128-byte copy off
+   * (recent_scan in watchdog.c), which takes two atomic RMWs and a 128-byte copy off
    * every call.  The main ring has the record at once either way. */
   nti_record_end(r, pos, NULL);
 }
@@ -105,7 +105,7 @@ static inline __attribute__((always_inline)) void op_result(const struct nti_op 
   struct ntr_record *r = o->rec;
   if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == o->pos + 1)
     __atomic_store_n(&r->result, (int32_t)res, __ATOMIC_RELAXED);
-  if (o->c && NTI_UNLIKELY(nti_recent_passed(o->pos)))
+  if (o->c && NTI_UNLIKELY(nti_recent_passed(o->c, o->pos)))
     nti_record_patch(o->pos, o->c, (int)res, 0, 0);
 }
 

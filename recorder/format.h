@@ -123,7 +123,8 @@ struct ntr_record {
   uint16_t flags;     /* enum ntr_record_flag */
   uint32_t fp;        /* fingerprint hash (ntr_fp_*); 0 when not applicable */
   uint32_t stack_id;  /* index+1 into the stack table, 0 = none */
-  uint32_t reserved;  /* explicit padding, 0 */
+  uint32_t prev_gap;  /* position - position of the previous record of the same comm written
+                         by an application thread; 0: none or unknown (interpose/nti.h) */
   uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error */
 };
 _Static_assert(sizeof(struct ntr_record) == 128, "record is two cache lines");

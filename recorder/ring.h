@@ -29,7 +29,7 @@
  *
  * Holes and fillers: a block's unused positions are holes until its thread
  * writes them; a thread that goes quiet leaves them open.  Readers that
- * follow positions in order (exchange client, watchdog) settle a hole that
+ * follow positions in order (the exchange client) settle a hole that
  * holds them up with ntr_ring_settle: a filler record (kind NTR_KIND_NONE)
  * takes the position through the same claim, and the owning thread, whose
  * claim then fails, moves to a fresh block.  Consequences: position order is

@@ -14,8 +14,9 @@ int harness_dumps;
 int harness_last_dump_kind;
 
 int nti_trigger_dump(int trigger_kind, const char *reason) {
-  __atomic_add_fetch(&harness_dumps, 1, __ATOMIC_RELAXED);
+  /* The kind first: a test that sees the count (acquire) sees the kind. */
   __atomic_store_n(&harness_last_dump_kind, trigger_kind, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&harness_dumps, 1, __ATOMIC_RELEASE);
   char b[256];
   int n = snprintf(b, sizeof b, "harness: dump trigger %d: %.95s\n", trigger_kind, reason ? reason : "");
   ssize_t w = write(2, b, (size_t)(n < (int)sizeof b ? n : (int)sizeof b - 1));

@@ -179,10 +179,10 @@ static int child(const char *scenario, int rank, int nranks) {
     int odd = !strcmp(scenario, "embedded") ? rank == 2 : rank == 1;
     uint64_t call = put_coll(cs, 2, odd ? NTR_KIND_BROADCAST : NTR_KIND_ALLREDUCE, 64, NULL);
     uint64_t v = wait_event(NTR_KIND_MISMATCH, 2, 5, text);
-    for (int i = 0; i < 50 && !__atomic_load_n(&harness_dumps, __ATOMIC_RELAXED); i++)
+    for (int i = 0; i < 50 && !__atomic_load_n(&harness_dumps, __ATOMIC_ACQUIRE); i++)
       sleep_ms(2); /* the dump follows the record */
     out("call %llu verdict %llu field %s dumps %d kind %d\n", (unsigned long long)call,
-        (unsigned long long)v, text, __atomic_load_n(&harness_dumps, __ATOMIC_RELAXED),
+        (unsigned long long)v, text, __atomic_load_n(&harness_dumps, __ATOMIC_ACQUIRE),
         __atomic_load_n(&harness_last_dump_kind, __ATOMIC_RELAXED));
     ok = v != 0;
   } else if (!strcmp(scenario, "strict_mismatch")) {
@@ -230,9 +230,9 @@ static int child(const char *scenario, int rank, int nranks) {
     if (rank == 2)
       pause(); /* to be SIGKILLed */
     uint64_t v = wait_event(NTR_KIND_PEER_LOST, UINT64_MAX, 5, text);
-    for (int i = 0; i < 50 && !__atomic_load_n(&harness_dumps, __ATOMIC_RELAXED); i++)
+    for (int i = 0; i < 50 && !__atomic_load_n(&harness_dumps, __ATOMIC_ACQUIRE); i++)
       sleep_ms(2);
-    out("lost %llu dumps %d kind %d\n", (unsigned long long)v, __atomic_load_n(&harness_dumps, __ATOMIC_RELAXED),
+    out("lost %llu dumps %d kind %d\n", (unsigned long long)v, __atomic_load_n(&harness_dumps, __ATOMIC_ACQUIRE),
         __atomic_load_n(&harness_last_dump_kind, __ATOMIC_RELAXED));
     ok = v != 0;
   } else if (!strcmp(scenario, "init_wait")) {
