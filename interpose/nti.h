@@ -160,8 +160,15 @@ int nti_real_nccl_version(void);
 #define NTI_EVQ 256 /* per-comm event queues, power of two */
 
 /* Our private view of one communicator; cs lives in the ring mapping. */
-struct nti_comm {
+/* Cache-line aligned, and allocated so (registry.c): the first line holds
+ * what the comm's own thread reads and writes on every call (next_pos),
+ * and no other comm's fields share it -- with 8 threads on 8 comms, one
+ * comm's next_pos next to another's cs pointer cost a cross-core miss per
+ * call (bench/scale/threads). */
+struct __attribute__((aligned(64))) nti_comm {
   struct ntr_comm_state *cs;
+  uint64_t next_pos;     /* position + 1 of its newest record (atomic, relaxed):
+                            the floor of the next one (ntr_ring_reserve_in) */
   ncclComm_t handle;
   int nonblocking;
   int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
@@ -189,8 +196,6 @@ struct nti_comm {
   uint64_t recent_upto;           /* position + 1 up to which the watchdog copied its op
                                      records into recent[] (atomic: wrappers read it) */
   uint64_t stall_pos, stall_polls; /* watchdog only: its newest record, waited for */
-  uint64_t next_pos;              /* position + 1 of its newest record (atomic, relaxed):
-                                     the floor of the next one (ntr_ring_reserve_in) */
   struct nti_comm *next_all;      /* list of every comm ever registered */
 };
 

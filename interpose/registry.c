@@ -30,9 +30,11 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
       nti_say("more than %u communicators: later ones are recorded without a comm id", NTR_COMM_MAX);
     return NULL;
   }
-  struct nti_comm *c = calloc(1, sizeof *c);
+  /* sizeof is a multiple of the alignment (64): see struct nti_comm */
+  struct nti_comm *c = aligned_alloc(_Alignof(struct nti_comm), sizeof *c);
   if (!c)
     return NULL;
+  memset(c, 0, sizeof *c);
   c->cs = cs;
   /* Vyukov queue: cell i is free for the producer of position i. */
   for (uint64_t i = 0; i < NTI_EVQ; i++)

@@ -187,6 +187,9 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   ring->stacks = (struct ntr_stack *)((char *)map + h->stack_offset);
   ring->slots = (struct ntr_record *)((char *)map + h->slot_offset);
   ring->mask = slots - 1;
+  /* A block is at most 1/64 of the ring: threads' blocks never share a
+   * lap's slots, and a small ring is not all holes. */
+  ring->block = slots / 64 < NTR_RING_BLOCK ? (slots / 64 ? slots / 64 : 1) : NTR_RING_BLOCK;
   ring->map_size = h->file_size;
   ntr_strlcpy(ring->dir, cfg->dir, sizeof ring->dir);
   return 0;
@@ -356,9 +359,9 @@ int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int fill) 
     return NTR_HOLE_WRITING;
   if (c > p)
     return NTR_SETTLED;
-  /* Unclaimed.  A thread's block has at most NTR_RING_BLOCK - 1 positions
+  /* Unclaimed.  A thread's block has at most ring->block - 1 positions
    * after p, so if anything after p is written, it is within that reach. */
-  uint64_t lim = p + 1 + NTR_RING_BLOCK, q = p + 1;
+  uint64_t lim = p + 1 + ring->block, q = p + 1;
   if (lim > head)
     lim = head;
   while (q < lim && !slot_taken(ring, q))

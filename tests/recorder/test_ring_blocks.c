@@ -12,7 +12,7 @@
 #include "helpers.h"
 #include "recorder/ring.h"
 
-#define SLOTS 1024u
+#define SLOTS 4096u /* full-size blocks (ring.h) */
 #define BIG_SLOTS (1u << 17) /* > WRITERS x per_writer + unused positions */
 
 static struct ntr_ring ring;
@@ -37,11 +37,11 @@ static void test_quiet_thread(void) {
   /* A's block: nothing after its next position yet -> the frontier */
   CHECK_EQ(ntr_ring_settle(&ring, base + 2, head(), 1), NTR_HOLE_FRONTIER);
   uint64_t pb = put(&b, 0, 2, 0);
-  CHECK_EQ(pb, base + NTR_RING_BLOCK); /* B's own block, after A's */
+  CHECK_EQ(pb, base + ring.block); /* B's own block, after A's */
   /* now A's unused positions hold B's record up */
   CHECK_EQ(ntr_ring_settle(&ring, base + 2, head(), 0), NTR_HOLE_BLOCKING);
   CHECK_EQ(ntr_ring_settle(&ring, base + 2, head(), 1), NTR_SETTLED);
-  for (uint64_t p = base + 2; p < base + NTR_RING_BLOCK; p++) {
+  for (uint64_t p = base + 2; p < base + ring.block; p++) {
     struct ntr_record copy;
     CHECK_EQ(ntr_ring_read_slot(&ring.slots[p & ring.mask], &copy), p + 1);
     CHECK_EQ(copy.kind, NTR_KIND_NONE); /* a filler */
@@ -51,7 +51,7 @@ static void test_quiet_thread(void) {
    * past B's, and its record is intact there */
   uint64_t pa = put(&a, 0, 1, 2);
   CHECK(pa > pb);
-  CHECK_EQ(pa % NTR_RING_BLOCK, 0);
+  CHECK_EQ(pa % ring.block, 0);
   struct ntr_record copy;
   CHECK_EQ(ntr_ring_read_slot(&ring.slots[pa & ring.mask], &copy), pa + 1);
   CHECK(t_intact(&copy));
