@@ -95,7 +95,11 @@ static uint64_t read_ring(double now) {
   static uint8_t payload[NTX_FRAME_MAX_PAYLOAD];
   uint32_t n = 0;
   int settled = 0; /* the slot at the cursor was settled once already */
-  while (g->cursor < head) {
+  g->stream_tokens += (now - g->stream_t) * STREAM_RATE;
+  if (g->stream_tokens > STREAM_BURST || g->stream_t == 0)
+    g->stream_tokens = STREAM_BURST;
+  g->stream_t = now;
+  while (g->cursor < head && g->stream_tokens >= 1) {
     if (g->out_len + NTX_FRAME_HDR + 8 + (size_t)(n + 1) * NTX_FP_WIRE + NTX_FRAME_MAC > sizeof g->out)
       break; /* the ring holds the rest until the socket drains */
     struct ntr_record rec;
@@ -128,6 +132,7 @@ static uint64_t read_ring(double now) {
     g->cursor++;
     used++;
     settled = 0;
+    g->stream_tokens -= 1;
     if (n == NTX_FP_MAX) {
       ntx_cl_queue_frame(NTX_MSG_FP, payload, ntx_enc_fp_head(payload, sizeof payload, 0, n));
       n = 0;

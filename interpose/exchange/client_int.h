@@ -27,6 +27,12 @@
 #define PING_S 1.0                /* idle keepalive (the coordinator's dead timeout is 10 s) */
 #define STUCK_S 0.05              /* a slot left half-written this long is skipped */
 #define HOLE_S 0.02               /* a hole holding up later records this long is filled */
+/* Records streamed per second at most, and the burst allowed above it.  A
+ * real job issues well under 100k NCCL calls per second per rank; only a
+ * loop on a no-op NCCL goes past this, and there the stream would only keep
+ * a core busy for records the ring overwrites anyway (counted as lost). */
+#define STREAM_RATE 2e6
+#define STREAM_BURST 2e4
 #define LINGER_S 2.0              /* embedded coordinator waits for the others at exit */
 #define HS_TIMEOUT_S 5.0          /* connect + CHALLENGE + WELCOME must be done within */
 
@@ -97,6 +103,7 @@ struct ntx_client {
   uint64_t cursor, stuck_pos;
   double stuck_since, next_connect, backoff, last_tx, first_try, conn_t0;
   uint64_t lost_records;
+  double stream_tokens, stream_t; /* read_ring's rate limit (STREAM_RATE) */
   int said_waiting, said_gone, said_agg;
 };
 extern struct ntx_client ntx_cl;
