@@ -93,10 +93,10 @@ int main(int argc, char **argv) {
   }
   const char *lib = argv[i], *noop = argv[i + 1];
   /* The traced children write their ring and dump here, not in the cwd. */
-  char tmpl[] = "/tmp/nccltrace-bench-XXXXXX";
-  if (!mkdtemp(tmpl))
+  char tmpl[64];
+  if (bu_mkdtemp(tmpl, sizeof tmpl, "bench"))
     return 1;
-  char d1[64], d2[64];
+  char d1[80], d2[80];
   snprintf(d1, sizeof d1, "%s/rings", tmpl);
   snprintf(d2, sizeof d2, "%s/dumps", tmpl);
   setenv("NCCLTRACE_RING_DIR", d1, 1);

@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -82,6 +83,21 @@ static inline int bu_run_capture(char *const argv[], const char *preload, char *
 }
 
 /* Median of n values (v is sorted in place). */
+/* A fresh directory for a benchmark's rings and dumps, where the tracer
+ * keeps its rings by default: a tmpfs (/dev/shm) when there is one.  A ring
+ * on a disk file system pays for dirty-page writeback (write faults on the
+ * hot path every few seconds), which the default configuration does not.
+ * name: a short tag.  @return 0, or -1 (errno set). */
+static inline int bu_mkdtemp(char *out, size_t cap, const char *name) {
+  struct stat st;
+  const char *base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
+  if ((size_t)snprintf(out, cap, "%s/nccltrace-%s-XXXXXX", base, name) >= cap) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  return mkdtemp(out) ? 0 : -1;
+}
+
 static inline double bu_median(double *v, int n) {
   if (n <= 0)
     return 0;

@@ -104,10 +104,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   const char *lib = argv[i];
-  char tmpl[] = "/tmp/nccltrace-threads-XXXXXX";
-  if (!mkdtemp(tmpl))
+  char tmpl[64];
+  if (bu_mkdtemp(tmpl, sizeof tmpl, "threads"))
     return 1;
-  char d1[64], d2[64];
+  char d1[80], d2[80];
   snprintf(d1, sizeof d1, "%s/rings", tmpl);
   snprintf(d2, sizeof d2, "%s/dumps", tmpl);
   setenv("NCCLTRACE_RING_DIR", d1, 1);
