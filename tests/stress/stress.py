@@ -331,7 +331,7 @@ def t_overflow():
             print("overflow: %d thread(s) x %d calls, ring %d: %d records made, lost %d, retained %d in the ring"
                   " (+%d from comm recent[])" % (nthreads, iters, slots, total, h["lost"], len(inring),
                                                   len(pos) - len(inring)))
-    figure("overflow_lost_exact", 1)
+    figure("overflow_lost_bounded", 1)
 
 
 # ----------------------------------------------------------- dump failure --
