@@ -3,6 +3,8 @@
 #ifndef NTR_TEST_HELPERS_H
 #define NTR_TEST_HELPERS_H
 #include <dirent.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,20 @@ static inline int t_count_files(const char *dir, const char *prefix) {
       n++;
   closedir(d);
   return n;
+}
+
+/* Start the reader, then n writers (each gets its index as argument), join
+ * the writers, set *done (release) and join the reader. */
+static inline void t_run_writers(int n, void *(*writer)(void *), void *(*reader)(void *), int *done) {
+  pthread_t w[64], rd;
+  CHECK(n <= 64);
+  CHECK_EQ(pthread_create(&rd, NULL, reader, NULL), 0);
+  for (uintptr_t i = 0; i < (uintptr_t)n; i++)
+    CHECK_EQ(pthread_create(&w[i], NULL, writer, (void *)i), 0);
+  for (int i = 0; i < n; i++)
+    pthread_join(w[i], NULL);
+  __atomic_store_n(done, 1, __ATOMIC_RELEASE);
+  pthread_join(rd, NULL);
 }
 
 /* Test-side body checksum: a record is "intact" when aux equals this. */

@@ -144,16 +144,9 @@ static void *reader(void *arg) {
 }
 
 static void test_concurrent(void) {
-  pthread_t w[WRITERS], rd;
   start_pos = head();
   memset(last_seen, 0xff, sizeof last_seen);
-  CHECK_EQ(pthread_create(&rd, NULL, reader, NULL), 0);
-  for (uintptr_t i = 0; i < WRITERS; i++)
-    CHECK_EQ(pthread_create(&w[i], NULL, writer, (void *)i), 0);
-  for (int i = 0; i < WRITERS; i++)
-    pthread_join(w[i], NULL);
-  __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
-  pthread_join(rd, NULL);
+  t_run_writers(WRITERS, writer, reader, &done);
   unsigned long long total = 0;
   for (int i = 0; i < WRITERS; i++)
     total += seen[i];

@@ -71,14 +71,7 @@ int main(int argc, char **argv) {
   comm[1] = ntr_ring_comm_alloc(&ring);
   CHECK(comm[0] && comm[1]);
 
-  pthread_t w[WRITERS], rd;
-  CHECK_EQ(pthread_create(&rd, NULL, reader, NULL), 0);
-  for (uintptr_t i = 0; i < WRITERS; i++)
-    CHECK_EQ(pthread_create(&w[i], NULL, writer, (void *)i), 0);
-  for (int i = 0; i < WRITERS; i++)
-    pthread_join(w[i], NULL);
-  __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
-  pthread_join(rd, NULL);
+  t_run_writers(WRITERS, writer, reader, &done);
 
   uint64_t head = ring.hdr->head;
   printf("head %llu (records %llu), reader: %llu validated, %llu rejected, %llu bad\n",
