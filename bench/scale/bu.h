@@ -47,6 +47,16 @@ static inline int bu_cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* In a forked child: stdout to the pipe's write end, stderr to /dev/null. */
+static inline void bu_child_stdio(int fd[2]) {
+  dup2(fd[1], 1);
+  close(fd[0]);
+  close(fd[1]);
+  int devnull = open("/dev/null", O_WRONLY);
+  if (devnull >= 0)
+    dup2(devnull, 2);
+}
+
 /* Run argv (argv[0] a path; benchmarks re-execute /proc/self/exe as their
  * measured side) with LD_PRELOAD = preload, or without LD_PRELOAD when
  * NULL, stderr to /dev/null (the tracer's startup lines), and read what it
@@ -60,12 +70,7 @@ static inline int bu_run_capture(char *const argv[], const char *preload, char *
   if (pid < 0)
     return -errno;
   if (pid == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    close(fd[1]);
-    int devnull = open("/dev/null", O_WRONLY);
-    if (devnull >= 0)
-      dup2(devnull, 2);
+    bu_child_stdio(fd);
     if (preload)
       setenv("LD_PRELOAD", preload, 1);
     else

@@ -113,12 +113,7 @@ static int sample_full(const char *lib, const char *noop, long calls, const char
     return -1;
   pid_t p = fork();
   if (p == 0) {
-    dup2(fd[1], 1);
-    close(fd[0]);
-    close(fd[1]);
-    int devnull = open("/dev/null", O_WRONLY);
-    if (devnull >= 0)
-      dup2(devnull, 2);
+    bu_child_stdio(fd);
     signal(SIGUSR1, SIG_IGN); /* the tracer installs its own handler over it */
     setenv("LD_LIBRARY_PATH", noop, 1);
     setenv("NCCLTRACE_RING_DIR", d1, 1);

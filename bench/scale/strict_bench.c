@@ -70,12 +70,7 @@ static double strict_round(const char *lib, const char *noop, int n, long calls,
       return -1;
     pids[r] = fork();
     if (pids[r] == 0) {
-      dup2(fd[1], 1);
-      close(fd[0]);
-      close(fd[1]);
-      int devnull = open("/dev/null", O_WRONLY);
-      if (devnull >= 0)
-        dup2(devnull, 2);
+      bu_child_stdio(fd);
       char rb[16], d1[600], d2[600];
       snprintf(rb, sizeof rb, "%d", r);
       snprintf(d1, sizeof d1, "%s/rings", tmp);

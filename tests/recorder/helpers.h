@@ -82,6 +82,14 @@ static inline int t_count_files(const char *dir, const char *prefix) {
   return n;
 }
 
+/* Open a ring of slots_ slots in a fresh temporary directory dir_ (an array). */
+#define T_RING_OPEN(ring_, dir_, job_, slots_)                                       \
+  do {                                                                               \
+    t_tmpdir(dir_, sizeof dir_);                                                     \
+    struct ntr_ring_config t_cfg_ = {.dir = dir_, .job_id = job_, .slots = slots_};  \
+    CHECK_EQ(ntr_ring_open(ring_, &t_cfg_), 0);                                      \
+  } while (0)
+
 /* Start the reader, then n writers (each gets its index as argument), join
  * the writers, set *done (release) and join the reader. */
 static inline void t_run_writers(int n, void *(*writer)(void *), void *(*reader)(void *), int *done) {

@@ -165,15 +165,13 @@ int main(int argc, char **argv) {
   if (argc > 1)
     per_writer = strtoul(argv[1], NULL, 10);
   char dir[64];
-  t_tmpdir(dir, sizeof dir);
-  struct ntr_ring_config cfg = {.dir = dir, .job_id = "blocks", .slots = SLOTS};
-  CHECK_EQ(ntr_ring_open(&ring, &cfg), 0);
+  T_RING_OPEN(&ring, dir, "blocks", SLOTS);
   test_quiet_thread();
   test_same_position();
   test_floor();
   ntr_ring_close(&ring, 1);
-  cfg.slots = BIG_SLOTS;
-  CHECK_EQ(ntr_ring_open(&ring, &cfg), 0);
+  struct ntr_ring_config big = {.dir = dir, .job_id = "blocks", .slots = BIG_SLOTS};
+  CHECK_EQ(ntr_ring_open(&ring, &big), 0);
   if (per_writer > 25000)
     per_writer = 25000;
   test_concurrent();

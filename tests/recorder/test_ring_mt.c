@@ -64,9 +64,7 @@ int main(int argc, char **argv) {
   if (argc > 1)
     per_writer = strtoul(argv[1], NULL, 10);
   char dir[64];
-  t_tmpdir(dir, sizeof dir);
-  struct ntr_ring_config cfg = {.dir = dir, .job_id = "mt", .slots = SLOTS};
-  CHECK_EQ(ntr_ring_open(&ring, &cfg), 0);
+  T_RING_OPEN(&ring, dir, "mt", SLOTS);
   comm[0] = ntr_ring_comm_alloc(&ring);
   comm[1] = ntr_ring_comm_alloc(&ring);
   CHECK(comm[0] && comm[1]);

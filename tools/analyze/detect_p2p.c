@@ -68,6 +68,26 @@ static int p2p_unmatched(const struct nta_comm *c, const struct nta_member *self
  * d waits to receive from a something a never sent it.  Both a and d are
  * named (either side may have picked the wrong peer).  Records lost to a
  * wrapped ring could fake an unmatched call: such processes are skipped. */
+/* A p2p mismatch candidate between ranks a and b at seq, on the field that
+ * differs; hex, ds and dr get the comm id and both ops described for the
+ * summary.  @return the candidate, NULL when the table is full. */
+static struct nta_cand *p2p_cand(struct nta_job *job, const struct nta_comm *c, uint64_t seq, const char *field,
+                                 int a, int b, const struct nta_op *so, const struct nta_op *ro, char hex[17],
+                                 char *ds, char *dr, size_t dlen) {
+  struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, so->t_ns > ro->t_ns ? so->t_ns : ro->t_ns);
+  if (!k)
+    return NULL;
+  k->comm = c;
+  k->seq = seq;
+  snprintf(k->field, sizeof(k->field), "%s", field);
+  k->ranks[k->nranks++] = a < b ? a : b;
+  k->ranks[k->nranks++] = a < b ? b : a;
+  nta_comm_hex(c->id, hex);
+  nta_describe_op(so, ds, dlen);
+  nta_describe_op(ro, dr, dlen);
+  return k;
+}
+
 static void detect_p2p_peer(struct nta_job *job, const struct nta_comm *c) {
   for (int ia = 0; ia < c->nranked; ia++) {
     const struct nta_member *ma = c->ranked[ia];
@@ -91,18 +111,10 @@ static void detect_p2p_peer(struct nta_job *job, const struct nta_comm *c) {
           struct nta_op so, ro;
           nta_p2p_op(ma, s, &so);
           nta_p2p_op(md, r, &ro);
-          struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, so.t_ns > ro.t_ns ? so.t_ns : ro.t_ns);
+          char hex[17], ds[160], dr[160];
+          struct nta_cand *k = p2p_cand(job, c, s->seq, "peer", a, d, &so, &ro, hex, ds, dr, sizeof ds);
           if (!k)
             return;
-          k->comm = c;
-          k->seq = s->seq;
-          snprintf(k->field, sizeof(k->field), "peer");
-          k->ranks[k->nranks++] = a < d ? a : d;
-          k->ranks[k->nranks++] = a < d ? d : a;
-          char hex[17], ds[160], dr[160];
-          nta_comm_hex(c->id, hex);
-          nta_describe_op(&so, ds, sizeof(ds));
-          nta_describe_op(&ro, dr, sizeof(dr));
           snprintf(k->summary, sizeof(k->summary),
                    "p2p mismatch on comm %s: rank %d's send #%llu went to rank %d, which never receives it, "
                    "while rank %d waits in %s for data from rank %d (peer differs)",
@@ -154,19 +166,11 @@ void nta_detect_p2p(struct nta_job *job, const struct nta_comm *c) {
     detect_p2p_peer(job, c);
     return;
   }
-  struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, best_t);
+  int a = best_ma->rank, b = best_mb->rank;
+  char hex[17], ds[160], dr[160];
+  struct nta_cand *k = p2p_cand(job, c, best_seq, best_field, a, b, &best_s, &best_r, hex, ds, dr, sizeof ds);
   if (!k)
     return;
-  int a = best_ma->rank, b = best_mb->rank;
-  k->comm = c;
-  k->seq = best_seq;
-  snprintf(k->field, sizeof(k->field), "%s", best_field);
-  k->ranks[k->nranks++] = a < b ? a : b;
-  k->ranks[k->nranks++] = a < b ? b : a;
-  char hex[17], ds[160], dr[160];
-  nta_comm_hex(c->id, hex);
-  nta_describe_op(&best_s, ds, sizeof(ds));
-  nta_describe_op(&best_r, dr, sizeof(dr));
   snprintf(k->summary, sizeof(k->summary),
            "p2p mismatch on comm %s: rank %d's send #%llu to rank %d is %s but rank %d's matching "
            "receive is %s (%s differs)",
