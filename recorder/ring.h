@@ -6,9 +6,10 @@
  * constructor / destructor, fork child handler) and are not thread-safe.
  * Everything else is lock-free, multi-producer: any thread may reserve/commit
  * concurrently.  ntr_ring_set_job may run once while writers are active.
- * Signal-safety: ntr_ring_reserve, ntr_ring_commit, ntr_ring_comm_alloc,
- * ntr_ring_lost and ntr_ring_read_slot are async-signal-safe (atomics and
- * plain stores only); ntr_ring_reopen_child is async-signal-safe in the sense
+ * A ntr_ring_cursor belongs to one thread (and its signal handlers).
+ * Signal-safety: ntr_ring_reserve, ntr_ring_reserve_in, ntr_ring_commit,
+ * ntr_ring_comm_alloc, ntr_ring_lost, ntr_ring_read_slot and ntr_ring_settle
+ * are async-signal-safe (atomics and plain stores only); ntr_ring_reopen_child is async-signal-safe in the sense
  * that a pthread_atfork child handler needs (syscalls only, no malloc, no
  * stdio, no locks); ntr_ring_open/close are not signal-safe.
  *
