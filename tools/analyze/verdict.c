@@ -93,6 +93,29 @@ static int explained(const struct nta_job *job, const struct nta_cand *k) {
   return 0;
 }
 
+/* Is missing collective k the effect of a fingerprint mismatch on its comm?
+ * Ranks that disagreed at seq s' < k->seq are stuck in that call, so they
+ * never issue k->seq, while a rank whose mismatched call returned (a root-only
+ * Broadcast, an eager send) runs ahead to it.  Its call at k->seq may come
+ * before the mismatch counts as seen (the last rank's call at s'), so time
+ * alone would name the effect.  A p2p mismatch explains it when a rank it
+ * names is one that never issued k->seq. */
+static int follows_mismatch(const struct nta_job *job, const struct nta_cand *k) {
+  for (int j = 0; k->cls == NTA_MISSING_COLL && j < job->ncands; j++) {
+    const struct nta_cand *d = &job->cands[j];
+    if (d->comm != k->comm)
+      continue;
+    if (d->cls == NTA_COLL_MISMATCH && d->seq < k->seq)
+      return 1;
+    if (d->cls == NTA_P2P_MISMATCH)
+      for (int a = 0; a < d->nranks; a++)
+        for (int b = 0; b < k->nranks; b++)
+          if (d->ranks[a] == k->ranks[b])
+            return 1;
+  }
+  return 0;
+}
+
 static int better(const struct nta_cand *a, const struct nta_cand *b) {
   /* a before b? */
   uint64_t ta = a->t_ns, tb = b->t_ns;
@@ -185,7 +208,7 @@ void nta_decide(struct nta_job *job) {
       ok = 1;
       break;
     case NTA_MISSING_COLL: case NTA_INIT_HANG:
-      ok = !explained(job, k);
+      ok = !explained(job, k) && !follows_mismatch(job, k);
       break;
     case NTA_ENV_MISMATCH:
       ok = k->refused; /* otherwise only a hint, below */

@@ -84,6 +84,33 @@ static void t_op_mismatch(void) {
   nta_job_free(&job);
 }
 
+/* The scenario raw_op_returns, with the timing that once named the effect:
+ * rank 2's Broadcast (root: it returns) at seq 2 and its AllReduce #3 both
+ * come before rank 0 reaches its AllReduce #2.  Ranks 0,1 then "never issued"
+ * #3, but only because the mismatch at #2 stuck them: that is the cause. */
+static void t_op_mismatch_ahead(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntr_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 1, 0);
+    if (r == 2) {
+      tb_coll(img, W, NTR_KIND_BROADCAST, 64, 7, -1, 2, 28.6, 28.7);
+      tb_ar(img, W, 64, 29.7, -1);
+    } else {
+      tb_ar(img, W, 64, r ? 27.5 : 31.0, -1);
+    }
+    tb_timeout(img, W, r == 2 ? 3 : 2, 1032);
+    tb_signal(img, SIGTERM, 4080);
+  }
+  run(&job, "op_mismatch_ahead");
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(!strcmp(job.v.field, "op") && job.v.seq == 2, "field %s seq %llu", job.v.field,
+           (unsigned long long)job.v.seq);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks n=%d", job.v.nranks);
+  nta_job_free(&job);
+}
+
 /* Two ranks: count 4 vs 8 -> both named; then dtype, redop, root. */
 static void t_field(const char *field, int kind1, uint64_t c1, int dt1, int op1, int root1) {
   struct nta_job job;
@@ -787,6 +814,7 @@ int main(void) {
   t_healthy();
   t_bcast_alias();
   t_op_mismatch();
+  t_op_mismatch_ahead();
   t_field("count", NTR_KIND_REDUCE, 8, 7, 0, 0);
   t_field("dtype", NTR_KIND_REDUCE, 4, 9, 0, 0);
   t_field("redop", NTR_KIND_REDUCE, 4, 7, 2, 0);
