@@ -174,6 +174,10 @@ void emu_set_last_error(struct ncclComm *c, const char *fmt, ...) __attribute__(
 const char *emu_get_last_error(struct ncclComm *c);
 void emu_op_finished(struct ncclComm *c);
 
+/* emu_nccl_sweep.c: once per process, remove the bootstrap segments whose
+ * init never completed and whose joined ranks are all gone. */
+void emu_sweep_stale_segments(void);
+
 /* Connect the p2p pairs the ops of a group need and that are not connected
  * yet, as NCCL's ncclTransportP2pSetup does at the outermost GroupEnd: post
  * this rank's side, then wait on the host until each peer has posted its

@@ -329,6 +329,7 @@ static bool emu_all_joined(struct ncclComm *c, void *arg)
 static ncclResult_t emu_comm_join(struct ncclComm *c)
 {
   size_t size = emu_shm_size(c->nranks);
+  emu_sweep_stale_segments();
   int fd = shm_open(c->name, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
     emu_set_last_error(c, "shm_open(%s): %s", c->name, strerror(errno));
