@@ -13,20 +13,8 @@
 #include "recorder/dump.h"
 
 static const char *trig_name(int kind) {
-  switch (kind) {
-  case NTR_TRIG_EXIT: return "exit";
-  case NTR_TRIG_SIGNAL: return "signal";
-  case NTR_TRIG_FATAL_SIGNAL: return "fatal_signal";
-  case NTR_TRIG_TIMEOUT: return "timeout";
-  case NTR_TRIG_ASYNC_ERROR: return "async_error";
-  case NTR_TRIG_ABORT: return "abort";
-  case NTR_TRIG_MISMATCH: return "mismatch";
-  case NTR_TRIG_PEER_LOST: return "peer_lost";
-  case NTR_TRIG_USER: return "user";
-  case NTR_TRIG_COLLECTED: return "collected";
-  case NTR_TRIG_SIGUSR1: return "sigusr1";
-  default: return "unknown";
-  }
+  const char *n = ntr_trigger_name((unsigned)kind);
+  return n ? n : "unknown";
 }
 
 /* strlcat without libc's locale-free guarantees in doubt: plain loop. */

@@ -126,20 +126,7 @@ void ntr_dump_reset_child(void) {
 /* -------------------------------------------------------------- names -- */
 
 const char *ntr_dump_trigger_name(unsigned kind) {
-  switch (kind) {
-  case NTR_TRIG_EXIT: return "exit";
-  case NTR_TRIG_SIGNAL: return "signal";
-  case NTR_TRIG_FATAL_SIGNAL: return "fatal";
-  case NTR_TRIG_TIMEOUT: return "timeout";
-  case NTR_TRIG_ASYNC_ERROR: return "async_error";
-  case NTR_TRIG_ABORT: return "abort";
-  case NTR_TRIG_MISMATCH: return "mismatch";
-  case NTR_TRIG_PEER_LOST: return "peer_lost";
-  case NTR_TRIG_USER: return "user";
-  case NTR_TRIG_COLLECTED: return "collected";
-  case NTR_TRIG_SIGUSR1: return "sigusr1";
-  default: return "unknown";
-  }
+  return ntr_trigger_file_tag(kind);
 }
 
 const char *ntr_dump_signal_name(int signo) {

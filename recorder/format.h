@@ -266,11 +266,47 @@ struct ntr_section {
 };
 _Static_assert(sizeof(struct ntr_section) == 16, "section header");
 
+/* Every dump trigger: X(KIND, value, name, file tag).  The name is what the
+ * tracer's DUMP event, `nccltrace decode` and the JSON say; the file tag ends
+ * the dump's file name (a signal's own name takes its place when known). */
+#define NTR_TRIGGER_LIST(X)                                  \
+  X(EXIT, 1, "exit", "exit")                                 \
+  X(SIGNAL, 2, "signal", "signal")                           \
+  X(FATAL_SIGNAL, 3, "fatal_signal", "fatal")                \
+  X(TIMEOUT, 4, "timeout", "timeout")                        \
+  X(ASYNC_ERROR, 5, "async_error", "async_error")            \
+  X(ABORT, 6, "abort", "abort")                              \
+  X(MISMATCH, 7, "mismatch", "mismatch")                     \
+  X(PEER_LOST, 8, "peer_lost", "peer_lost")                  \
+  X(USER, 9, "user", "user")                                 \
+  X(COLLECTED, 10, "collected", "collected")                 \
+  X(SIGUSR1, 11, "sigusr1", "sigusr1")
+
 enum ntr_trigger_kind {
-  NTR_TRIG_EXIT = 1, NTR_TRIG_SIGNAL, NTR_TRIG_FATAL_SIGNAL, NTR_TRIG_TIMEOUT,
-  NTR_TRIG_ASYNC_ERROR, NTR_TRIG_ABORT, NTR_TRIG_MISMATCH, NTR_TRIG_PEER_LOST,
-  NTR_TRIG_USER, NTR_TRIG_COLLECTED, NTR_TRIG_SIGUSR1,
+#define NTR_X_ENUM(k, v, name, tag) NTR_TRIG_##k = v,
+  NTR_TRIGGER_LIST(NTR_X_ENUM)
+#undef NTR_X_ENUM
 };
+
+/* NULL for a kind this version does not know.  Async-signal-safe. */
+static inline const char *ntr_trigger_name(unsigned kind) {
+  switch (kind) {
+#define NTR_X_NAME(k, v, name, tag) case v: return name;
+  NTR_TRIGGER_LIST(NTR_X_NAME)
+#undef NTR_X_NAME
+  default: return NULL;
+  }
+}
+
+/* "unknown" for a kind this version does not know.  Async-signal-safe. */
+static inline const char *ntr_trigger_file_tag(unsigned kind) {
+  switch (kind) {
+#define NTR_X_TAG(k, v, name, tag) case v: return tag;
+  NTR_TRIGGER_LIST(NTR_X_TAG)
+#undef NTR_X_TAG
+  default: return "unknown";
+  }
+}
 
 struct ntr_trigger {
   uint32_t kind;        /* enum ntr_trigger_kind */

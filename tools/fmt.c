@@ -96,12 +96,6 @@ const char *ntt_proc_state_name(unsigned st) {
 /* SIGTERM/SIGINT dumps are named after the signal ("sigterm"), so a reader
  * sees the launcher's fail-fast kill for what it is. */
 const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len) {
-  static const char *const n[] = {
-      [NTR_TRIG_EXIT] = "exit",       [NTR_TRIG_SIGNAL] = "signal",       [NTR_TRIG_FATAL_SIGNAL] = "fatal_signal",
-      [NTR_TRIG_TIMEOUT] = "timeout", [NTR_TRIG_ASYNC_ERROR] = "async_error", [NTR_TRIG_ABORT] = "abort",
-      [NTR_TRIG_MISMATCH] = "mismatch", [NTR_TRIG_PEER_LOST] = "peer_lost", [NTR_TRIG_USER] = "user",
-      [NTR_TRIG_COLLECTED] = "collected", [NTR_TRIG_SIGUSR1] = "sigusr1",
-  };
   if (t->kind == NTR_TRIG_SIGNAL && t->signo > 0) {
     char tmp[32];
     const char *s = ntt_signal_name(t->signo, tmp, sizeof tmp);
@@ -113,8 +107,9 @@ const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len)
       return buf;
     }
   }
-  if (t->kind < sizeof n / sizeof n[0] && n[t->kind])
-    return n[t->kind];
+  const char *n = ntr_trigger_name(t->kind);
+  if (n)
+    return n;
   snprintf(buf, len, "trigger#%u", t->kind);
   return buf;
 }
