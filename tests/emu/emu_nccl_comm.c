@@ -434,17 +434,11 @@ static ncclResult_t emu_run_job(struct emu_job *j, bool blocking)
   return rc;
 }
 
-ncclResult_t emu_comm_init(struct ncclComm **out, int nranks, const char *name, int rank,
-                           const ncclConfig_t *config, int inherit_blocking)
+/* Join c's bootstrap on a job thread (blocking: waited for here).  On
+ * failure c is released; else *out = c and the result is ncclSuccess or,
+ * nonblocking, ncclInProgress. */
+static ncclResult_t emu_start_join(struct ncclComm *c, ncclComm_t *out)
 {
-  struct ncclComm *c = emu_comm_alloc(nranks, rank, config, inherit_blocking);
-  if (!c)
-    return ncclSystemError;
-  snprintf(c->name, sizeof c->name, "%s", name);
-  if (emu_parse_faults(c) != 0) {
-    emu_comm_put(c);
-    return ncclInvalidArgument;
-  }
   struct emu_job *j = calloc(1, sizeof *j);
   if (!j) {
     emu_comm_put(c);
@@ -459,6 +453,20 @@ ncclResult_t emu_comm_init(struct ncclComm **out, int nranks, const char *name, 
   }
   *out = c;
   return rc;
+}
+
+ncclResult_t emu_comm_init(struct ncclComm **out, int nranks, const char *name, int rank,
+                           const ncclConfig_t *config, int inherit_blocking)
+{
+  struct ncclComm *c = emu_comm_alloc(nranks, rank, config, inherit_blocking);
+  if (!c)
+    return ncclSystemError;
+  snprintf(c->name, sizeof c->name, "%s", name);
+  if (emu_parse_faults(c) != 0) {
+    emu_comm_put(c);
+    return ncclInvalidArgument;
+  }
+  return emu_start_join(c, out);
 }
 
 /* ---- split and shrink ----------------------------------------------------- */
@@ -621,20 +629,7 @@ EMU_API ncclResult_t pncclCommShrink(ncclComm_t comm, int *excl, int nexcl, nccl
   c->device = comm->device;
   c->nfaults = comm->nfaults;
   memcpy(c->faults, comm->faults, sizeof c->faults);
-  struct emu_job *j = calloc(1, sizeof *j);
-  if (!j) {
-    emu_comm_put(c);
-    return ncclSystemError;
-  }
-  j->child = c;
-  ncclResult_t rc = emu_run_job(j, c->blocking);
-  if (rc != ncclSuccess && rc != ncclInProgress) {
-    emu_mon_remove(c);
-    emu_comm_put(c);
-    return rc;
-  }
-  *newcomm = c;
-  return rc;
+  return emu_start_join(c, newcomm);
 }
 
 /* ---- finalize, destroy, abort, revoke -------------------------------------- */
