@@ -14,6 +14,10 @@ import os
 import subprocess
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from toolcheck import check, failures, finish, run  # noqa: E402,F401
+
 NT = sys.argv[1]
 
 
@@ -32,24 +36,6 @@ DUMMY = harmless_library()
 if not DUMMY:
     print("SKIP: no libc path in /proc/self/maps")
     sys.exit(77)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args, env=None):
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.run(list(args), capture_output=True, text=True, timeout=20, env=e)
-    # UBSan reports and goes on: its report alone must fail the test.
-    check("runtime error:" not in p.stderr and "Sanitizer" not in p.stderr, "sanitizer report: %s" % p.stderr[-2000:])
-    return p
-
-
 p = run(NT, "--version")
 check(p.returncode == 0 and p.stdout == "nccltrace 0.1.0\n", "--version: %r" % p.stdout)
 p = run(NT, "--help")
@@ -93,7 +79,4 @@ if out.get("K"):
 else:
     check("running without" in p.stderr, "coordinator unavailability is said: %r" % p.stderr)
 
-if failures:
-    print("%d failure(s)" % len(failures))
-    sys.exit(1)
-print("ok")
+sys.exit(finish())

@@ -16,24 +16,11 @@ import struct
 import subprocess
 import sys
 import tempfile
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from toolcheck import check, failures, finish, run  # noqa: E402,F401
 
 NT, MKFIX = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args):
-    p = subprocess.run(list(args), capture_output=True, text=True, timeout=20)
-    # UBSan reports and goes on: its report alone must fail the test.
-    check("runtime error:" not in p.stderr and "Sanitizer" not in p.stderr, "sanitizer report: %s" % p.stderr[-2000:])
-    return p
-
-
 def refused(path, reason, extra=()):
     """decode must exit 2 with one line naming path and reason."""
     p = run(NT, "decode", *extra, path)
@@ -159,11 +146,7 @@ def main():
                     best = n
         check(best is not None, "some cut of a multi-block dump salvages a proper prefix of records")
 
-    if failures:
-        print("%d failure(s)" % len(failures))
-        return 1
-    print("ok")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

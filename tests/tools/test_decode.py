@@ -14,24 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from toolcheck import check, failures, finish, run  # noqa: E402,F401
 
 NT, MKFIX = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args):
-    p = subprocess.run(list(args), capture_output=True, text=True, timeout=20)
-    # UBSan reports and goes on: its report alone must fail the test.
-    check("runtime error:" not in p.stderr and "Sanitizer" not in p.stderr, "sanitizer report: %s" % p.stderr[-2000:])
-    return p
-
-
 TOP = ["file", "format", "version", "header", "env", "trigger", "backtrace", "comms", "records"]
 HEADER = ["host", "pid", "ppid", "exe", "rank", "local_rank", "world_size", "local_world_size", "job",
           "nccl_version", "tracer_version", "proc_state", "exit_code", "signo", "lost", "torn", "dropped",
@@ -164,11 +151,7 @@ def main():
         doc = json.loads(run(NT, "decode", "--json", sig).stdout)
         check(doc["trigger"]["kind"] == "sigterm" and doc["trigger"]["signo"] == 15, "sigterm trigger %r" % doc["trigger"])
 
-    if failures:
-        print("%d failure(s)" % len(failures))
-        return 1
-    print("ok")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

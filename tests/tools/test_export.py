@@ -21,26 +21,11 @@ import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from toolcheck import check, failures, finish, run  # noqa: E402,F401
 import jsonschema_lite  # noqa: E402
 
 NT, MKFIX = sys.argv[1], sys.argv[2]
 SCHEMA = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trace_event_schema.json")))
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args):
-    p = subprocess.run(list(args), capture_output=True, text=True, timeout=20)
-    # UBSan reports and goes on: its report alone must fail the test.
-    check("runtime error:" not in p.stderr and "Sanitizer" not in p.stderr, "sanitizer report: %s" % p.stderr[-2000:])
-    return p
-
-
 def export(out, *inputs):
     p = run(NT, "export", "--chrome", *inputs, "-o", out)
     doc = None
@@ -114,14 +99,6 @@ def main():
         p = run(NT, "export", r0, "-o", out)
         check(p.returncode == 2, "export without --chrome is a usage error")
     return finish()
-
-
-def finish():
-    if failures:
-        print("%d failure(s)" % len(failures))
-        return 1
-    print("ok")
-    return 0
 
 
 if __name__ == "__main__":

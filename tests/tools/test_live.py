@@ -21,24 +21,11 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from toolcheck import check, failures, finish, run  # noqa: E402,F401
 
 NT, MKFIX, WRITER = sys.argv[1], sys.argv[2], sys.argv[3]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args):
-    p = subprocess.run(list(args), capture_output=True, text=True, timeout=20)
-    # UBSan reports and goes on: its report alone must fail the test.
-    check("runtime error:" not in p.stderr and "Sanitizer" not in p.stderr, "sanitizer report: %s" % p.stderr[-2000:])
-    return p
-
-
 def dead_pid():
     p = subprocess.Popen(["true"])
     p.wait()
@@ -141,11 +128,7 @@ def main():
         p = run(NT, "status", "--rings", os.path.join(d, "nope"))
         check(p.returncode == 0 and "no traced process" in p.stdout, "status without a ring dir")
 
-    if failures:
-        print("%d failure(s)" % len(failures))
-        return 1
-    print("ok")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":
