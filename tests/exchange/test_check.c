@@ -12,14 +12,7 @@
 #include "interpose/exchange/record_fp.h"
 #include "recorder/format.h"
 
-static int failures;
-#define EXPECT(c)                                                                  \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);             \
-      failures++;                                                                  \
-    }                                                                              \
-  } while (0)
+#include "tests/exchange/expect.h"
 
 struct ev {
   int is_reply;

@@ -297,14 +297,7 @@ static int child(const char *scenario, int rank, int nranks) {
 
 /* ------------------------------------------------------------ parent -- */
 
-static int failures;
-#define EXPECT(c)                                                                  \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);             \
-      failures++;                                                                  \
-    }                                                                              \
-  } while (0)
+#include "tests/exchange/expect.h"
 
 static int free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -19,14 +19,7 @@
 #include "interpose/exchange/wire.h"
 #include "recorder/format.h"
 
-static int failures;
-#define EXPECT(c)                                                                  \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);             \
-      failures++;                                                                  \
-    }                                                                              \
-  } while (0)
+#include "tests/exchange/expect.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -9,14 +9,7 @@
 #include "interpose/exchange/auth.h"
 #include "interpose/exchange/wire.h"
 
-static int failures;
-#define EXPECT(c)                                                                  \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);             \
-      failures++;                                                                  \
-    }                                                                              \
-  } while (0)
+#include "tests/exchange/expect.h"
 
 static void test_siphash(void) {
   /* Appendix A of the SipHash paper: key 00..0f, messages 00..(n-1). */
