@@ -288,6 +288,31 @@ def t_strict_shm_garbage(tmp):
         check(f.read() == b"\0" * 8192, "the symlink's target was written")
 
 
+def check_op_verdict(job, tmp, how):
+    """Rank 1's Broadcast at seq 4 against AllReduce: every rank printed
+    exactly one mismatch line naming it, and recorded the verdict within
+    100 ms of the later rank's call (both times from the rings)."""
+    for r in range(N):
+        err = job.text("err", r)
+        check(err.count("nccltrace: mismatch on comm") == 1, "rank %d: not exactly one line" % r)
+        check("seq 4 field op: rank 1 Broadcast" in err, "rank %d: wrong verdict" % r)
+    calls, verdicts = [], []
+    for path in rings(tmp):
+        recs = decode(path)["records"]
+        c = [x["t_ns"] for x in recs if x.get("seq") == 4 and x["kind"] in ("AllReduce", "Broadcast")]
+        v = [x["t_ns"] for x in recs if x["kind"] == "Mismatch"]
+        check(c and v, "%s: call %s verdict %s" % (path, c, v))
+        if c and v:
+            calls.append(min(c))
+            verdicts.append(min(v))
+    check(len(calls) == N, "expected %d rings, got %d" % (N, len(calls)))
+    later = max(calls, default=0)
+    for v in verdicts:
+        ms = (v - later) / 1e6
+        print("verdict recorded %.2f ms after the later rank's call%s" % (ms, how))
+        check(0 <= ms < 100, "verdict %.2f ms after the later call" % ms)
+
+
 def t_async(tmp):
     # A small ring keeps the 4 dumps cheap: on 2 shared cores, dumps written
     # by the first ranks told must not starve the last one (the latency
@@ -300,25 +325,7 @@ def t_async(tmp):
     job.kill_all()
     job.show()
     check(ok, "not every rank printed the mismatch")
-    for r in range(N):
-        err = job.text("err", r)
-        check(err.count("nccltrace: mismatch on comm") == 1, "rank %d: not exactly one line" % r)
-        check("seq 4 field op: rank 1 Broadcast" in err, "rank %d: wrong verdict" % r)
-    calls, verdicts = [], []
-    for path in rings(tmp):
-        j = decode(path)
-        recs = j["records"]
-        c = [x["t_ns"] for x in recs if x.get("seq") == 4 and x["kind"] in ("AllReduce", "Broadcast")]
-        v = [x["t_ns"] for x in recs if x["kind"] == "Mismatch"]
-        check(c and v, "%s: call %s verdict %s" % (path, c, v))
-        calls.append(min(c))
-        verdicts.append(min(v))
-    check(len(calls) == N, "expected %d rings, got %d" % (N, len(calls)))
-    later = max(calls)
-    for v in verdicts:
-        ms = (v - later) / 1e6
-        print("verdict recorded %.2f ms after the later rank's call" % ms)
-        check(0 <= ms < 100, "verdict %.2f ms after the later call" % ms)
+    check_op_verdict(job, tmp, "")
     trig = dump_triggers(tmp)
     check(sum(1 for _, k in trig if k == "mismatch") >= N, "mismatch dumps: %s" % trig)
 
@@ -402,22 +409,7 @@ def t_agg_async(tmp):
     for r in range(N):
         err = job.text("err", r)
         check("through this host's node aggregator" in err, "rank %d did not connect through an aggregator" % r)
-        check(err.count("nccltrace: mismatch on comm") == 1, "rank %d: not exactly one line" % r)
-        check("seq 4 field op: rank 1 Broadcast" in err, "rank %d: wrong verdict" % r)
-    calls, verdicts = [], []
-    for path in rings(tmp):
-        recs = decode(path)["records"]
-        c = [x["t_ns"] for x in recs if x.get("seq") == 4 and x["kind"] in ("AllReduce", "Broadcast")]
-        v = [x["t_ns"] for x in recs if x["kind"] == "Mismatch"]
-        check(c and v, "%s: call %s verdict %s" % (path, c, v))
-        calls.append(min(c))
-        verdicts.append(min(v))
-    check(len(calls) == N, "expected %d rings, got %d" % (N, len(calls)))
-    later = max(calls)
-    for v in verdicts:
-        ms = (v - later) / 1e6
-        print("verdict recorded %.2f ms after the later rank's call (through 2 aggregators)" % ms)
-        check(0 <= ms < 100, "verdict %.2f ms after the later call" % ms)
+    check_op_verdict(job, tmp, " (through 2 aggregators)")
 
 
 def t_agg_sigkill(tmp):
