@@ -93,25 +93,32 @@ static int explained(const struct nta_job *job, const struct nta_cand *k) {
   return 0;
 }
 
-/* Is missing collective k the effect of a fingerprint mismatch on its comm?
- * Ranks that disagreed at seq s' < k->seq are stuck in that call, so they
- * never issue k->seq, while a rank whose mismatched call returned (a root-only
- * Broadcast, an eager send) runs ahead to it.  Its call at k->seq may come
- * before the mismatch counts as seen (the last rank's call at s'), so time
- * alone would name the effect.  A p2p mismatch explains it when a rank it
- * names is one that never issued k->seq. */
+/* Is missing collective k the effect of a fingerprint mismatch?  A rank
+ * that never issued k->seq is stuck in a mismatched call: on k's own comm at
+ * an earlier seq, or on another comm (a split half) whose mismatched call it
+ * never completed, or in a p2p mismatch that names it.  Meanwhile the ranks
+ * whose calls returned (a root-only Broadcast, an eager send, the healthy
+ * half of a split) run on to k->seq, possibly before the last mismatched
+ * call was even made, so time alone would name the effect. */
 static int follows_mismatch(const struct nta_job *job, const struct nta_cand *k) {
   for (int j = 0; k->cls == NTA_MISSING_COLL && j < job->ncands; j++) {
     const struct nta_cand *d = &job->cands[j];
-    if (d->comm != k->comm)
+    if (d->cls != NTA_COLL_MISMATCH && d->cls != NTA_P2P_MISMATCH)
       continue;
-    if (d->cls == NTA_COLL_MISMATCH && d->seq < k->seq)
+    if (d->cls == NTA_COLL_MISMATCH && d->comm == k->comm && d->seq < k->seq)
       return 1;
-    if (d->cls == NTA_P2P_MISMATCH)
-      for (int a = 0; a < d->nranks; a++)
-        for (int b = 0; b < k->nranks; b++)
-          if (d->ranks[a] == k->ranks[b])
-            return 1;
+    for (int i = 0; i < k->nranks; i++) {
+      const struct nta_proc *p = proc_of_rank(job, k->comm, k->ranks[i]);
+      const struct nta_member *m = p && d->comm ? nta_member_of(d->comm, p) : NULL;
+      struct nta_op o;
+      if (!m)
+        continue;
+      if (d->cls == NTA_COLL_MISMATCH && nta_coll_find(m, d->seq, &o) && !o.done_ns)
+        return 1;
+      for (int a = 0; d->cls == NTA_P2P_MISMATCH && a < d->nranks; a++)
+        if (d->ranks[a] == m->rank)
+          return 1;
+    }
   }
   return 0;
 }

@@ -607,6 +607,42 @@ static void t_split_group(void) {
   nta_job_free(&job);
 }
 
+/* The scenario split_mismatch, with a slow culprit: 6 ranks, each step an
+ * AllReduce on the world comm and one on its parity half (odd: S, even: S2).
+ * At step 2 launcher rank 3 (S rank 1) doubles its count, and calls late:
+ * the even ranks' step-3 world AllReduce comes first.  The odd ranks never
+ * issue it because they are stuck in S's mismatched call, on another comm:
+ * the mismatch is the cause, the missing world collective its effect. */
+static void t_split_ahead(void) {
+  const uint64_t S2 = 0x52227000000000bbull;
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 6; r++) {
+    struct ntr_image *img = world_rank(&job, r, 6);
+    uint64_t sub = r % 2 ? S : S2;
+    struct ntr_comm_state *cs = tb_comm(img, sub, r / 2, 3);
+    cs->parent_id = W;
+    tb_ar(img, W, 64, 0, 1);
+    tb_ar(img, sub, 64, 2, 3);
+    tb_ar(img, W, 64, 10, 11);
+    if (r % 2) {
+      tb_ar(img, sub, r == 3 ? 128 : 64, r == 3 ? 20 : 12, -1);
+      tb_timeout(img, sub, 2, 1012);
+    } else {
+      tb_ar(img, sub, 64, 12, 13);
+      tb_ar(img, W, 64, 14, -1);
+      tb_timeout(img, W, 3, 1014);
+    }
+    tb_signal(img, SIGTERM, 4000);
+  }
+  run(&job, "split_ahead");
+  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  TB_CHECK(job.v.comm && job.v.comm->id == S && job.v.seq == 2 && !strcmp(job.v.field, "count"),
+           "comm/seq/field %s", job.v.field);
+  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
+  nta_job_free(&job);
+}
+
 /* Two dumps of one process: the mismatch at seq 2 only survives in the first
  * (the later one's ring wrapped); the merge must still find it. */
 static void t_merge(void) {
@@ -838,6 +874,7 @@ int main(void) {
   t_p2p_peer_eager();
   t_p2p_eager_behind();
   t_split_group();
+  t_split_ahead();
   t_split_hang();
   t_merge();
   t_no_evidence();
