@@ -313,18 +313,24 @@ def check_op_verdict(job, tmp, how):
         check(0 <= ms < 100, "verdict %.2f ms after the later call" % ms)
 
 
-def t_async(tmp):
-    # A small ring keeps the 4 dumps cheap: on 2 shared cores, dumps written
-    # by the first ranks told must not starve the last one (the latency
-    # measured is the check's, not the dump writer's).
+def run_async_mismatch(tmp, rank_env=None):
+    """The mismatch job in async mode, until every rank has told and dumped;
+    returns it killed.  A small ring keeps the 4 dumps cheap: on 2 shared
+    cores, dumps written by the first ranks told must not starve the last
+    one (the latency measured is the check's, not the dump writer's)."""
     job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
-                                "NCCLTRACE_RING": "4096"})
+                                "NCCLTRACE_RING": "4096"}, rank_env=rank_env)
     ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm", 20)
     job.wait_text("out", range(N), "hung", 5)
     wait_dumps(tmp, "mismatch", N, 10)
     job.kill_all()
     job.show()
     check(ok, "not every rank printed the mismatch")
+    return job
+
+
+def t_async(tmp):
+    job = run_async_mismatch(tmp)
     check_op_verdict(job, tmp, "")
     trig = dump_triggers(tmp)
     check(sum(1 for _, k in trig if k == "mismatch") >= N, "mismatch dumps: %s" % trig)
@@ -396,14 +402,7 @@ def agg_hosts(job):
 
 
 def t_agg_async(tmp):
-    job = Job(tmp, "mismatch", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
-                                "NCCLTRACE_RING": "4096"}, rank_env=agg_env)
-    ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm", 20)
-    job.wait_text("out", range(N), "hung", 5)
-    wait_dumps(tmp, "mismatch", N, 10)
-    job.kill_all()
-    job.show()
-    check(ok, "not every rank printed the mismatch")
+    job = run_async_mismatch(tmp, rank_env=agg_env)
     hosts = agg_hosts(job)
     print("aggregators hosted by ranks %s" % hosts)
     for r in range(N):
