@@ -125,10 +125,6 @@ void ntr_dump_reset_child(void) {
 
 /* -------------------------------------------------------------- names -- */
 
-const char *ntr_dump_trigger_name(unsigned kind) {
-  return ntr_trigger_file_tag(kind);
-}
-
 const char *ntr_dump_signal_name(int signo) {
   switch (signo) {
   case SIGTERM: return "sigterm";
@@ -173,7 +169,7 @@ static int dump_names(char *final, char *tmp, size_t cap, const char *dir,
   const char *tn = NULL;
   if (trig->kind == NTR_TRIG_SIGNAL || trig->kind == NTR_TRIG_FATAL_SIGNAL)
     tn = ntr_dump_signal_name(trig->signo);
-  ntr_sb_str(&sb, tn ? tn : ntr_dump_trigger_name(trig->kind));
+  ntr_sb_str(&sb, tn ? tn : ntr_trigger_file_tag(trig->kind));
   ntr_sb_str(&sb, ".zst");
   if (sb.overflow)
     return -ENAMETOOLONG;

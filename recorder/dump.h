@@ -23,11 +23,6 @@ int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode);
  * (its busy flag was copied by fork; no dump runs in the child yet). */
 void ntr_dump_reset_child(void);
 
-/* Short name of a trigger kind, used in dump file names: "exit", "signal",
- * "fatal", "timeout", "async_error", "abort", "mismatch", "peer_lost",
- * "user", "collected", "sigusr1"; "unknown" otherwise.  Signal-safe. */
-const char *ntr_dump_trigger_name(unsigned kind);
-
 /* "sigterm", "sigsegv", ... for the signals nccltrace handles, NULL for
  * others.  A dump triggered by a signal is named after the signal. */
 const char *ntr_dump_signal_name(int signo);
@@ -36,7 +31,7 @@ const char *ntr_dump_signal_name(int signo);
  * <job> is "nojob" while unknown, <rank> the launcher rank (else the first
  * communicator's rank, else "na"), <n> a per-process dump counter, <trigger>
  * ntr_dump_signal_name(trig->signo) for signal triggers, else
- * ntr_dump_trigger_name(trig->kind).  The file is written as .<name>.tmp,
+ * ntr_trigger_file_tag(trig->kind) (recorder/format.h).  The file is written as .<name>.tmp,
  * fsync'd and renamed (never replacing an existing dump: n is bumped).
  * trig->tsc (when 0) and trig->lost are filled in the written copy.
  * SIGXFSZ is blocked around the write (an RLIMIT_FSIZE overrun then fails

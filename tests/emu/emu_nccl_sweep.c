@@ -30,9 +30,9 @@
 
 #define EMU_SWEEP_MIN_AGE_S 5   /* younger: its creator may still be joining */
 
-static int emu_pid_gone(int32_t pid)
+static int emu_pid_alive(int32_t pid)
 {
-  return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+  return kill(pid, 0) == 0 || errno != ESRCH;   /* EPERM: alive, not ours */
 }
 
 /* Is the segment /dev/shm/<name> an abandoned bootstrap? */
@@ -56,8 +56,10 @@ static int emu_segment_stale(const char *name, time_t now)
     int seen = 0, alive = 0;
     for (uint32_t r = 0; r < n; r++) {
       int32_t pid = atomic_load(&s->pid[r]);
-      seen += pid > 0;
-      alive += pid > 0 && !emu_pid_gone(pid);
+      if (pid > 0) {
+        seen++;
+        alive += emu_pid_alive(pid);
+      }
     }
     stale = seen > 0 && alive == 0;
   }

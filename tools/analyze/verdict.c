@@ -93,6 +93,18 @@ static int explained(const struct nta_job *job, const struct nta_cand *k) {
   return 0;
 }
 
+/* Is member m stuck in mismatch d: it never completed its call at d's seq
+ * (collective), or d names it (p2p)? */
+static int stuck_in(const struct nta_cand *d, const struct nta_member *m) {
+  struct nta_op o;
+  if (d->cls == NTA_COLL_MISMATCH)
+    return nta_coll_find(m, d->seq, &o) && !o.done_ns;
+  for (int a = 0; a < d->nranks; a++)
+    if (d->ranks[a] == m->rank)
+      return 1;
+  return 0;
+}
+
 /* Is missing collective k the effect of a fingerprint mismatch?  A rank
  * that never issued k->seq is stuck in a mismatched call: on k's own comm at
  * an earlier seq, or on another comm (a split half) whose mismatched call it
@@ -101,23 +113,19 @@ static int explained(const struct nta_job *job, const struct nta_cand *k) {
  * half of a split) run on to k->seq, possibly before the last mismatched
  * call was even made, so time alone would name the effect. */
 static int follows_mismatch(const struct nta_job *job, const struct nta_cand *k) {
-  for (int j = 0; k->cls == NTA_MISSING_COLL && j < job->ncands; j++) {
+  if (k->cls != NTA_MISSING_COLL)
+    return 0;
+  for (int j = 0; j < job->ncands; j++) {
     const struct nta_cand *d = &job->cands[j];
-    if (d->cls != NTA_COLL_MISMATCH && d->cls != NTA_P2P_MISMATCH)
+    if ((d->cls != NTA_COLL_MISMATCH && d->cls != NTA_P2P_MISMATCH) || !d->comm)
       continue;
     if (d->cls == NTA_COLL_MISMATCH && d->comm == k->comm && d->seq < k->seq)
       return 1;
     for (int i = 0; i < k->nranks; i++) {
       const struct nta_proc *p = proc_of_rank(job, k->comm, k->ranks[i]);
-      const struct nta_member *m = p && d->comm ? nta_member_of(d->comm, p) : NULL;
-      struct nta_op o;
-      if (!m)
-        continue;
-      if (d->cls == NTA_COLL_MISMATCH && nta_coll_find(m, d->seq, &o) && !o.done_ns)
+      const struct nta_member *m = p ? nta_member_of(d->comm, p) : NULL;
+      if (m && stuck_in(d, m))
         return 1;
-      for (int a = 0; d->cls == NTA_P2P_MISMATCH && a < d->nranks; a++)
-        if (d->ranks[a] == m->rank)
-          return 1;
     }
   }
   return 0;
