@@ -121,6 +121,10 @@ static void init_done(struct nti_comm *c, ncclResult_t res, ncclComm_t h) {
     return;
   if ((res == ncclSuccess || res == ncclInProgress) && h) {
     learn_size(c, h);
+    /* Before the bind: once bound, a poll may record the end of the init,
+     * and a later store would undo it. */
+    if (res == ncclInProgress)
+      __atomic_store_n(&c->cs->async_error, ncclInProgress, __ATOMIC_RELEASE);
     pthread_mutex_lock(&nti_life_lock);
     int rc = nti_comm_bind(c, h);
     pthread_mutex_unlock(&nti_life_lock);
@@ -129,8 +133,6 @@ static void init_done(struct nti_comm *c, ncclResult_t res, ncclComm_t h) {
               (unsigned long long)c->cs->comm_id);
     __atomic_store_n(&c->cs->lifecycle, res == ncclSuccess ? NTR_COMM_READY : NTR_COMM_INIT,
                      __ATOMIC_RELEASE);
-    if (res == ncclInProgress)
-      c->cs->async_error = ncclInProgress;
     nti_watchdog_comm_ready(c);
   } else {
     __atomic_store_n(&c->cs->lifecycle, NTR_COMM_INIT_FAILED, __ATOMIC_RELEASE);
@@ -423,8 +425,8 @@ void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
   int32_t old = __atomic_load_n(&cs->async_error, __ATOMIC_ACQUIRE);
   if (old == (int32_t)now)
     return;
-  /* CAS: the watchdog and the application may observe the same change;
-   * exactly one of them records it. */
+  /* The caller holds c->async_poller; the CAS also keeps a change that
+   * another path (init, destroy) stored from being recorded twice. */
   if (!__atomic_compare_exchange_n(&cs->async_error, &old, (int32_t)now, 0, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE))
     return;
@@ -451,11 +453,19 @@ void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
 
 NTI_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   LIFE_PROLOGUE(ncclCommGetAsyncError, (comm, asyncError));
+  /* Polled in loops by applications: only a change of value is recorded.
+   * The poll and its record are one step under async_poller, so records
+   * follow the order of the observations; a thread that finds another
+   * polling returns its value unrecorded (never waits) and the next poll
+   * catches up. */
+  struct nti_comm *c = nti_comm_lookup(comm);
+  int mine = c && !__atomic_exchange_n(&c->async_poller, 1, __ATOMIC_ACQUIRE);
   ncclResult_t res;
   LIFE_CALL(res, real(comm, asyncError));
-  /* Polled in loops by applications: only a change of value is recorded. */
-  struct nti_comm *c = nti_comm_lookup(comm);
-  if (c && res == ncclSuccess && asyncError && __atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
-    nti_async_transition(c, *asyncError);
+  if (mine) {
+    if (res == ncclSuccess && asyncError && __atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
+      nti_async_transition(c, *asyncError);
+    __atomic_store_n(&c->async_poller, 0, __ATOMIC_RELEASE);
+  }
   LIFE_EPILOGUE(res);
 }

@@ -172,6 +172,8 @@ struct __attribute__((aligned(64))) nti_comm {
   ncclComm_t handle;
   int nonblocking;
   int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
+  uint32_t async_poller; /* 1 while one thread polls ncclCommGetAsyncError and
+                            records the change (atomic exchange; others skip) */
   uint32_t nsplit;       /* splits of this parent on this rank (NCCL's childCount) */
   uint32_t nshrink;
   uint64_t *p2p_seq;     /* [2 * nranks]: send seq per peer, then recv seq per peer */

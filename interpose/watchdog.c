@@ -410,6 +410,8 @@ static void poll_async(struct nti_comm *c) {
     get = (nti_fn_ncclCommGetAsyncError_t)nti_resolve(NTI_FN_ncclCommGetAsyncError);
   if (!get)
     return;
+  if (__atomic_exchange_n(&c->async_poller, 1, __ATOMIC_ACQUIRE))
+    return; /* the application is polling this comm now (lifecycle.c) */
   ncclResult_t err = ncclSuccess, res = ncclInternalError;
   pthread_mutex_lock(&nti_life_lock);
   if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE) && c->handle)
@@ -417,6 +419,7 @@ static void poll_async(struct nti_comm *c) {
   pthread_mutex_unlock(&nti_life_lock);
   if (res == ncclSuccess)
     nti_async_transition(c, err);
+  __atomic_store_n(&c->async_poller, 0, __ATOMIC_RELEASE);
 }
 
 static void *watchdog_main(void *arg) {

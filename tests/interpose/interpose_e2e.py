@@ -203,8 +203,11 @@ def t_all():
               (r, [x["kind"] for x in d["records"]].count("Bcast")))
         nb_id = [x for x in recs if "nonblocking" in x["flags"]][0]["comm"]
         name = {0: "ncclSuccess", 7: "ncclInProgress"}  # aux holds the new value as a number
-        nb_async = [(x["result"], name.get(x["aux"], x["aux"])) for x in d["records"]
-                    if x["kind"] == "AsyncError" and x["comm"] == nb_id]
+        # In time order: positions come from per-thread blocks, so the
+        # watchdog's record of a change can sit after later ones of the app.
+        nb_async = [(x["result"], name.get(x["aux"], x["aux"])) for x in
+                    sorted((x for x in d["records"] if x["kind"] == "AsyncError" and x["comm"] == nb_id),
+                           key=lambda x: x["t_ns"])]
         # Only real changes of the value, each recorded once, chained old ->
         # new, between ncclInProgress and ncclSuccess (how many depends on
         # when the application's polls catch a nonblocking call in progress).
