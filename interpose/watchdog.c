@@ -488,7 +488,15 @@ void nti_watchdog_stop(void) {
   wd_stop = 1;
   pthread_cond_signal(&wd_cond);
   pthread_mutex_unlock(&wd_lock);
-  pthread_join(wd_thread, NULL);
+  /* Bounded: exit never waits on a stuck tracer thread (one blocked in a
+   * driver call, say).  Left running, it also keeps the last pass. */
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl); /* pthread_timedjoin_np's clock */
+  dl.tv_sec += 1;
+  if (pthread_timedjoin_np(wd_thread, NULL, &dl) != 0) {
+    nti_say("the watchdog thread did not stop within 1 s; left running");
+    return;
+  }
   pthread_mutex_lock(&wd_lock);
   wd_running = 0;
   pthread_mutex_unlock(&wd_lock);

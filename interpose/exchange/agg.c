@@ -28,6 +28,10 @@
 #define PING_S 1.0
 #define UP_OUT_MAX (16u << 20)
 #define HS_TIMEOUT_S 5.0    /* a local connection that does not say HELLO in time is closed */
+#define MAX_PENDING 16u     /* local connections before HELLO, all together */
+#define FD_RESERVE 64       /* descriptors always left to the process */
+#define BACKOFF_S 0.25      /* the listening socket rests this long when a budget is full */
+#define JOIN_S 0.5          /* ntx_agg_stop waits this long for the loop thread */
 
 struct local {
   struct agg_link l;
@@ -54,8 +58,13 @@ struct req {
 
 struct ntx_agg {
   struct ntx_agg_cfg cfg;
-  char host[NTX_HOST], job[NTX_JOB];
-  int lfd, ep, wake[2];
+  char host[NTX_HOST], job[NTX_JOB], name[64];
+  int lfd, ep;
+  struct ntx_fdid lid, epid;
+  struct ntx_wake wake;
+  int listen_off, dead, said_dead, said_uid;
+  double listen_resume;
+  uint32_t pending;     /* locals accepted, no HELLO yet */
   struct local *locals;
   uint32_t next_local;
   struct reg *regs;
@@ -104,6 +113,22 @@ void ntx_agg_name(const struct ntx_key *key, const char *job, char *out, size_t 
   snprintf(out, len, "nccltrace-agg-%016llx", (unsigned long long)ntx_sip_final(&s));
 }
 
+/* The peer of a Unix socket runs as our user (SO_PEERCRED, as D-Bus and
+ * systemd check): another user who bound or connects to our name first is
+ * refused.  @return 1 when it does. */
+static int peer_is_us(int fd, int32_t *pid, uint32_t *uid) {
+  struct ucred cr;
+  socklen_t l = sizeof cr;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) != 0 || l != sizeof cr) {
+    *pid = -1;
+    *uid = (uint32_t)-1;
+    return 0;
+  }
+  *pid = (int32_t)cr.pid;
+  *uid = (uint32_t)cr.uid;
+  return cr.uid == geteuid();
+}
+
 static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa) {
   memset(sa, 0, sizeof *sa);
   sa->sun_family = AF_UNIX;
@@ -112,19 +137,32 @@ static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa) {
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-int ntx_agg_connect(const char *name) {
+int ntx_agg_connect_peer(const char *name, int32_t *peer_pid, uint32_t *peer_uid) {
   struct sockaddr_un sa;
   socklen_t sl = abstract_addr(name, &sa);
+  int32_t pid;
+  uint32_t uid;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return -errno;
-  if (connect(fd, (struct sockaddr *)&sa, sl) != 0 && errno != EINPROGRESS && errno != EAGAIN) {
+  /* EAGAIN: the backlog is full and we are not connected: retry later */
+  if (connect(fd, (struct sockaddr *)&sa, sl) != 0) {
     int e = errno;
     close(fd);
     return -e;
   }
+  if (!peer_is_us(fd, &pid, &uid)) {
+    close(fd);
+    if (peer_pid)
+      *peer_pid = pid;
+    if (peer_uid)
+      *peer_uid = uid;
+    return -EACCES;
+  }
   return fd;
 }
+
+int ntx_agg_connect(const char *name) { return ntx_agg_connect_peer(name, NULL, NULL); }
 
 int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *err, size_t errlen) {
   *out = NULL;
@@ -150,6 +188,7 @@ int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *er
   }
   a->cfg = *cfg;
   a->cfg.name = NULL; /* not kept: the caller's string */
+  snprintf(a->name, sizeof a->name, "%s", cfg->name);
   if (!a->cfg.max_local)
     a->cfg.max_local = 512;
   if (a->cfg.flush_s <= 0)
@@ -159,14 +198,16 @@ int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *er
     gethostname(a->host, sizeof a->host - 1);
   snprintf(a->job, sizeof a->job, "%s", cfg->job ? cfg->job : "");
   a->lfd = fd;
+  ntx_fd_take(fd, &a->lid);
   a->up.fd = -1;
-  a->wake[0] = a->wake[1] = -1;
+  a->wake.r = a->wake.w = -1;
   pthread_mutex_init(&a->lock, NULL);
   a->locals = calloc(a->cfg.max_local, sizeof *a->locals);
   a->batch = malloc(NTX_FRAME_MAX_PAYLOAD);
   a->scratch = malloc(NTX_FRAME_MAX_PAYLOAD);
   a->ep = epoll_create1(EPOLL_CLOEXEC);
-  if (!a->locals || !a->batch || !a->scratch || a->ep < 0 || pipe2(a->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+  ntx_fd_take(a->ep, &a->epid);
+  if (!a->locals || !a->batch || !a->scratch || a->ep < 0 || ntx_wake_open(&a->wake) < 0) {
     snprintf(err, errlen, "aggregator setup failed");
     ntx_agg_stop(a);
     return -ENOMEM;
@@ -176,7 +217,7 @@ int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *er
   struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
   epoll_ctl(a->ep, EPOLL_CTL_ADD, a->lfd, &ev);
   ev.data.u64 = EV_WAKE;
-  epoll_ctl(a->ep, EPOLL_CTL_ADD, a->wake[0], &ev);
+  epoll_ctl(a->ep, EPOLL_CTL_ADD, a->wake.r, &ev);
   *out = a;
   return 0;
 }
@@ -208,7 +249,7 @@ static void up_register(struct ntx_agg *a, const struct reg *r, double now) {
 }
 
 static void up_lost(struct ntx_agg *a, double now) {
-  if (a->up.fd >= 0)
+  if (a->up.fd >= 0 && ntx_fd_is(a->up.fd, &a->up.id))
     epoll_ctl(a->ep, EPOLL_CTL_DEL, a->up.fd, NULL);
   agg_link_close(&a->up);
   a->up_connecting = 0;
@@ -360,7 +401,10 @@ static void up_gone(struct ntx_agg *a, uint32_t i, int clean, double now) {
 static void local_close(struct ntx_agg *a, uint32_t i, int lost) {
   struct local *lc = &a->locals[i];
   int was_ready = lc->l.state == AGG_L_READY;
-  epoll_ctl(a->ep, EPOLL_CTL_DEL, lc->l.fd, NULL);
+  if (lc->l.state == AGG_L_HANDSHAKE && !lc->hello_wait)
+    a->pending--;
+  if (ntx_fd_is(lc->l.fd, &lc->l.id)) /* else: the application's now, left alone */
+    epoll_ctl(a->ep, EPOLL_CTL_DEL, lc->l.fd, NULL);
   agg_link_close(&lc->l);
   if (!was_ready)
     return;
@@ -402,11 +446,58 @@ static void local_close(struct ntx_agg *a, uint32_t i, int lost) {
     to_local(a, o, NTX_MSG_VERDICT, buf, n);
 }
 
+static void listen_rest(struct ntx_agg *a, double now) {
+  if (!a->listen_off && ntx_fd_is(a->lfd, &a->lid))
+    epoll_ctl(a->ep, EPOLL_CTL_DEL, a->lfd, NULL);
+  a->listen_off = 1;
+  a->listen_resume = now + BACKOFF_S;
+}
+
+static void listen_wake(struct ntx_agg *a, double now) {
+  if (!a->listen_off || now < a->listen_resume)
+    return;
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
+  if (ntx_fd_is(a->lfd, &a->lid))
+    epoll_ctl(a->ep, EPOLL_CTL_ADD, a->lfd, &ev);
+  a->listen_off = 0;
+}
+
+/* Accept while the budget allows (coord.h says the same of the
+ * coordinator): MAX_PENDING peers before HELLO, FD_RESERVE descriptors left
+ * to the process; else, or on EMFILE, the listening socket rests. */
 static void local_accept(struct ntx_agg *a) {
+  double now = now_s();
+  if (!ntx_fd_is(a->lfd, &a->lid)) {
+    a->dead = 1;
+    return;
+  }
+  long room = -1;
   for (;;) {
-    int fd = accept4(a->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0)
+    if (room < 0)
+      room = ntx_fd_headroom(); /* once per call: a call accepts at most MAX_PENDING */
+    if (a->pending >= MAX_PENDING || room <= FD_RESERVE) {
+      listen_rest(a, now);
       return;
+    }
+    int fd = accept4(a->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        listen_rest(a, now);
+      return;
+    }
+    room--;
+    int32_t pid;
+    uint32_t uid;
+    if (!peer_is_us(fd, &pid, &uid)) {
+      if (!a->said_uid)
+        fprintf(stderr, "nccltrace: node aggregator @%s: refused a connection from pid %d of uid %u (not "
+                        "ours: only processes of uid %u are served)\n",
+                a->name, (int)pid, (unsigned)uid, (unsigned)geteuid());
+      a->said_uid = 1;
+      a->st.refused_uid++;
+      close(fd);
+      continue;
+    }
     uint32_t id = a->cfg.max_local;
     for (uint32_t k = 0; k < a->cfg.max_local; k++) {
       uint32_t i = (a->next_local + k) % a->cfg.max_local;
@@ -424,8 +515,9 @@ static void local_accept(struct ntx_agg *a) {
     uint32_t gen = lc->gen;
     memset(lc, 0, sizeof *lc);
     lc->gen = gen;
-    lc->opened = now_s();
+    lc->opened = now;
     agg_link_init(&lc->l, fd, 1, &a->cfg.key, 1u << 20);
+    a->pending++;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
     epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
     agg_link_accept(&lc->l, NTX_CHAL_AGG, (int32_t)getpid(), a->host);
@@ -472,6 +564,7 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
     }
     memcpy(lc->hello_nonce, m.u.hello.nonce, NTX_NONCE);
     lc->hello_wait = 1;
+    a->pending--;
     local_welcome(a, i);
     return 0;
   }
@@ -571,7 +664,15 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
 static void agg_run(struct ntx_agg *a) {
   struct epoll_event evs[64];
   pthread_mutex_lock(&a->lock);
-  while (!a->stop) {
+  while (!__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
+    if (a->dead || !ntx_wake_ok(&a->wake) || !ntx_ep_is(a->ep, &a->epid, a->wake.r, EPOLLIN, EV_WAKE) ||
+        !ntx_fd_is(a->lfd, &a->lid)) {
+      /* the application closed our descriptors: stop, touching none of them */
+      fprintf(stderr, "nccltrace: the node aggregator's descriptors were closed by the application (listening "
+                      "socket fd %d, epoll fd %d); it stops\n", a->lfd, a->ep);
+      a->dead = 1;
+      break;
+    }
     double now = now_s();
     int timeout = 50;
     if (a->nbatch) {
@@ -587,10 +688,7 @@ static void agg_run(struct ntx_agg *a) {
       if (d == EV_LISTEN) {
         local_accept(a);
       } else if (d == EV_WAKE) {
-        char b[16];
-        while (read(a->wake[0], b, sizeof b) > 0)
-          ;
-        a->stop = 1;
+        ntx_wake_drain(&a->wake); /* the stop flag says why */
       } else if (d == EV_UP) {
         if (a->up.fd < 0)
           continue;
@@ -620,6 +718,7 @@ static void agg_run(struct ntx_agg *a) {
           local_close(a, (uint32_t)d, 1);
       }
     }
+    listen_wake(a, now);
     if (a->up.fd < 0 && now >= a->up_next_try)
       up_connect(a, now);
     if (now - a->last_sweep > 0.1) { /* anybody on the host can connect to an abstract name */
@@ -641,7 +740,7 @@ static void agg_run(struct ntx_agg *a) {
       }
     }
     a->st.up_ready = a->up.state == AGG_L_READY;
-    if (a->cfg.poll_s > 0 && n > 0 && !a->stop) {
+    if (a->cfg.poll_s > 0 && n > 0 && !__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
       pthread_mutex_unlock(&a->lock);
       struct timespec ts = {0, (long)(a->cfg.poll_s * 1e9)};
       nanosleep(&ts, NULL);
@@ -668,14 +767,16 @@ void ntx_agg_stop(struct ntx_agg *a) {
   if (!a)
     return;
   if (a->thread_started) {
-    ssize_t w = write(a->wake[1], "x", 1);
-    (void)w;
-    pthread_join(a->thread, NULL);
+    __atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
+    ntx_wake_poke(&a->wake); /* not ours any more: the loop sees the flag within 50 ms */
+    if (ntx_join_within(a->thread, JOIN_S) != 0) {
+      fprintf(stderr, "nccltrace: the node aggregator thread did not stop within %.1f s; left running\n", JOIN_S);
+      return; /* its memory and descriptors stay with it */
+    }
   }
   /* Release the name first: a client told to hand over binds it at once;
    * while we hold it, its connect would wait in a backlog nobody accepts. */
-  if (a->lfd >= 0)
-    close(a->lfd);
+  ntx_fd_close(a->lfd, &a->lid);
   a->lfd = -1;
   /* The loop is gone; what the clients sent last is still in the sockets:
    * the hosting process's own BYE (a clean GONE upstream) above all. */
@@ -714,14 +815,9 @@ void ntx_agg_stop(struct ntx_agg *a) {
   free(a->locals);
   free(a->batch);
   free(a->scratch);
-  if (a->lfd >= 0)
-    close(a->lfd);
-  if (a->ep >= 0)
-    close(a->ep);
-  if (a->wake[0] >= 0) {
-    close(a->wake[0]);
-    close(a->wake[1]);
-  }
+  ntx_fd_close(a->lfd, &a->lid);
+  ntx_fd_close(a->ep, &a->epid);
+  ntx_wake_close(&a->wake);
   pthread_mutex_destroy(&a->lock);
   free(a);
 }
@@ -729,17 +825,15 @@ void ntx_agg_stop(struct ntx_agg *a) {
 void ntx_agg_forget_in_child(struct ntx_agg *a) {
   if (!a)
     return;
-  int *fds[] = {&a->lfd, &a->ep, &a->wake[0], &a->wake[1], &a->up.fd};
-  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-    if (*fds[i] >= 0) {
-      close(*fds[i]);
-      *fds[i] = -1;
-    }
-  for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++)
-    if (a->locals[i].l.fd >= 0) {
-      close(a->locals[i].l.fd);
-      a->locals[i].l.fd = -1;
-    }
+  ntx_fd_close(a->lfd, &a->lid);
+  ntx_fd_close(a->ep, &a->epid);
+  ntx_wake_close(&a->wake);
+  ntx_fd_close(a->up.fd, &a->up.id);
+  a->lfd = a->ep = a->up.fd = -1;
+  for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++) {
+    ntx_fd_close(a->locals[i].l.fd, &a->locals[i].l.id);
+    a->locals[i].l.fd = -1;
+  }
 }
 
 void ntx_agg_get_stats(struct ntx_agg *a, struct ntx_agg_stats *st) {

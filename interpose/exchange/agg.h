@@ -76,13 +76,19 @@ void ntx_agg_stop(struct ntx_agg *a);
 void ntx_agg_forget_in_child(struct ntx_agg *a);
 
 /* A local client's connection to the aggregator of this host (non-blocking
- * fd; the peer sends CHALLENGE first).  @return fd or -errno. */
+ * fd; the peer sends CHALLENGE first).  The process holding the name must
+ * run as our user (SO_PEERCRED); the aggregator checks its clients the same
+ * way at accept.  @return fd or -errno: -EACCES when the name is held by
+ * another user (its pid and uid in *peer_pid, *peer_uid when not NULL),
+ * -EAGAIN when its backlog is full. */
+int ntx_agg_connect_peer(const char *name, int32_t *peer_pid, uint32_t *peer_uid);
 int ntx_agg_connect(const char *name);
 
 struct ntx_agg_stats {
   uint64_t local_accepted, local_lost, local_bye;
   uint64_t frames_in, fps_in, fps_up, frames_up, fps_refused, fps_dropped;
   uint64_t verdicts_in, verdicts_out, strict_up, replies_out, up_connects;
+  uint64_t refused_uid;  /* local connections from another user (SO_PEERCRED), refused */
   double first_mismatch_t; /* CLOCK_MONOTONIC seconds of the first MISMATCH verdict from the root, 0 = none */
   uint32_t locals;       /* authenticated local clients now */
   int up_ready;          /* the upstream link is authenticated */

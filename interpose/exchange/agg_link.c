@@ -23,6 +23,7 @@ void agg_nonce(uint8_t nonce[NTX_NONCE]) {
 void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max) {
   memset(l, 0, sizeof *l);
   l->fd = fd;
+  ntx_fd_take(fd, &l->id);
   l->state = AGG_L_HANDSHAKE;
   l->dir_out = server ? NTX_DIR_TO_CLIENT : NTX_DIR_TO_COORD;
   l->dir_in = server ? NTX_DIR_TO_COORD : NTX_DIR_TO_CLIENT;
@@ -31,8 +32,7 @@ void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key 
 }
 
 void agg_link_close(struct agg_link *l) {
-  if (l->fd >= 0)
-    close(l->fd);
+  ntx_fd_close(l->fd, &l->id);
   free(l->in);
   free(l->out);
   memset(l, 0, sizeof *l);
@@ -42,6 +42,8 @@ void agg_link_close(struct agg_link *l) {
 int agg_link_flush(struct agg_link *l) {
   size_t off = 0;
   int rc = 0;
+  if (l->out_len && !ntx_fd_is(l->fd, &l->id))
+    return -EBADF;
   while (off < l->out_len) {
     ssize_t n = send(l->fd, l->out + off, l->out_len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR)
@@ -90,6 +92,8 @@ int agg_link_send(struct agg_link *l, uint8_t type, const void *payload, size_t 
 
 int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link *l, const struct ntx_frame *f),
                   void *ctx) {
+  if (!ntx_fd_is(l->fd, &l->id))
+    return -EBADF;
   for (int rounds = 0; rounds < 16; rounds++) { /* bounded: other links get their turn */
     if (l->in_cap - l->in_len < 4096) {
       size_t cap = l->in_cap ? 2 * l->in_cap : 16384;

@@ -18,12 +18,14 @@
 #define NTX_AGG_LINK_H
 #include <stddef.h>
 #include <stdint.h>
+#include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 
 enum agg_link_state { AGG_L_FREE = 0, AGG_L_HANDSHAKE = 1, AGG_L_READY = 2 };
 
 struct agg_link {
   int fd, state;
+  struct ntx_fdid id;           /* what fd was at init: checked before every use (own.h) */
   uint8_t dir_out, dir_in;      /* NTX_DIR_* of what we send and what we accept */
   struct ntx_session sess;
   uint64_t tx, rx;              /* next seq out, next seq expected in */
@@ -38,7 +40,9 @@ struct agg_link {
 /* Set up a link on a connected non-blocking fd.  server: 1 for the
  * coordinator-like end.  out_max bounds the bytes queued (0: 4 MiB). */
 void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max);
-/* Close the fd and free the buffers; the link becomes AGG_L_FREE. */
+/* Close the fd (when it is still ours: own.h) and free the buffers; the
+ * link becomes AGG_L_FREE.  Flush and read on a link whose fd is not ours
+ * any more return -EBADF without touching it. */
 void agg_link_close(struct agg_link *l);
 
 /* Queue one frame (type, payload) and try to send.  @return 0, -ENOBUFS

@@ -5,9 +5,9 @@
  *
  * The application thread never does network I/O in async mode: it writes
  * the ring (interposer) and, at init, puts a registration in a table under
- * a mutex (init is not a hot path).  In strict mode ntx_strict_wait queues a
- * request, nudges the thread through a pipe and waits on a condvar, bounded
- * by NCCLTRACE_STRICT_TIMEOUT.  On one host a single strict call agrees
+ * a mutex (init is not a hot path).  In strict mode ntx_strict_wait queues
+ * a request, nudges the thread through a socket pair (own.h) and waits on
+ * a condvar, bounded by NCCLTRACE_STRICT_TIMEOUT.  On one host a single strict call agrees
  * through a shared-memory board instead (strict_shm.c), without this
  * thread or the coordinator.
  *
@@ -40,7 +40,7 @@
 #include "recorder/clock.h"
 
 struct ntx_client ntx_cl = {.mu = PTHREAD_MUTEX_INITIALIZER, .txmu = PTHREAD_MUTEX_INITIALIZER,
-                             .wake = {-1, -1}, .fd = -1};
+                             .wake = {.r = -1, .w = -1}, .fd = -1};
 static struct ntx_client *const g = &ntx_cl;
 
 /* say-once flags shared by the application threads (atomic exchange) */
@@ -185,24 +185,23 @@ static void *client_thread(void *arg) {
   int interval = POLL_MIN_MS;
   g->first_try = ntx_cl_now();
   pthread_mutex_lock(&g->txmu);
-  while (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
+  while (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE) && ntx_cl_fds_ok()) {
     double now = ntx_cl_now();
     if (g->state == S_DISCONNECTED && now >= g->next_connect)
       ntx_cl_connect(now);
     if (g->state != S_READY && !g->ever_ready && now - g->first_try > 10 && ntx_cl_once(&g->said_waiting))
       ntx_cl_say("no coordinator answers at %s:%s yet (%s); ranks run unchecked meanwhile, still trying",
                  g->disc.host, g->disc.port, g->disc.how);
-    struct pollfd p[2] = {{.fd = g->wake[0], .events = POLLIN}, {.fd = g->fd, .events = 0}};
+    struct pollfd p[2] = {{.fd = g->wake.r, .events = POLLIN}, {.fd = g->fd, .events = 0}};
     if (g->fd >= 0)
       p[1].events = (short)(POLLIN | (g->state == S_CONNECTING || g->out_len ? POLLOUT : 0));
     pthread_mutex_unlock(&g->txmu);
     poll(p, g->fd >= 0 ? 2 : 1, interval);
     pthread_mutex_lock(&g->txmu);
-    if (p[0].revents & POLLIN) {
-      char b[64];
-      while (read(g->wake[0], b, sizeof b) > 0)
-        ;
-    }
+    if (p[0].revents & POLLIN)
+      ntx_wake_drain(&g->wake);
+    if ((p[0].revents | p[1].revents) & POLLNVAL)
+      continue; /* closed under us: ntx_cl_fds_ok says so */
     now = ntx_cl_now();
     if (g->fd >= 0 && g->state == S_CONNECTING && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       int err = 0;
@@ -245,24 +244,22 @@ static void *client_thread(void *arg) {
   if (g->lost_records && g->ever_ready)
     ntx_cl_say("cross-rank check: %llu records were overwritten in the ring before they could be sent "
                "(checked as gaps)", (unsigned long long)g->lost_records);
-  if (g->fd >= 0)
-    close(g->fd);
+  ntx_fd_close(g->fd, &g->fd_id);
   g->fd = -1;
   g->state = S_OFF;
   __atomic_store_n(&g->connected, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&g->txmu);
+  if (g->fds_lost) /* checking is off: later calls go straight through */
+    __atomic_store_n(&g->discovered, 0, __ATOMIC_RELEASE);
   ntx_cl_fail_sent(1);
   return NULL;
 }
 
 /* ---------------------------------------------------------------- API -- */
 
-static void nudge(void) {
-  if (g->wake[1] >= 0) {
-    ssize_t w = write(g->wake[1], "x", 1);
-    (void)w; /* a full pipe is already a nudge */
-  }
-}
+/* The thread polls every POLL_MAX_MS anyway: a nudge only shortens that,
+ * and a wake socket that is not ours any more is never written. */
+static void nudge(void) { ntx_wake_poke(&g->wake); }
 
 /* In a fork child our thread does not exist: checking is off there (a
  * child that calls NCCL is a new participant the coordinator never met).
@@ -271,13 +268,9 @@ static void atfork_child(void) {
   __atomic_store_n(&g->discovered, 0, __ATOMIC_RELAXED);
   g->thread_ok = 0;
   g->coord = NULL; /* its thread is the parent's; its memory is left alone */
-  if (g->fd >= 0)
-    close(g->fd);
-  if (g->wake[0] >= 0) {
-    close(g->wake[0]);
-    close(g->wake[1]);
-  }
-  g->fd = g->wake[0] = g->wake[1] = -1;
+  ntx_fd_close(g->fd, &g->fd_id);
+  ntx_wake_close(&g->wake);
+  g->fd = -1;
   ntx_cagg_forget_in_child(&g->cagg);
   pthread_mutex_init(&g->mu, NULL); /* another thread may have held it at fork */
   pthread_mutex_init(&g->txmu, NULL);
@@ -326,6 +319,10 @@ void ntx_start(struct ntr_ring *ring) {
     cc.lim.skew_s = ntr_cfg.skew_s;
     cc.lim.init_wait_s = ntr_cfg.skew_s < ntr_cfg.strict_timeout_s ? ntr_cfg.skew_s : ntr_cfg.strict_timeout_s;
     cc.log = ntr_cfg.verbose ? stderr : NULL;
+    /* inside the workload: as many authenticated clients as the job has
+     * processes (and a few for reconnects and aggregators), no more */
+    if (h->world_size > 0)
+      cc.max_ready = (uint32_t)h->world_size + 16;
     if (ntx_coord_listen(&g->coord, &cc, err, sizeof err) < 0) {
       ntx_cl_say("cannot host the coordinator: %s; checking still tries to connect there", err);
     } else if (ntx_coord_start(g->coord) < 0) {
@@ -343,8 +340,9 @@ void ntx_start(struct ntr_ring *ring) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&g->cv, &ca);
   pthread_condattr_destroy(&ca);
-  if (pipe2(g->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
-    ntx_cl_say("cross-rank check off: pipe: %s", strerror(errno));
+  int wrc = ntx_wake_open(&g->wake);
+  if (wrc < 0) {
+    ntx_cl_say("cross-rank check off: socketpair: %s", strerror(-wrc));
     return;
   }
   g->mode = ntr_cfg.check;
@@ -478,7 +476,7 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
   }
   pthread_mutex_unlock(&g->mu);
   /* Send it ourselves when the client thread is asleep in poll (it holds
-   * txmu otherwise): the request leaves now instead of after a pipe write
+   * txmu otherwise): the request leaves now instead of after a wake-up write
    * and the thread's wake-up (measured: about a third off the strict
    * latency on 8 ranks, docs/performance.md).  The REPLY still arrives
    * through the thread: reading it here too (holding txmu while waiting)
@@ -543,11 +541,16 @@ void ntx_stop(void) {
   ntx_shm_stop();
   __atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
   nudge();
-  pthread_join(g->thread, NULL);
+  /* Its exit path is bounded (~200 ms of goodbye); past JOIN_S it is stuck
+   * and left: exit never waits on a tracer thread. */
+  int joined = ntx_join_within(g->thread, JOIN_S) == 0;
+  if (!joined)
+    ntx_cl_say("the exchange thread did not stop within %.1f s; left running", JOIN_S);
   pthread_mutex_lock(&g->mu);
   pthread_cond_broadcast(&g->cv);
   pthread_mutex_unlock(&g->mu);
-  ntx_cagg_stop(&g->cagg); /* after our BYE: the aggregator reports us as a clean GONE */
+  if (joined) /* (the thread may be using it otherwise) */
+    ntx_cagg_stop(&g->cagg); /* after our BYE: the aggregator reports us as a clean GONE */
   if (g->coord) {
     ntx_coord_stop(g->coord, LINGER_S);
     g->coord = NULL;

@@ -94,7 +94,13 @@ int ntx_cagg_connect(struct ntx_cagg *ca, int *hosted, char *err, size_t errlen)
     else if (rc != -EADDRINUSE && err && errlen)
       snprintf(err, errlen, "%s", e);
   }
-  return ntx_agg_connect(ca->name);
+  int32_t pid = -1;
+  uint32_t uid = 0;
+  int fd = ntx_agg_connect_peer(ca->name, &pid, &uid);
+  if (fd == -EACCES && err && errlen)
+    snprintf(err, errlen, "the name @%s is held by pid %d of uid %u, not by this user: refused", ca->name,
+             (int)pid, (unsigned)uid);
+  return fd;
 }
 
 void ntx_cagg_stop(struct ntx_cagg *ca) {

@@ -43,7 +43,8 @@ void ntx_cagg_init(struct ntx_cagg *ca, const struct ntx_key *key, const char *j
 /* Run the election (host the aggregator when the name is free) and connect
  * to this host's aggregator.  *hosted is set to 1 when this call started one.
  * @return a non-blocking connected fd (the aggregator speaks first:
- *         CHALLENGE), or -errno: retry later. */
+ *         CHALLENGE), or -errno: retry later; -EACCES (err names the
+ *         peer) when another user holds the name: do not use it. */
 int ntx_cagg_connect(struct ntx_cagg *ca, int *hosted, char *err, size_t errlen);
 
 /* Stop the aggregator this process hosts (hand-over: its clients elect

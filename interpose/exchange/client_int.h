@@ -19,6 +19,7 @@
 #include "interpose/exchange/client_conn.h"
 #include "interpose/exchange/coord.h"
 #include "interpose/exchange/discover.h"
+#include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 
 #define OUT_CAP (256u * 1024u)    /* bytes queued towards the coordinator */
@@ -34,6 +35,7 @@
 #define STREAM_RATE 2e6
 #define STREAM_BURST 2e4
 #define LINGER_S 2.0              /* embedded coordinator waits for the others at exit */
+#define JOIN_S 1.0                /* ntx_stop waits this long for the client thread */
 #define HS_TIMEOUT_S 5.0          /* connect + CHALLENGE + WELCOME must be done within */
 
 enum { S_OFF = 0, S_DISCONNECTED, S_CONNECTING, S_CHALLENGE, S_WELCOME, S_READY };
@@ -67,7 +69,7 @@ struct ntx_client {
   struct ntx_cagg cagg;     /* the node aggregator: used by the client thread after start */
   pthread_t thread;
   int thread_ok;
-  int wake[2];
+  struct ntx_wake wake;     /* nudges the client thread (own.h: checked before each use) */
   char env[NTX_ENV_MAX];
   uint32_t env_len;
   char hostname[NTX_HOST];
@@ -92,6 +94,8 @@ struct ntx_client {
 
   /* client thread only (or txmu held, see above) */
   int fd, state, coord_embedded, auth_failed, via_agg;
+  struct ntx_fdid fd_id;    /* what fd was when connected: checked before every use */
+  int fds_lost;             /* the application closed our descriptors: checking is off */
   int32_t coord_pid;
   char coord_host[NTX_HOST];
   struct ntx_session sess;
@@ -126,4 +130,7 @@ void ntx_cl_flush(void);
 /* One non-blocking send of what is queued; errors are left for the client
  * thread (no disconnect, no dump here).  For a strict caller holding txmu. */
 void ntx_cl_flush_once(void);
+/* 1 when g->fd (if any) and the wake socket are still ours; else checking
+ * goes off: said once, fds_lost set, g->fd forgotten, never closed. */
+int ntx_cl_fds_ok(void);
 #endif

@@ -160,10 +160,26 @@ static void agg_gone(int clean_bye) {
   nti_trigger_dump(NTR_TRIG_PEER_LOST, text);
 }
 
+int ntx_cl_fds_ok(void) {
+  if (g->fds_lost)
+    return 0;
+  int wake_ok = ntx_wake_ok(&g->wake), fd_ok = g->fd < 0 || ntx_fd_is(g->fd, &g->fd_id);
+  if (wake_ok && fd_ok)
+    return 1;
+  g->fds_lost = 1;
+  ntx_cl_say("the application closed the exchange's descriptors (%s, fd %d); cross-rank check off in this "
+             "process, and none of those descriptors is used again",
+             fd_ok ? "its wake-up socket" : "its connection to the coordinator", fd_ok ? g->wake.r : g->fd);
+  g->fd = -1; /* forgotten, not closed: the number may be the application's file now */
+  g->state = S_OFF;
+  g->in_len = g->out_len = 0;
+  __atomic_store_n(&g->connected, 0, __ATOMIC_RELEASE);
+  return 0;
+}
+
 void ntx_cl_disconnect(int clean_bye) {
   int was_ready = g->state == S_READY;
-  if (g->fd >= 0)
-    close(g->fd);
+  ntx_fd_close(g->fd, &g->fd_id); /* only while it is ours */
   g->fd = -1;
   g->state = S_DISCONNECTED;
   g->in_len = g->out_len = 0;
@@ -207,7 +223,14 @@ void ntx_cl_connect(double now) {
     char err[256];
     int hosted = 0;
     fd = ntx_cagg_connect(&g->cagg, &hosted, err, sizeof err);
-    if (err[0] && ntx_cl_once(&g->said_agg))
+    if (fd == -EACCES) {
+      /* Another user took the election (SO_PEERCRED, client_conn.h): never
+       * talk to it; this process goes straight to the coordinator. */
+      ntx_cl_say("node aggregator: %s; connecting straight to the coordinator at %s:%s", err, g->disc.host,
+                 g->disc.port);
+      g->cagg.on = 0;
+      fd = ntx_conn_tcp(g->disc.host, g->disc.port);
+    } else if (err[0] && ntx_cl_once(&g->said_agg))
       ntx_cl_say("node aggregator: %s; still trying", err);
     if (hosted && ntr_cfg.verbose)
       ntx_cl_say("node aggregator for host %s started in this process (pid %d), upstream %s:%s",
@@ -218,6 +241,7 @@ void ntx_cl_connect(double now) {
   if (fd < 0)
     return;
   g->fd = fd;
+  ntx_fd_take(fd, &g->fd_id);
   g->state = S_CONNECTING;
   g->conn_t0 = now;
   memset(&g->sess, 0, sizeof g->sess);
@@ -278,6 +302,8 @@ static int on_frame(const struct ntx_frame *f) {
 }
 
 void ntx_cl_read(void) {
+  if (!ntx_cl_fds_ok())
+    return;
   for (;;) {
     ssize_t n = recv(g->fd, g->in + g->in_len, sizeof g->in - g->in_len, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -320,7 +346,7 @@ void ntx_cl_read(void) {
 }
 
 void ntx_cl_flush_once(void) {
-  if (g->fd < 0 || !g->out_len)
+  if (g->fd < 0 || !g->out_len || !ntx_fd_is(g->fd, &g->fd_id)) /* not ours: the client thread says so */
     return;
   ssize_t n = send(g->fd, g->out, g->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n <= 0)
@@ -330,6 +356,8 @@ void ntx_cl_flush_once(void) {
 }
 
 void ntx_cl_flush(void) {
+  if (g->fd >= 0 && !ntx_cl_fds_ok())
+    return;
   while (g->out_len && g->fd >= 0) {
     ssize_t n = send(g->fd, g->out, g->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))

@@ -15,12 +15,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 
-enum { C_FREE = 0, C_HANDSHAKE = 1, C_READY = 2 };
+#define EV_LISTEN UINT64_MAX
+#define EV_WAKE (UINT64_MAX - 1)
+#define BACKOFF_S 0.25     /* the listening socket rests this long when a budget is full */
+#define HEADROOM_S 0.1     /* the descriptor count is taken again after this long */
+#define IN_KEEP 16384u     /* an input buffer larger than this is freed once drained */
+
+enum { C_FREE = 0, C_HANDSHAKE = 1, C_READY = 2, C_CLOSING = 3 /* shutdown: nobody is told */ };
 
 struct conn {
   int fd, state;
+  struct ntx_fdid id;   /* what fd was at accept: checked before every use */
   struct ntx_session sess;
   uint64_t rx_seq, tx_seq;
   double opened, last_rx, partial_since;
@@ -33,8 +41,18 @@ struct conn {
 
 struct ntx_coord {
   struct ntx_coord_cfg cfg;
-  int lfd, ep, wake[2];
+  int lfd, ep;
+  struct ntx_fdid lid, epid;
+  struct ntx_wake wake;
   int port;
+  /* the budget (coord.h) */
+  uint32_t pending;     /* connections in C_HANDSHAKE */
+  size_t in_total;      /* bytes of all input buffers */
+  int listen_off;       /* the listening socket is out of the poll set until listen_resume */
+  double listen_resume;
+  long headroom;        /* descriptors left to the process, as of headroom_t, minus accepts since */
+  double headroom_t;
+  int dead, said_dead;  /* a descriptor of ours was closed under us: the loop ended for good */
   struct conn *conns;
   uint32_t next_id;
   struct ntx_check *chk;
@@ -42,7 +60,7 @@ struct ntx_coord {
   int thread_started;
   pthread_mutex_t lock; /* held by the loop while it works; stats readers take it */
   struct ntx_coord_stats st;
-  int stop;             /* set by the loop when the wake pipe says so */
+  int stop;             /* atomic: ntx_coord_request_stop */
   uint64_t last_log_hash;
 };
 
@@ -61,6 +79,10 @@ void ntx_coord_default_cfg(struct ntx_coord_cfg *cfg) {
   cfg->slow_timeout_s = 5;
   cfg->dead_timeout_s = 10;
   cfg->max_out = 1u << 20;
+  cfg->max_pending = 16;
+  cfg->pending_full_s = 1.0;
+  cfg->fd_reserve = 64;
+  cfg->in_total_max = (size_t)64 << 20;
 }
 
 int ntx_split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl) {
@@ -97,7 +119,7 @@ int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, ch
     return -ENOMEM;
   }
   co->cfg = *cfg;
-  co->lfd = co->ep = co->wake[0] = co->wake[1] = -1;
+  co->lfd = co->ep = co->wake.r = co->wake.w = -1;
   pthread_mutex_init(&co->lock, NULL);
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
   struct addrinfo *ai = NULL;
@@ -135,17 +157,25 @@ int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, ch
     free(co);
     return -e;
   }
+  if (!co->cfg.max_pending)
+    co->cfg.max_pending = 16;
+  if (!co->cfg.max_ready || co->cfg.max_ready > cfg->lim.max_clients)
+    co->cfg.max_ready = cfg->lim.max_clients;
+  if (!co->cfg.in_total_max)
+    co->cfg.in_total_max = (size_t)64 << 20;
+  ntx_fd_take(co->lfd, &co->lid);
   co->conns = calloc(cfg->lim.max_clients, sizeof *co->conns);
   co->ep = epoll_create1(EPOLL_CLOEXEC);
-  if (!co->conns || co->ep < 0 || pipe2(co->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+  ntx_fd_take(co->ep, &co->epid);
+  if (!co->conns || co->ep < 0 || ntx_wake_open(&co->wake) < 0) {
     snprintf(err, errlen, "coordinator setup failed: %s", strerror(errno));
     ntx_coord_stop(co, 0);
     return -ENOMEM;
   }
-  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
   epoll_ctl(co->ep, EPOLL_CTL_ADD, co->lfd, &ev);
-  ev.data.u64 = UINT64_MAX - 1;
-  epoll_ctl(co->ep, EPOLL_CTL_ADD, co->wake[0], &ev);
+  ev.data.u64 = EV_WAKE;
+  epoll_ctl(co->ep, EPOLL_CTL_ADD, co->wake.r, &ev);
   *out = co;
   return 0;
 }
@@ -156,6 +186,10 @@ int ntx_coord_port(const struct ntx_coord *co) { return co->port; }
 
 static void conn_flush(struct ntx_coord *co, uint32_t id) {
   struct conn *c = &co->conns[id];
+  if (c->out_len && !ntx_fd_is(c->fd, &c->id)) {
+    c->out_len = 0; /* not our socket any more: conn_read closes the connection */
+    return;
+  }
   while (c->out_len) {
     ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n <= 0) {
@@ -235,19 +269,86 @@ static void conn_close(struct ntx_coord *co, uint32_t id, int lost, const char *
   }
   if (why && co->cfg.log)
     fprintf(co->cfg.log, "nccltrace coord: closed connection %u: %s\n", id, why);
-  epoll_ctl(co->ep, EPOLL_CTL_DEL, c->fd, NULL);
-  close(c->fd);
+  if (c->state == C_HANDSHAKE)
+    co->pending--;
+  co->in_total -= c->in_cap;
+  if (ntx_fd_is(c->fd, &c->id)) /* else: the application's now, left alone */
+    epoll_ctl(co->ep, EPOLL_CTL_DEL, c->fd, NULL);
+  ntx_fd_close(c->fd, &c->id);
   free(c->in);
   free(c->out);
   memset(c, 0, sizeof *c);
   c->fd = -1;
 }
 
-static void do_accept(struct ntx_coord *co) {
+/* The listening socket rests (out of the poll set) for BACKOFF_S: the
+ * kernel's backlog holds who comes meanwhile, at no cost to us. */
+static void listen_rest(struct ntx_coord *co, double now) {
+  if (!co->listen_off && ntx_fd_is(co->lfd, &co->lid))
+    epoll_ctl(co->ep, EPOLL_CTL_DEL, co->lfd, NULL);
+  co->listen_off = 1;
+  co->listen_resume = now + BACKOFF_S;
+  co->st.backoffs++;
+}
+
+static void listen_wake(struct ntx_coord *co, double now) {
+  if (!co->listen_off || now < co->listen_resume)
+    return;
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
+  if (ntx_fd_is(co->lfd, &co->lid))
+    epoll_ctl(co->ep, EPOLL_CTL_ADD, co->lfd, &ev);
+  co->listen_off = 0;
+}
+
+/* Room for one more pending peer: below max_pending, or the oldest pending
+ * one has had pending_full_s and is evicted (OpenSSH's MaxStartups, oldest
+ * first).  @return 1 when there is room now. */
+static int pending_room(struct ntx_coord *co, double now) {
+  if (co->pending < co->cfg.max_pending)
+    return 1;
+  uint32_t oldest = UINT32_MAX;
+  for (uint32_t i = 0; i < co->cfg.lim.max_clients; i++)
+    if (co->conns[i].state == C_HANDSHAKE &&
+        (oldest == UINT32_MAX || co->conns[i].opened < co->conns[oldest].opened))
+      oldest = i;
+  if (oldest == UINT32_MAX || now - co->conns[oldest].opened < co->cfg.pending_full_s)
+    return 0;
+  co->st.evicted++;
+  co->st.rejected_auth++;
+  conn_close(co, oldest, 1, "evicted: not authenticated while the pending budget was full");
+  return 1;
+}
+
+/* Descriptors left to the process, counted at most every HEADROOM_S
+ * (minus what we accepted since). */
+static int fd_room(struct ntx_coord *co, double now) {
+  if (now - co->headroom_t >= HEADROOM_S) {
+    co->headroom = ntx_fd_headroom();
+    co->headroom_t = now;
+  }
+  /* the pending peers together may take a small share of what is free */
+  return co->headroom > (long)co->cfg.fd_reserve &&
+         (co->pending < 2 || (long)co->pending < co->headroom / 16);
+}
+
+static void do_accept(struct ntx_coord *co, double now) {
+  if (!ntx_fd_is(co->lfd, &co->lid)) {
+    co->dead = 1; /* said by the loop */
+    return;
+  }
   for (;;) {
-    int fd = accept4(co->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0)
+    if (!pending_room(co, now) || !fd_room(co, now)) {
+      co->st.rejected_budget++;
+      listen_rest(co, now);
       return;
+    }
+    int fd = accept4(co->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        listen_rest(co, now); /* no spinning on a listen socket we cannot serve */
+      return;
+    }
+    co->headroom--;
     uint32_t id = co->cfg.lim.max_clients;
     for (uint32_t k = 0; k < co->cfg.lim.max_clients; k++) {
       uint32_t i = (co->next_id + k) % co->cfg.lim.max_clients;
@@ -268,8 +369,10 @@ static void do_accept(struct ntx_coord *co) {
     struct conn *c = &co->conns[id];
     memset(c, 0, sizeof *c);
     c->fd = fd;
+    ntx_fd_take(fd, &c->id);
     c->state = C_HANDSHAKE;
-    c->opened = c->last_rx = now_s();
+    co->pending++;
+    c->opened = c->last_rx = now;
     c->sess.key = co->cfg.key;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
     epoll_ctl(co->ep, EPOLL_CTL_ADD, fd, &ev);
@@ -305,8 +408,14 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
       conn_close(co, id, 1, "expected HELLO");
       return -1;
     }
+    if (co->st.clients >= co->cfg.max_ready) {
+      co->st.rejected_budget++;
+      conn_close(co, id, 1, "more clients than the job has ranks");
+      return -1;
+    }
     memcpy(c->sess.nonce + NTX_NONCE, m.u.hello.nonce, NTX_NONCE);
     c->state = C_READY;
+    co->pending--;
     co->st.clients++;
     ntx_check_client_add(co->chk, id, m.u.hello.host, m.u.hello.pid, m.u.hello.launcher_rank);
     if (m.u.hello.flags & NTX_HELLO_AGG)
@@ -361,23 +470,58 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
   }
 }
 
+/* Bytes the input buffer must hold for the frame being received: its
+ * header first, then the whole frame it announces (grown per frame, never
+ * 64 KiB up front).  @return 0 for a pending peer that announces more than
+ * NTX_COORD_PENDING_FRAME. */
+static size_t in_need(const struct conn *c) {
+  if (c->in_len < NTX_FRAME_HDR)
+    return c->state == C_HANDSHAKE ? 512 : 4096;
+  uint32_t len = (uint32_t)c->in[4] | (uint32_t)c->in[5] << 8 | (uint32_t)c->in[6] << 16 | (uint32_t)c->in[7] << 24;
+  size_t frame = NTX_FRAME_HDR + (size_t)len + NTX_FRAME_MAC;
+  if (c->state == C_HANDSHAKE && frame > NTX_COORD_PENDING_FRAME)
+    return 0;
+  if (frame > NTX_FRAME_MAX)
+    frame = NTX_FRAME_MAX; /* the parser refuses it */
+  return frame + (c->state == C_HANDSHAKE ? 0 : 4096); /* room for what follows it */
+}
+
+/* @return 0, or -1 when the connection was closed. */
+static int in_grow(struct ntx_coord *co, uint32_t id) {
+  struct conn *c = &co->conns[id];
+  size_t need = in_need(c);
+  if (!need) {
+    co->st.rejected_auth++;
+    conn_close(co, id, 1, "frame too large before authenticating");
+    return -1;
+  }
+  if (need <= c->in_cap)
+    return 0;
+  if (co->in_total - c->in_cap + need > co->cfg.in_total_max) {
+    co->st.rejected_budget++;
+    conn_close(co, id, 1, "over the coordinator's input memory budget");
+    return -1;
+  }
+  uint8_t *p = realloc(c->in, need);
+  if (!p) {
+    conn_close(co, id, 1, "out of memory");
+    return -1;
+  }
+  co->in_total += need - c->in_cap;
+  c->in = p;
+  c->in_cap = need;
+  return 0;
+}
+
 static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
   struct conn *c = &co->conns[id];
+  if (!ntx_fd_is(c->fd, &c->id)) { /* the application closed it (and maybe reused the number) */
+    conn_close(co, id, 1, "its descriptor was closed by the application");
+    return;
+  }
   for (int rounds = 0; rounds < 16; rounds++) { /* bounded: others get their turn */
-    if (c->in_cap - c->in_len < 4096) {
-      size_t cap = c->in_cap ? c->in_cap * 2 : 8192;
-      if (cap > NTX_FRAME_MAX + 4096)
-        cap = NTX_FRAME_MAX + 4096;
-      if (cap > c->in_cap) {
-        uint8_t *p = realloc(c->in, cap);
-        if (!p) {
-          conn_close(co, id, 1, "out of memory");
-          return;
-        }
-        c->in = p;
-        c->in_cap = cap;
-      }
-    }
+    if (in_grow(co, id) < 0)
+      return;
     ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
       conn_close(co, id, 1, c->state == C_READY ? NULL : "closed before authenticating");
@@ -414,6 +558,12 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
       c->partial_since = 0;
     else if (off || !c->partial_since)
       c->partial_since = now;
+    if (!c->in_len && c->in_cap > IN_KEEP) { /* an idle client keeps no large buffer */
+      co->in_total -= c->in_cap;
+      free(c->in);
+      c->in = NULL;
+      c->in_cap = 0;
+    }
   }
 }
 
@@ -435,6 +585,21 @@ static void sweep(struct ntx_coord *co, double now) {
   }
 }
 
+/* Are the loop's own descriptors still ours?  The application may have
+ * closed them (and reused the numbers): then the loop must end without
+ * touching them, said once. */
+static int loop_fds_ok(struct ntx_coord *co) {
+  if (!co->dead && ntx_wake_ok(&co->wake) && ntx_ep_is(co->ep, &co->epid, co->wake.r, EPOLLIN, EV_WAKE) &&
+      ntx_fd_is(co->lfd, &co->lid))
+    return 1;
+  if (!co->said_dead)
+    fprintf(stderr, "nccltrace: the coordinator's descriptors were closed by the application (listening socket "
+                    "fd %d, epoll fd %d); the coordinator stops and its ranks continue unchecked\n", co->lfd, co->ep);
+  co->said_dead = 1;
+  co->dead = 1;
+  return 0;
+}
+
 void ntx_coord_run(struct ntx_coord *co) {
   double last_tick = 0;
   struct epoll_event evs[64];
@@ -443,20 +608,17 @@ void ntx_coord_run(struct ntx_coord *co) {
     struct ntx_check_ops ops = {.verdict = on_verdict, .reply = on_reply};
     co->chk = ntx_check_new(&co->cfg.lim, &ops, co);
   }
-  while (!co->stop && co->chk) {
+  while (!__atomic_load_n(&co->stop, __ATOMIC_ACQUIRE) && co->chk && loop_fds_ok(co)) {
     pthread_mutex_unlock(&co->lock);
     int n = epoll_wait(co->ep, evs, 64, 50);
     pthread_mutex_lock(&co->lock);
     double now = now_s();
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !co->dead; i++) {
       uint64_t d = evs[i].data.u64;
-      if (d == UINT64_MAX) {
-        do_accept(co);
-      } else if (d == UINT64_MAX - 1) {
-        char b[16];
-        while (read(co->wake[0], b, sizeof b) > 0)
-          ;
-        co->stop = 1;
+      if (d == EV_LISTEN) {
+        do_accept(co, now);
+      } else if (d == EV_WAKE) {
+        ntx_wake_drain(&co->wake); /* the stop flag says why */
       } else if (co->conns[d].state != C_FREE) {
         if (evs[i].events & EPOLLOUT)
           conn_flush(co, (uint32_t)d);
@@ -464,12 +626,15 @@ void ntx_coord_run(struct ntx_coord *co) {
           conn_read(co, (uint32_t)d, now);
       }
     }
-    if (now - last_tick >= 0.1) {
+    listen_wake(co, now);
+    if (now - last_tick >= 0.1 && !co->dead) {
       last_tick = now;
       ntx_check_tick(co->chk, now);
       sweep(co, now);
     }
   }
+  if (co->dead)
+    loop_fds_ok(co); /* the line, once */
   pthread_mutex_unlock(&co->lock);
 }
 
@@ -487,10 +652,9 @@ int ntx_coord_start(struct ntx_coord *co) {
 }
 
 void ntx_coord_request_stop(struct ntx_coord *co) {
-  if (co->wake[1] >= 0) {
-    ssize_t w = write(co->wake[1], "x", 1);
-    (void)w; /* a full pipe already holds a stop request */
-  }
+  int zero = 0;
+  __atomic_compare_exchange_n(&co->stop, &zero, 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  ntx_wake_poke(&co->wake); /* not ours any more: the loop sees the flag within 50 ms */
 }
 
 void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
@@ -499,7 +663,7 @@ void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
   if (co->thread_started) {
     for (double t = 0; t < linger_s; t += 0.02) {
       pthread_mutex_lock(&co->lock);
-      uint32_t n = co->st.clients;
+      uint32_t n = co->dead ? 0 : co->st.clients; /* a dead loop reads nobody's goodbye */
       pthread_mutex_unlock(&co->lock);
       if (n == 0)
         break;
@@ -507,7 +671,12 @@ void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
       nanosleep(&ts, NULL);
     }
     ntx_coord_request_stop(co);
-    pthread_join(co->thread, NULL);
+    if (ntx_join_within(co->thread, 0.5) != 0) {
+      /* stuck (or descheduled for long): left running with its memory and
+       * descriptors; the process is going anyway */
+      fprintf(stderr, "nccltrace: the coordinator thread did not stop within 0.5 s; left running\n");
+      return;
+    }
   }
   for (uint32_t id = 0; co->conns && id < co->cfg.lim.max_clients; id++) {
     if (co->conns[id].state == C_READY) {
@@ -516,18 +685,15 @@ void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
       conn_send(co, id, NTX_MSG_BYE, b, n);
     }
     if (co->conns[id].state != C_FREE) {
-      co->conns[id].state = C_HANDSHAKE; /* a shutdown is no loss: nobody is told */
+      if (co->conns[id].state == C_HANDSHAKE)
+        co->pending--;
+      co->conns[id].state = C_CLOSING; /* a shutdown is no loss: nobody is told */
       conn_close(co, id, 0, NULL);
     }
   }
-  if (co->lfd >= 0)
-    close(co->lfd);
-  if (co->ep >= 0)
-    close(co->ep);
-  if (co->wake[0] >= 0) {
-    close(co->wake[0]);
-    close(co->wake[1]);
-  }
+  ntx_fd_close(co->lfd, &co->lid);
+  ntx_fd_close(co->ep, &co->epid);
+  ntx_wake_close(&co->wake);
   ntx_check_free(co->chk);
   free(co->conns);
   pthread_mutex_destroy(&co->lock);

@@ -12,6 +12,21 @@
  * authenticate (hs_timeout_s), time a partial frame may stay partial
  * (slow_timeout_s), silence of an authenticated client (dead_timeout_s).
  * A connection that breaks a rule is closed; everyone else is served on.
+ *
+ * Budget inside the workload process (an embedded coordinator must never
+ * take what the application needs): at most max_pending connections that
+ * have not authenticated, all together; when that is full, the oldest one
+ * pending for pending_full_s is evicted for a newcomer, else the listening
+ * socket leaves the poll set for a backoff and the kernel's backlog holds
+ * the rest (no CPU spent on them).  Nothing is accepted while fewer than
+ * fd_reserve descriptors would remain to the process (RLIMIT_NOFILE), and
+ * EMFILE/ENFILE back off likewise.  A pending peer's frame may not announce
+ * more than NTX_COORD_PENDING_FRAME bytes; input buffers grow per frame and
+ * all of them together stay under in_total_max.
+ *
+ * Descriptors are checked by identity before each use (own.h): when the
+ * application closed the listening socket, the epoll instance or the wake
+ * socket, the loop ends with one line and touches none of them again.
  */
 #ifndef NTX_COORD_H
 #define NTX_COORD_H
@@ -19,6 +34,8 @@
 #include <stdio.h>
 #include "interpose/exchange/auth.h"
 #include "interpose/exchange/check.h"
+
+#define NTX_COORD_PENDING_FRAME 1024u /* largest frame a peer may announce before authenticating */
 
 /* CHALLENGE flags */
 #define NTX_COORD_EMBEDDED 1u /* the coordinator lives inside a rank's process */
@@ -33,6 +50,11 @@ struct ntx_coord_cfg {
   double slow_timeout_s;    /* a started frame must complete within (5) */
   double dead_timeout_s;    /* an authenticated client silent this long is lost (10) */
   uint32_t max_out;         /* bytes queued per client before messages are dropped (1 MiB) */
+  uint32_t max_pending;     /* connections not authenticated yet, all together (16) */
+  double pending_full_s;    /* with max_pending full, a pending peer this old is evicted (1) */
+  uint32_t fd_reserve;      /* descriptors always left to the process (64) */
+  uint32_t max_ready;       /* authenticated clients (0: lim.max_clients) */
+  size_t in_total_max;      /* bytes of all input buffers together (64 MiB) */
   FILE *log;                /* verdicts and rejections (standalone), NULL = quiet */
 };
 void ntx_coord_default_cfg(struct ntx_coord_cfg *cfg);
@@ -46,16 +68,20 @@ int ntx_coord_port(const struct ntx_coord *co);
 void ntx_coord_run(struct ntx_coord *co);
 /* Run the loop on a new thread.  @return 0 or -errno. */
 int ntx_coord_start(struct ntx_coord *co);
-/* Ask the loop to end (async-signal-safe: one write to a pipe). */
+/* Ask the loop to end (async-signal-safe: an atomic store and one send(2)
+ * on our wake socket, when it is still ours). */
 void ntx_coord_request_stop(struct ntx_coord *co);
 /* Stop: wait up to linger_s for clients to say goodbye (so ranks that
  * outlive the host rank by a moment keep their checks), tell the rest BYE,
- * join the thread and free everything. */
+ * join the thread and free everything.  A loop thread that does not end
+ * within 0.5 s is left running with its memory (one line): exit never
+ * waits on it. */
 void ntx_coord_stop(struct ntx_coord *co, double linger_s);
 
 struct ntx_coord_stats {
   uint64_t accepted, rejected_auth, rejected_malformed, rejected_full, slow_closed, dead_closed;
   uint64_t frames_in, frames_out, out_dropped;
+  uint64_t evicted, backoffs, rejected_budget; /* pending evicted when full; listen backoffs; refused by a budget */
   uint32_t clients;         /* authenticated now */
 };
 /* A snapshot (taken under the loop's lock). */

@@ -23,12 +23,21 @@
  *             SIGKILLs it), the others enqueue a 4th AllReduce (strict
  *             mode: it waits for the killed rank) and print "enqueued
  *             <ncclResult_t>" once the call returns, then sleep
+ *   closefds  3 AllReduce, then closes fds 3..1023 (as daemons and
+ *             sandboxes do), opens 8 files IDFILE.data.RANK.K, writes 4 KiB
+ *             of 'A'+K into each, runs 5 AllReduce 20 ms apart, prints
+ *             "closed ok" and exits 0 with the files still open (the driver
+ *             checks their content)
+ *   openloop  3 AllReduce, "ready", then for XRANK_LOOP_S seconds (4) opens
+ *             32 files at a time and closes them again, with an AllReduce
+ *             every 10 rounds; prints "open failures N"; exits 0
  * XRANK_REUSE_ID=1: rank 0 reads IDFILE when it exists instead of making a
  * new id (a second job on the same communicator id).
  *
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded, no handlers.
  */
+#include <fcntl.h>
 #include <libgen.h>
 
 /* Failure macros, sleep_ms and the unique-id rendezvous: ../emu_rank.h. */
@@ -154,6 +163,60 @@ int main(int argc, char **argv) {
     printf("sub seq4 %s\n", ncclGetErrorString(r));
     printf("hung\n");
     sleep_ms(60000);
+    return 0;
+  }
+  if (!strcmp(mode, "closefds")) {
+    sleep_ms(300); /* the exchange is connected and has nudged its thread */
+    for (int fd = 3; fd < 1024; fd++)
+      close(fd);
+    int fds[8];
+    char buf[4096];
+    for (int k = 0; k < 8; k++) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s.data.%d.%d", argv[4], g_rank, k);
+      fds[k] = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+      if (fds[k] < 0)
+        FAIL("open %s: %s", path, strerror(errno));
+      memset(buf, 'A' + k, sizeof buf);
+      if (write(fds[k], buf, sizeof buf) != (ssize_t)sizeof buf)
+        FAIL("write %s", path);
+    }
+    for (int i = 0; i < 5; i++) {
+      allreduce_checked(comm, nranks);
+      sleep_ms(20);
+    }
+    printf("closed ok\n");
+    return 0; /* exit with the files open: whatever the tracer does at exit lands there */
+  }
+  if (!strcmp(mode, "openloop")) {
+    printf("ready\n");
+    const char *ls = getenv("XRANK_LOOP_S");
+    double secs = ls ? atof(ls) : 4.0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long failures = 0, opened = 0;
+    for (int round = 0;; round++) {
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      if ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 > secs)
+        break;
+      int fds[32];
+      for (int k = 0; k < 32; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s.loop.%d", argv[4], k);
+        fds[k] = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+        if (fds[k] < 0)
+          failures++;
+        else
+          opened++;
+      }
+      for (int k = 0; k < 32; k++)
+        if (fds[k] >= 0)
+          close(fds[k]);
+      if (round % 10 == 0)
+        allreduce_checked(comm, nranks);
+      sleep_ms(5);
+    }
+    printf("open failures %ld of %ld\n", failures, failures + opened);
     return 0;
   }
   if (!strcmp(mode, "idle")) {

@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""hostile_exchange.py -- the exchange in a hostile or cramped process
+(docs/reliability.md, items 2, 3 and 5), with LD_PRELOAD=libnccltrace.so
+on the CPU emulator, ranks started as torchrun does (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT), the coordinator embedded in rank 0.  One test
+per invocation:
+
+  closefds   2 ranks, async check; after init each closes fds 3..1023,
+             opens 8 files, writes known content, runs 5 more AllReduce and
+             exits: both exit 0 within 10 s, the files hold exactly what was
+             written (no tracer byte in them), and the processes used far
+             less CPU than their wall time (no thread spinning on a
+             descriptor that is not its own)
+  flood      rank 0 alone under RLIMIT_NOFILE 1024 opens 32 files at a time
+             in a loop while 1,100 idle TCP connections are made to the
+             coordinator's port: no open() fails, exit 0, and the tracer
+             uses under 10% of a core during the flood (process CPU over the
+             flood window minus the same window before it)
+  flood_mem  1,000 connections each send a frame header announcing 64 KiB
+             and 60,000 bytes of it, then stall: rank 0's RSS grows by
+             less than 16 MB
+  agg_squat  (root) an unprivileged user binds the node aggregator's
+             abstract name first (read from /proc/net/unix, as anyone can):
+             a strict 2-rank job refuses it with a line naming its pid and
+             uid, checks through the coordinator directly, and every
+             collective succeeds without waiting for a strict timeout
+
+Paths come from the environment (set by meson): NTX_LIB, NTX_EMU, NTX_RANK.
+Exit: 0 pass, 1 fail, 77 skip.
+"""
+import os
+import pwd
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SQUAT_USER = "nccltrace-squat"
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def raise_nofile(n):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(n, hard) if hard != resource.RLIM_INFINITY else n
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+class Job:
+    def __init__(self, tmp, mode, nranks, extra, nofile=None, port=None):
+        self.tmp, self.n = tmp, nranks
+        self.port = port or free_port()
+        self.procs = []
+        idfile = os.path.join(tmp, "id")
+        for r in range(nranks):
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("NCCLTRACE_") and k not in ("LD_PRELOAD", "NCCLEMU_FAULT")}
+            env.update({
+                "LD_LIBRARY_PATH": os.environ["NTX_EMU"], "NCCLEMU_DEVICES": "8",
+                "LD_PRELOAD": os.environ["NTX_LIB"],
+                "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(nranks),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.port - 17),
+                "NCCLTRACE_RING_DIR": os.path.join(tmp, "rings"),
+                "NCCLTRACE_DIR": os.path.join(tmp, "dumps"),
+                "NCCLTRACE_JOB": "xhostile",
+            })
+            env.update(extra)
+
+            def pre(n=nofile):
+                if n:
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+            out = open(os.path.join(tmp, "out.%d" % r), "w")
+            err = open(os.path.join(tmp, "err.%d" % r), "w")
+            self.procs.append(subprocess.Popen([os.environ["NTX_RANK"], mode, str(r), str(nranks), idfile],
+                                               env=env, stdout=out, stderr=err, preexec_fn=pre))
+
+    def text(self, kind, r):
+        with open(os.path.join(self.tmp, "%s.%d" % (kind, r))) as f:
+            return f.read()
+
+    def wait_text(self, ranks, needle, timeout, kind="out"):
+        end = time.time() + timeout
+        while time.time() < end:
+            if all(needle in self.text(kind, r) for r in ranks):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def wait4(self, timeout):
+        """(exit codes, CPU seconds of each process) -- None where still running at timeout."""
+        end = time.time() + timeout
+        codes, cpu = [None] * self.n, [None] * self.n
+        while time.time() < end and None in codes:
+            for r, p in enumerate(self.procs):
+                if codes[r] is None:
+                    pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                    if pid:
+                        p.returncode = os.waitstatus_to_exitcode(status)
+                        codes[r] = p.returncode
+                        cpu[r] = ru.ru_utime + ru.ru_stime
+            time.sleep(0.01)
+        return codes, cpu
+
+    def kill_all(self):
+        for p in self.procs:
+            if p.returncode is None:
+                try:
+                    p.kill()
+                    p.wait()
+                except (ProcessLookupError, ChildProcessError):
+                    pass
+
+    def show(self):
+        for r in range(self.n):
+            print("--- rank %d stdout:\n%s--- rank %d stderr:\n%s" % (r, self.text("out", r), r, self.text("err", r)))
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def t_closefds(tmp):
+    t0 = time.time()
+    job = Job(tmp, "closefds", 2, {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600"})
+    codes, cpu = job.wait4(10)
+    wall = time.time() - t0
+    job.kill_all()
+    job.show()
+    check(codes == [0, 0], "exit codes %s within 10 s, want [0, 0] (a hang at exit?)" % codes)
+    for r in range(2):
+        for k in range(8):
+            with open(os.path.join(tmp, "id.data.%d.%d" % (r, k)), "rb") as f:
+                data = f.read()
+            want = bytes([ord("A") + k]) * 4096
+            check(data == want, "rank %d file %d: %d bytes, %d not %r (the tracer wrote or read there)"
+                  % (r, k, len(data), sum(1 for b in data if b != want[0]), chr(want[0])))
+    # A thread spinning in epoll_wait/poll on a closed descriptor burns a
+    # core for the whole run: the ranks together stay well below one.
+    total = sum(cpu)
+    print("2 ranks exited 0 in %.2f s, %.2f s of CPU; 16 files intact" % (wall, total))
+    check(total < 0.5 * wall + 0.5, "the ranks used %.2f s of CPU in %.2f s: a tracer thread spins" % (total, wall))
+
+
+def flood_connect(port, n, payload=b""):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        socks.append(s)
+    if payload:
+        time.sleep(0.2)
+        for s in socks:
+            try:
+                s.send(payload)
+            except OSError:
+                pass
+    return socks
+
+
+def t_flood(tmp):
+    raise_nofile(4096)
+    job = Job(tmp, "openloop", 1, {"NCCLTRACE_CHECK": "async", "XRANK_LOOP_S": "5"}, nofile=1024)
+    pid = job.procs[0].pid
+    try:
+        check(job.wait_text([0], "ready", 20), "rank 0 never got ready")
+        time.sleep(0.3)
+        c0, w0 = cpu_s(pid), time.time()
+        time.sleep(1.0)
+        c1, w1 = cpu_s(pid), time.time()
+        socks = flood_connect(job.port, 1100)
+        time.sleep(2.5)
+        c2, w2 = cpu_s(pid), time.time()
+        base = (c1 - c0) / (w1 - w0)
+        flood = (c2 - c1) / (w2 - w1)
+        codes, _ = job.wait4(15)
+        for s in socks:
+            s.close()
+    finally:
+        job.kill_all()
+    job.show()
+    out = job.text("out", 0)
+    print("1,100 connections: CPU %.1f%% of a core before, %.1f%% during the flood" % (base * 100, flood * 100))
+    check(codes == [0], "exit code %s, want 0" % codes)
+    check("open failures 0 of" in out, "the application's open() failed: %s" % out.strip().splitlines()[-1:])
+    check(flood - base < 0.10, "the tracer used %.0f%% of a core during the flood" % ((flood - base) * 100))
+
+
+def t_flood_mem(tmp):
+    raise_nofile(8192)
+    job = Job(tmp, "idle", 1, {"NCCLTRACE_CHECK": "async"}, nofile=8192)
+    pid = job.procs[0].pid
+    try:
+        check(job.wait_text([0], "ready", 20), "rank 0 never got ready")
+        time.sleep(0.3)
+        r0 = rss_kb(pid)
+        # "NX", version 2, HELLO, length 65536, seq 0: judged valid so far
+        hdr = b"NX" + bytes([2, 2]) + (65536).to_bytes(4, "little") + bytes(8)
+        socks = flood_connect(job.port, 1000, hdr + bytes(60000))
+        time.sleep(2.0)
+        r1 = rss_kb(pid)
+        alive = job.procs[0].poll() is None
+        for s in socks:
+            s.close()
+    finally:
+        job.kill_all()
+    job.show()
+    check(alive, "rank 0 died during the flood")
+    print("1,000 unfinished 64 KiB frames: RSS %d -> %d KiB (+%.1f MB)" % (r0, r1, (r1 - r0) / 1024))
+    check(r1 - r0 < 16 * 1024, "RSS grew by %.1f MB" % ((r1 - r0) / 1024))
+
+
+def agg_names():
+    with open("/proc/net/unix") as f:
+        return sorted({w[1:] for line in f for w in line.split() if w.startswith("@nccltrace-agg-")})
+
+
+def t_agg_squat(tmp):
+    if os.geteuid() != 0:
+        print("skip: needs root (a second user)")
+        sys.exit(77)
+    try:
+        pw = pwd.getpwnam(SQUAT_USER)
+    except KeyError:
+        if subprocess.run(["useradd", "-M", "-r", "-s", "/usr/sbin/nologin", SQUAT_USER]).returncode != 0:
+            print("skip: useradd failed")
+            sys.exit(77)
+        pw = pwd.getpwnam(SQUAT_USER)
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_AGG": "1", "NCCLTRACE_STRICT_SHM": "0",
+           "NCCLTRACE_STRICT_TIMEOUT": "20", "NCCLTRACE_VERBOSE": "1", "LOCAL_WORLD_SIZE": "2",
+           "XRANK_REUSE_ID": "1"}
+    port = free_port()
+    before = set(agg_names())
+    # the name, as another user sees it: one job, then /proc/net/unix
+    job = Job(tmp, "idle", 2, env, port=port)
+    ok = job.wait_text([0, 1], "ready", 20)
+    names = sorted(set(agg_names()) - before)
+    job.kill_all()
+    check(ok and len(names) == 1, "the first job's aggregator name: %s" % names)
+    name = names[0]
+    rd, wr = os.pipe()
+    squat = os.fork()
+    if squat == 0:  # the other user: no exec needed (our interpreter may be unreadable to it)
+        try:
+            os.close(rd)
+            os.setgroups([])
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            s = socket.socket(socket.AF_UNIX)
+            s.bind("\0" + name)
+            s.listen(64)
+            os.write(wr, b"bound\n")
+            held = []
+            while True:
+                held.append(s.accept()[0])
+        finally:
+            os._exit(1)
+    os.close(wr)
+    try:
+        check(os.read(rd, 16) == b"bound\n", "the squatter could not bind @%s" % name)
+        t0 = time.time()
+        for r in range(2):
+            for kind in ("out", "err"):
+                os.unlink(os.path.join(tmp, "%s.%d" % (kind, r)))
+        job = Job(tmp, "steady", 2, env, port=port)
+        codes, _ = job.wait4(15)
+        wall = time.time() - t0
+        job.kill_all()
+        job.show()
+    finally:
+        os.kill(squat, 9)
+        os.waitpid(squat, 0)
+    check(codes == [0, 0], "exit codes %s within 15 s (waited for a strict timeout?)" % codes)
+    check(wall < 10, "the job took %.1f s: strict calls waited on the squatter" % wall)
+    needle = "held by pid %d of uid %d" % (squat, pw.pw_uid)
+    for r in range(2):
+        err = job.text("err", r)
+        check(needle in err, "rank %d did not name the squatter (%r)" % (r, needle))
+        check("cross-rank check strict: coordinator" in err, "rank %d never checked through the coordinator" % r)
+        check("unchecked" not in err, "rank %d ran unchecked" % r)
+    print("@%s squatted by uid %d: refused, named, checked directly; 2 x 60 AllReduce ok in %.1f s"
+          % (name, pw.pw_uid, wall))
+
+
+def main():
+    for k in ("NTX_LIB", "NTX_EMU", "NTX_RANK"):
+        if not os.environ.get(k):
+            print("skip: %s not set" % k)
+            sys.exit(77)
+    test = sys.argv[1]
+    tmp = tempfile.mkdtemp(prefix="ntx-hostile-")
+    os.chmod(tmp, 0o755 if test == "agg_squat" else 0o700)
+    try:
+        {"closefds": t_closefds, "flood": t_flood, "flood_mem": t_flood_mem, "agg_squat": t_agg_squat}[test](tmp)
+    finally:
+        if os.environ.get("NTX_KEEP"):
+            print("kept " + tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("%s: ok" % test)
+
+
+if __name__ == "__main__":
+    main()
