@@ -22,8 +22,11 @@ extern "C" {
 NCCLTRACE_API void nccltrace_mark(const char *what, long long value);
 
 /* Write a dump of this process's flight recorder now.
- * @return 0 on success, a negative errno value otherwise (the reason is also
- *         printed once on stderr as a `nccltrace:` line). */
+ * Dumps are budgeted per trigger: 5 at once, then one per 12 s
+ * (docs/dump-format.md, "How many dumps"); past that the call writes nothing.
+ * @return 0 on success, -EAGAIN over that budget, another negative errno
+ *         value otherwise (the reason is also printed once on stderr as a
+ *         `nccltrace:` line). */
 NCCLTRACE_API int nccltrace_dump(const char *reason);
 
 /* @return the version string of the loaded tracer, e.g. "0.1.0". */

@@ -17,6 +17,12 @@
 
 /* Discover the coordinator, maybe host it, start the client thread. */
 void ntx_start(struct ntr_ring *ring);
+/* The keys exchange connections authenticate with (exchange/keys.h): the
+ * bytes of a communicator's ncclUniqueId (ncclGetUniqueId's output, the id
+ * of every ncclCommInitRank*), before ntx_comm_register; and a random key
+ * for an ncclCommInitAll (all its ranks are in this process). */
+void ntx_keys_learn_uid(const void *uid, size_t len);
+void ntx_keys_learn_local(void);
 /* Called at the ENTRY of every communicator init/split/shrink, after cs has
  * comm_id, rank, nranks: registers the rank with the coordinator. */
 void ntx_comm_register(struct ntr_comm_state *cs);

@@ -171,8 +171,10 @@ NTI_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   ncclResult_t res;
   LIFE_CALL(res, real(uniqueId));
   /* aux: the id every rank will compute for a comm made from this. */
-  if (res == ncclSuccess && uniqueId)
+  if (res == ncclSuccess && uniqueId) {
     l.aux = nti_hash_bytes(uniqueId, sizeof *uniqueId);
+    ntx_keys_learn_uid(uniqueId, sizeof *uniqueId); /* the root of a comm holds its key first */
+  }
   life_exit(&l, res);
   LIFE_EPILOGUE(res);
 }
@@ -183,6 +185,9 @@ static ncclResult_t init_rank(unsigned kind, ncclComm_t *comm, int nranks, ncclU
   uint64_t cid = kind == NTR_KIND_COMM_INIT_RANK_SCALABLE ? nti_id_scalable(id, nid)
                                                           : nti_hash_bytes(id, sizeof *id);
   int nb = config_nonblocking(config, env_nonblocking());
+  /* Every rank of a scalable init holds the whole array: the first id names
+   * the key (the one its root made with ncclGetUniqueId). */
+  ntx_keys_learn_uid(id, sizeof *id);
   struct nti_comm *c = new_comm(cid, rank, nranks, kind, nb, 0, 0);
   struct life l = {.kind = kind, .c = c, .comm_id = cid, .rank = rank, .nranks = nranks};
   life_enter(&l);
@@ -263,6 +268,7 @@ NTI_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *d
   int nth = ++calls;
   pthread_mutex_unlock(&nti_life_lock);
   uint64_t cid = nti_id_init_all(nth);
+  ntx_keys_learn_local();
   int n = ndev > 0 && ndev <= 1024 ? ndev : 0;
   struct nti_comm **cs = n ? calloc((size_t)n, sizeof *cs) : NULL;
   for (int i = 0; cs && i < n; i++)

@@ -8,9 +8,16 @@
  * prints with one write(2).  nti_trigger_dump adds nothing unsafe either,
  * but is documented as not signal-safe so its callers keep that freedom.
  */
+#include <time.h>
+
+#include "interpose/dump_rate.h"
 #include "interpose/nti.h"
 #include "interpose/trigger.h"
 #include "recorder/dump.h"
+
+/* Dumps per trigger kind are budgeted (dump_rate.h): a storm of verdicts
+ * or signals must not fill the disk or keep a core compressing. */
+static struct nti_rate dump_rate;
 
 static const char *trig_name(int kind) {
   const char *n = ntr_trigger_name((unsigned)kind);
@@ -40,9 +47,38 @@ static void errno_text(char *buf, size_t cap, int e) {
   buf[i] = 0;
 }
 
+/* Over budget: a Note in the ring counts it (aux = refused so far), and the
+ * first refusal of a kind says so in one line.  Signal-safe: plain stores,
+ * one write(2). */
+static int over_budget(int trigger_kind) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe (POSIX) */
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, count = 0;
+  int first = 0;
+  if (nti_rate_take(&dump_rate, (unsigned)trigger_kind, now, &count, &first))
+    return 0;
+  nti_record_event(NTR_KIND_NOTE, NULL, "dump-limited", count, (uint64_t)trigger_kind, 0);
+  if (first) {
+    char line[256], num[16];
+    size_t n = cat(line, 0, sizeof line, "nccltrace: more than ");
+    errno_text(num, sizeof num, (int)NTI_RATE_BURST);
+    n = cat(line, n, sizeof line, num);
+    n = cat(line, n, sizeof line, " dumps for trigger ");
+    n = cat(line, n, sizeof line, trig_name(trigger_kind));
+    n = cat(line, n, sizeof line, " at once: further ones are skipped (at most one per ");
+    errno_text(num, sizeof num, (int)(NTI_RATE_PERIOD_NS / 1000000000ull));
+    n = cat(line, n, sizeof line, num);
+    n = cat(line, n, sizeof line, " s; each skip is a dump-limited Note in the ring)\n");
+    nti_say_raw(line);
+  }
+  return 1;
+}
+
 int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason) {
   if (!nti_active() || !nti_g.dump_ready)
     return -ENODEV;
+  if (over_budget(trigger_kind))
+    return -EAGAIN;
   struct ntr_trigger t;
   memset(&t, 0, sizeof t);
   t.kind = (uint32_t)trigger_kind;

@@ -86,7 +86,7 @@ static int on_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
     if (m.type == NTX_MSG_CHALLENGE) {
       char host[32];
       snprintf(host, sizeof host, "simhost%d", r->rank / 8);
-      agg_link_on_challenge(l, &m, 100000 + r->rank, r->rank, host, "bench-sim");
+      agg_link_on_challenge(l, f, 100000 + r->rank, r->rank, host, "bench-sim");
     } else if (m.type == NTX_MSG_WELCOME) {
       l->state = AGG_L_READY;
       uint8_t buf[256];

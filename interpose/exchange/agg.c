@@ -75,6 +75,7 @@ struct ntx_agg {
   /* upstream */
   struct agg_link up;
   int up_connecting;
+  uint32_t up_key_try;  /* which of cfg.keys the next upstream connection names */
   double up_next_try, up_backoff, up_last_tx, last_sweep;
   /* the FP batch: payload of one FP frame being filled */
   uint8_t *batch;
@@ -249,6 +250,8 @@ static void up_register(struct ntx_agg *a, const struct reg *r, double now) {
 }
 
 static void up_lost(struct ntx_agg *a, double now) {
+  if (a->up.state == AGG_L_HANDSHAKE)
+    a->up_key_try++; /* not welcomed: the root may not hold that key, try the next */
   if (a->up.fd >= 0 && ntx_fd_is(a->up.fd, &a->up.id))
     epoll_ctl(a->ep, EPOLL_CTL_DEL, a->up.fd, NULL);
   agg_link_close(&a->up);
@@ -264,6 +267,13 @@ static void up_connect(struct ntx_agg *a, double now) {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   struct addrinfo *ai = NULL;
   a->up_next_try = now + (a->up_backoff < 0.05 ? 0.05 : a->up_backoff);
+  struct ntx_key key = a->cfg.key;
+  if (a->cfg.keys) { /* no key yet: nothing to prove who we are with */
+    uint32_t nk = ntx_keyring_count(a->cfg.keys);
+    if (!nk)
+      return;
+    ntx_keyring_get(a->cfg.keys, a->up_key_try % nk, &key);
+  }
   if (!a->cfg.up_host || getaddrinfo(a->cfg.up_host, a->cfg.up_port, &hints, &ai) != 0 || !ai)
     return;
   int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
@@ -271,7 +281,7 @@ static void up_connect(struct ntx_agg *a, double now) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
-      agg_link_init(&a->up, fd, 0, &a->cfg.key, UP_OUT_MAX);
+      agg_link_init(&a->up, fd, 0, &key, UP_OUT_MAX);
       a->up.hello_flags = NTX_HELLO_AGG;
       a->up_connecting = 1;
       struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = EV_UP};
@@ -314,7 +324,7 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
   }
   if (l->state == AGG_L_HANDSHAKE) {
     if (m.type == NTX_MSG_CHALLENGE) {
-      agg_link_on_challenge(l, &m, (int32_t)getpid(), a->cfg.lrank, a->host, a->job);
+      agg_link_on_challenge(l, f, (int32_t)getpid(), a->cfg.lrank, a->host, a->job);
       return 0;
     }
     if (m.type != NTX_MSG_WELCOME) {
@@ -518,6 +528,7 @@ static void local_accept(struct ntx_agg *a) {
     lc->opened = now;
     agg_link_init(&lc->l, fd, 1, &a->cfg.key, 1u << 20);
     a->pending++;
+    lc->l.keys = a->cfg.keys;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
     epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
     agg_link_accept(&lc->l, NTX_CHAL_AGG, (int32_t)getpid(), a->host);
@@ -556,12 +567,12 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
       local_close(a, i, 1);
       return -1;
     }
-    lc->pid = m.u.hello.pid;
-    lc->lrank = m.u.hello.launcher_rank;
-    if (lc->hello_wait) { /* a second HELLO */
+    if (lc->hello_wait || agg_link_hello_auth(l, f, &m) != 0) { /* a second HELLO, or not one of our keys */
       local_close(a, i, 1);
       return -1;
     }
+    lc->pid = m.u.hello.pid;
+    lc->lrank = m.u.hello.launcher_rank;
     memcpy(lc->hello_nonce, m.u.hello.nonce, NTX_NONCE);
     lc->hello_wait = 1;
     a->pending--;

@@ -38,12 +38,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "interpose/exchange/auth.h"
+#include "interpose/exchange/keys.h"
 
 struct ntx_agg_cfg {
   const char *name;      /* abstract socket name (no leading NUL): ntx_agg_name() */
   const char *up_host;   /* root coordinator */
   const char *up_port;
-  struct ntx_key key;    /* the job key (local and upstream links) */
+  const struct ntx_keyring *keys; /* the keys of this process (keys.h): local clients may name any,
+                          * upstream names one (NULL: key alone, both ways) */
+  struct ntx_key key;    /* the only key when keys is NULL */
   const char *host;      /* this host's name ("" = gethostname) */
   const char *job;       /* sent upstream in HELLO */
   double flush_s;        /* oldest batched FP entry waits at most this (default 0.005) */
@@ -55,8 +58,10 @@ struct ntx_agg_cfg {
 };
 void ntx_agg_default_cfg(struct ntx_agg_cfg *cfg);
 
-/* "nccltrace-agg-<16 hex>": SipHash of (real uid, job) under the job key, so
- * two jobs (or two users) on one host never meet. */
+/* "nccltrace-agg-<16 hex>": SipHash of (real uid, job) under key (the
+ * naming key of auth.h: public values, or NCCLTRACE_SECRET), so two jobs
+ * (or two users) on one host do not meet by accident.  The name is no
+ * secret: a client's key, not the name, keeps others out. */
 void ntx_agg_name(const struct ntx_key *key, const char *job, char *out, size_t len);
 
 struct ntx_agg;

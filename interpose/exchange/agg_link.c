@@ -27,7 +27,8 @@ void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key 
   l->state = AGG_L_HANDSHAKE;
   l->dir_out = server ? NTX_DIR_TO_CLIENT : NTX_DIR_TO_COORD;
   l->dir_in = server ? NTX_DIR_TO_COORD : NTX_DIR_TO_CLIENT;
-  l->sess.key = *key;
+  l->key = *key;
+  ntx_sess_challenge(&l->sess); /* CHALLENGE, either way, is under the public session */
   l->out_max = out_max ? out_max : (size_t)4 << 20;
 }
 
@@ -119,7 +120,9 @@ int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link
     size_t off = 0;
     for (;;) {
       struct ntx_frame f;
-      int r = ntx_frame_parse(l->in + off, l->in_len - off, &l->sess, l->dir_in, l->rx, &f);
+      /* A server end learns the key from HELLO: agg_link_hello_auth checks its tag. */
+      int hello = l->dir_in == NTX_DIR_TO_COORD && l->state == AGG_L_HANDSHAKE;
+      int r = ntx_frame_parse(l->in + off, l->in_len - off, hello ? NULL : &l->sess, l->dir_in, l->rx, &f);
       if (r == 0)
         break;
       if (r < 0)
@@ -141,9 +144,17 @@ int agg_link_accept(struct agg_link *l, uint32_t flags, int32_t pid, const char 
   uint8_t nonce[NTX_NONCE], buf[128];
   agg_nonce(nonce);
   size_t n = ntx_enc_challenge(buf, sizeof buf, nonce, flags, pid, host);
-  int rc = agg_link_send(l, NTX_MSG_CHALLENGE, buf, n); /* tagged with zero nonces */
-  memcpy(l->sess.nonce, nonce, NTX_NONCE);
+  int rc = agg_link_send(l, NTX_MSG_CHALLENGE, buf, n); /* under the public session */
+  memcpy(l->chal, buf, NTX_CHALLENGE_LEN);
   return rc;
+}
+
+int agg_link_hello_auth(struct agg_link *l, const struct ntx_frame *f, const struct ntx_msg *m) {
+  struct ntx_key k;
+  if (!ntx_keys_lookup(l->keys, l->keys ? NULL : &l->key, m->u.hello.key_id, &k))
+    return -ENOKEY;
+  ntx_sess_bind(&l->sess, &k, l->chal);
+  return ntx_frame_verify(f, &l->sess, NTX_DIR_TO_COORD);
 }
 
 int agg_link_on_hello(struct agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags) {
@@ -154,13 +165,14 @@ int agg_link_on_hello(struct agg_link *l, const struct ntx_msg *m, uint32_t clie
   return agg_link_send(l, NTX_MSG_WELCOME, buf, n);
 }
 
-int agg_link_on_challenge(struct agg_link *l, const struct ntx_msg *m, int32_t pid, int32_t launcher_rank,
+int agg_link_on_challenge(struct agg_link *l, const struct ntx_frame *f, int32_t pid, int32_t launcher_rank,
                           const char *host, const char *job) {
   uint8_t nonce[NTX_NONCE], buf[256];
-  memcpy(l->sess.nonce, m->u.challenge.nonce, NTX_NONCE);
+  ntx_sess_bind(&l->sess, &l->key, f->payload);
   agg_nonce(nonce);
-  size_t n = ntx_enc_hello(buf, sizeof buf, nonce, pid, launcher_rank, l->hello_flags, host, job);
-  int rc = agg_link_send(l, NTX_MSG_HELLO, buf, n); /* tagged with (coordinator nonce, zeros) */
+  size_t n = ntx_enc_hello(buf, sizeof buf, nonce, pid, launcher_rank, l->hello_flags, host, job,
+                           ntx_key_id(&l->key));
+  int rc = agg_link_send(l, NTX_MSG_HELLO, buf, n); /* under our key, bound to CHALLENGE, client nonce zero */
   memcpy(l->sess.nonce + NTX_NONCE, nonce, NTX_NONCE);
   return rc;
 }

@@ -8,17 +8,21 @@
  * Thread-safety: a link belongs to one thread.  Signal-safety: none
  * (allocates).
  *
- * Handshake, as the coordinator and the client do it:
- *   server end: agg_link_accept() sends CHALLENGE (seq 0, zero nonces);
- *     agg_link_on_hello() takes the client's nonce and sends WELCOME.
- *   client end: agg_link_on_challenge() takes the server's nonce and sends
- *     HELLO; WELCOME then makes the link ready.
+ * Handshake (protocol v3), as the coordinator and the client do it:
+ *   server end: agg_link_accept() sends CHALLENGE (seq 0, public session);
+ *     agg_link_hello_auth() looks up the key HELLO names among l->keys and
+ *     checks HELLO's tag under it; agg_link_on_hello() takes the client's
+ *     nonce and sends WELCOME.
+ *   client end: agg_link_on_challenge() binds the session to the link's
+ *     key and CHALLENGE, and sends HELLO naming that key; WELCOME (tagged
+ *     under it) then makes the link ready.
  */
 #ifndef NTX_AGG_LINK_H
 #define NTX_AGG_LINK_H
 #include <stddef.h>
 #include <stdint.h>
 #include "interpose/exchange/own.h"
+#include "interpose/exchange/keys.h"
 #include "interpose/exchange/wire.h"
 
 enum agg_link_state { AGG_L_FREE = 0, AGG_L_HANDSHAKE = 1, AGG_L_READY = 2 };
@@ -28,6 +32,10 @@ struct agg_link {
   struct ntx_fdid id;           /* what fd was at init: checked before every use (own.h) */
   uint8_t dir_out, dir_in;      /* NTX_DIR_* of what we send and what we accept */
   struct ntx_session sess;
+  struct ntx_key key;           /* client end: the key we name; server end: the only one accepted
+                                 * when keys is NULL */
+  const struct ntx_keyring *keys; /* server end: the keys a client may name (keys.h), or NULL */
+  uint8_t chal[NTX_CHALLENGE_LEN]; /* server end: what our CHALLENGE said */
   uint64_t tx, rx;              /* next seq out, next seq expected in */
   uint8_t *in;
   size_t in_len, in_cap;
@@ -65,10 +73,13 @@ int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link
 
 /* Server end: send CHALLENGE with a fresh nonce. */
 int agg_link_accept(struct agg_link *l, uint32_t flags, int32_t pid, const char *host);
-/* Server end: HELLO received (m decoded from it); send WELCOME(client_id). */
+/* Server end: HELLO f received (m decoded from it): find its key, check its
+ * tag.  @return 0, -ENOKEY (a key we do not hold), NTX_E_MAC. */
+int agg_link_hello_auth(struct agg_link *l, const struct ntx_frame *f, const struct ntx_msg *m);
+/* Server end: HELLO authenticated; send WELCOME(client_id). */
 int agg_link_on_hello(struct agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags);
-/* Client end: CHALLENGE received; send HELLO. */
-int agg_link_on_challenge(struct agg_link *l, const struct ntx_msg *m, int32_t pid, int32_t launcher_rank,
+/* Client end: CHALLENGE f received (and decoded: its length is right); send HELLO. */
+int agg_link_on_challenge(struct agg_link *l, const struct ntx_frame *f, int32_t pid, int32_t launcher_rank,
                           const char *host, const char *job);
 
 /* A fresh 16-byte nonce (getrandom, else clock and a counter). */

@@ -89,6 +89,18 @@ int ntx_ct_equal(const void *a, const void *b, size_t n) {
 static const struct ntx_key kdf_lo = {0x6e6363c174726163ull, 0x652d6b65792d6c6full};
 static const struct ntx_key kdf_hi = {0x6e6363c174726163ull, 0x652d6b65792d6869ull};
 
+uint64_t ntx_key_id(const struct ntx_key *key) { return ntx_siphash(key, "nccltrace key id v3", 19); }
+
+/* Domain separation for unique-id keys: a key of a unique id is never the
+ * key of a secret text with the same bytes. */
+static const struct ntx_key uid_lo = {0x2d7669752d78746eull, 0x6f6c2d33762d7965ull};
+static const struct ntx_key uid_hi = {0x2d7669752d78746eull, 0x69682d33762d7965ull};
+
+void ntx_key_from_uid(const void *uid, size_t len, struct ntx_key *key) {
+  key->k0 = ntx_siphash(&uid_lo, uid, len);
+  key->k1 = ntx_siphash(&uid_hi, uid, len);
+}
+
 static void absorb_var(struct ntx_sip *lo, struct ntx_sip *hi, const char *name) {
   const char *v = getenv(name);
   /* name and a separator are absorbed too, so "A=xy,B=" != "A=x,B=y" */
@@ -119,11 +131,9 @@ int ntx_key_derive(const char *secret, struct ntx_key *key, char *what, size_t w
       snprintf(what, what_len, "NCCLTRACE_SECRET");
     return NTX_KEY_SECRET;
   }
-  /* Values every rank of one job has in its environment.  Environment
-   * variables are readable only by the same uid (and root) through
-   * /proc/PID/environ, but most of these can be guessed by anyone who can see
-   * the job list: this stops accidents (another job, a port scanner), not a
-   * determined attacker.  docs/wire-protocol.md says so and how to do better. */
+  /* Values every rank of one job has in its environment, most of which
+   * anyone who can see the job list can guess: this names things (the
+   * aggregator's socket), it proves nothing. */
   static const char *const vars[] = {
       "NCCLTRACE_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid",
       "PMIX_NAMESPACE", "LSB_JOBID", "PBS_JOBID", "MASTER_ADDR", "MASTER_PORT",

@@ -34,12 +34,24 @@ uint64_t ntx_siphash(const struct ntx_key *key, const void *data, size_t len);
  * differ, so a forger learns nothing from response timing. */
 int ntx_ct_equal(const void *a, const void *b, size_t n);
 
+/* The public name of a key (sent in HELLO): SipHash under the key of a
+ * fixed text.  Reveals nothing of the key; two keys differ in name but for
+ * a 2^-64 chance. */
+uint64_t ntx_key_id(const struct ntx_key *key);
+
+/* The key of a communicator: a PRF of its ncclUniqueId bytes under fixed
+ * domain-separation keys (docs/wire-protocol.md, "Keys").  Anyone holding
+ * the id holds the key, and nobody else. */
+void ntx_key_from_uid(const void *uid, size_t len, struct ntx_key *key);
+
 /* Where the key came from (for the one line said at startup and the docs). */
 enum ntx_key_source { NTX_KEY_SECRET = 1, NTX_KEY_DERIVED = 2 };
 
 /* Derive the job key.  secret: NCCLTRACE_SECRET, or "" to derive from the
- * environment (docs/wire-protocol.md, "Secret"): the real uid, NCCLTRACE_JOB,
- * the launcher's run/job ids and MASTER_ADDR/MASTER_PORT.  Writes a short
+ * environment: the real uid, NCCLTRACE_JOB, the launcher's run/job ids and
+ * MASTER_ADDR/MASTER_PORT.  Since protocol v3 the derived key only scopes
+ * names (the node aggregator's socket name): it authenticates nothing,
+ * since anyone can compute it (docs/wire-protocol.md, "Keys").  Writes a short
  * description of what was used into what (may be NULL).
  * @return the source. */
 int ntx_key_derive(const char *secret, struct ntx_key *key, char *what, size_t what_len);

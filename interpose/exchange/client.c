@@ -34,6 +34,7 @@
 #include "interpose/config.h"
 #include "interpose/trigger.h"
 #include "interpose/exchange/client_int.h"
+#include "interpose/exchange/keys.h"
 #include "interpose/exchange/record_fp.h"
 #include "interpose/exchange/strict_shm.h"
 #include "interpose/exchange/wire.h"
@@ -294,7 +295,11 @@ void ntx_start(struct ntr_ring *ring) {
     return;
   }
   char what[128];
-  ntx_key_derive(ntr_cfg.secret, &g->key, what, sizeof what);
+  /* NCCLTRACE_SECRET, when set, is the only key; otherwise the keys come
+   * from the communicators' unique ids (keys.h) and g->key, derived from
+   * public values, only names the node aggregator's socket. */
+  if (ntx_key_derive(ntr_cfg.secret, &g->key, what, sizeof what) == NTX_KEY_SECRET)
+    ntx_keyring_fix(&ntx_keys, &g->key);
   gethostname(g->hostname, sizeof g->hostname - 1);
   /* NCCL_* of the ring header's environment block (the recorder already
    * left out anything that looks like a secret) */
@@ -314,6 +319,7 @@ void ntx_start(struct ntr_ring *ring) {
     ntx_coord_default_cfg(&cc);
     cc.host = g->disc.host;
     cc.port = g->disc.port;
+    cc.keys = &ntx_keys;
     cc.key = g->key;
     cc.embedded = 1;
     cc.lim.skew_s = ntr_cfg.skew_s;
@@ -434,8 +440,10 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     if (v != NTX_SHM_PASS)
       return v;
   }
+  /* Fail open: without a verified coordinator nothing is refused. */
   if (!__atomic_load_n(&g->connected, __ATOMIC_ACQUIRE) &&
-      (__atomic_load_n(&g->ever_ready, __ATOMIC_RELAXED) || __atomic_load_n(&strict_gave_up, __ATOMIC_RELAXED))) {
+      (__atomic_load_n(&g->ever_ready, __ATOMIC_RELAXED) || __atomic_load_n(&strict_gave_up, __ATOMIC_RELAXED) ||
+       __atomic_load_n(&g->auth_failed, __ATOMIC_RELAXED))) {
     if (ntx_cl_once(&said_nocoord_strict))
       ntx_cl_say("strict check: no coordinator connection; calls proceed unchecked");
     return 0;

@@ -77,6 +77,7 @@ int ntx_cagg_connect(struct ntx_cagg *ca, int *hosted, char *err, size_t errlen)
     cfg.name = ca->name;
     cfg.up_host = ca->up_host;
     cfg.up_port = ca->up_port;
+    cfg.keys = &ntx_keys; /* this process's: the clients of this host share its comms */
     cfg.key = ca->key;
     cfg.host = ca->host;
     cfg.job = ca->job;

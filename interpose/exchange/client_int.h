@@ -64,7 +64,7 @@ struct ntx_client {
   int mode;
   struct ntr_ring *ring;
   struct ntx_discovery disc;
-  struct ntx_key key;
+  struct ntx_key key;       /* names only (the aggregator's socket): keys.h authenticates */
   struct ntx_coord *coord;
   struct ntx_cagg cagg;     /* the node aggregator: used by the client thread after start */
   pthread_t thread;
@@ -93,9 +93,13 @@ struct ntx_client {
   pthread_mutex_t txmu;
 
   /* client thread only (or txmu held, see above) */
-  int fd, state, coord_embedded, auth_failed, via_agg;
+  int fd, state, coord_embedded, via_agg;
+  int auth_failed;          /* the peer could not prove it holds our key (atomic: strict callers read it) */
   struct ntx_fdid fd_id;    /* what fd was when connected: checked before every use */
   int fds_lost;             /* the application closed our descriptors: checking is off */
+  uint32_t key_try;         /* which of the process's keys (keys.h) the next connection names */
+  struct ntx_key ckey;      /* the key of this connection */
+  uint64_t ckey_id;
   int32_t coord_pid;
   char coord_host[NTX_HOST];
   struct ntx_session sess;

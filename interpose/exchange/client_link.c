@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "interpose/config.h"
+#include "interpose/exchange/keys.h"
 #include "interpose/trigger.h"
 #include "recorder/clock.h"
 
@@ -179,6 +180,8 @@ int ntx_cl_fds_ok(void) {
 
 void ntx_cl_disconnect(int clean_bye) {
   int was_ready = g->state == S_READY;
+  if (g->state == S_WELCOME)
+    g->key_try++; /* HELLO went unanswered: the peer does not hold that key, try the next one */
   ntx_fd_close(g->fd, &g->fd_id); /* only while it is ours */
   g->fd = -1;
   g->state = S_DISCONNECTED;
@@ -189,7 +192,10 @@ void ntx_cl_disconnect(int clean_bye) {
   else
     ntx_cl_fail_sent(0);
   double now = ntx_cl_now();
-  g->backoff = g->auth_failed ? 5.0 : g->backoff < 0.05 ? 0.05 : g->backoff * 2 > 1.0 ? 1.0 : g->backoff * 2;
+  if (__atomic_load_n(&g->auth_failed, __ATOMIC_RELAXED))
+    g->backoff = 5.0;
+  else
+    g->backoff = g->backoff < 0.05 ? 0.05 : g->backoff * 2 > 1.0 ? 1.0 : g->backoff * 2;
   g->next_connect = now + g->backoff;
   if (!was_ready || __atomic_load_n(&g->stop, __ATOMIC_RELAXED))
     return;
@@ -218,6 +224,11 @@ void ntx_cl_disconnect(int clean_bye) {
 
 void ntx_cl_connect(double now) {
   g->next_connect = now + (g->backoff < 0.05 ? 0.05 : g->backoff);
+  /* No key before the first communicator's unique id: nothing to prove who
+   * we are with.  The ring keeps the records meanwhile. */
+  uint32_t nk = ntx_keyring_count(&ntx_keys);
+  if (!nk)
+    return;
   int fd;
   if (g->cagg.on) {
     char err[256];
@@ -244,8 +255,8 @@ void ntx_cl_connect(double now) {
   ntx_fd_take(fd, &g->fd_id);
   g->state = S_CONNECTING;
   g->conn_t0 = now;
-  memset(&g->sess, 0, sizeof g->sess);
-  g->sess.key = g->key;
+  g->ckey_id = ntx_keyring_get(&ntx_keys, g->key_try % nk, &g->ckey);
+  ntx_sess_challenge(&g->sess);
   g->tx = g->rx = 0;
   g->in_len = g->out_len = 0;
 }
@@ -257,8 +268,9 @@ static void send_hello(void) {
     memcpy(nonce, v, sizeof nonce);
   }
   const char *job = g->ring && g->ring->hdr ? g->ring->hdr->job_id : "";
-  size_t n = ntx_enc_hello(buf, sizeof buf, nonce, (int32_t)getpid(), g->launcher_rank, 0, g->hostname, job);
-  ntx_cl_queue_frame(NTX_MSG_HELLO, buf, n); /* tagged with (coordinator nonce, zeros) */
+  size_t n = ntx_enc_hello(buf, sizeof buf, nonce, (int32_t)getpid(), g->launcher_rank, 0, g->hostname, job,
+                           g->ckey_id);
+  ntx_cl_queue_frame(NTX_MSG_HELLO, buf, n); /* under our key, bound to CHALLENGE, client nonce zero */
   memcpy(g->sess.nonce + NTX_NONCE, nonce, NTX_NONCE);
 }
 
@@ -275,7 +287,9 @@ static int on_frame(const struct ntx_frame *f) {
     g->via_agg = (m.u.challenge.flags & NTX_CHAL_AGG) != 0;
     g->coord_pid = m.u.challenge.pid;
     memcpy(g->coord_host, m.u.challenge.host, sizeof g->coord_host);
-    memcpy(g->sess.nonce, m.u.challenge.nonce, NTX_NONCE);
+    /* From here on every frame both ways is tagged under our key and bound
+     * to what CHALLENGE said: only a holder of the key can WELCOME us. */
+    ntx_sess_bind(&g->sess, &g->ckey, f->payload);
     send_hello();
     g->state = S_WELCOME;
     return 0;
@@ -284,7 +298,7 @@ static int on_frame(const struct ntx_frame *f) {
       return -1;
     g->state = S_READY;
     g->backoff = 0;
-    g->auth_failed = 0;
+    __atomic_store_n(&g->auth_failed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&g->connected, 1, __ATOMIC_RELEASE);
     if (!__atomic_exchange_n(&g->ever_ready, 1, __ATOMIC_RELAXED) && ntr_cfg.verbose)
       ntx_cl_say("cross-rank check %s: coordinator %s%s", g->mode == NTR_CHECK_STRICT ? "strict" : "async",
@@ -324,10 +338,14 @@ void ntx_cl_read(void) {
           ntx_cl_say("the coordinator at %s:%s: %s; ranks continue unchecked", g->disc.host, g->disc.port,
                      ntx_wire_strerror(r));
         if (r == NTX_E_MAC && g->state != S_READY) {
-          g->auth_failed = 1;
+          /* Nothing it sent counts: no verdict, no refusal, no dump; strict
+           * callers waiting for a first connection proceed now. */
+          __atomic_store_n(&g->auth_failed, 1, __ATOMIC_RELAXED);
+          ntx_cl_fail_sent(1);
           if (ntx_cl_once(&g->said_gone))
-            ntx_cl_say("the coordinator at %s:%s failed authentication (another job, or a different "
-                       "NCCLTRACE_SECRET); ranks continue unchecked", g->disc.host, g->disc.port);
+            ntx_cl_say("the coordinator at %s:%s could not prove it holds this job's key (a coordinator of "
+                       "another job, a different NCCLTRACE_SECRET, or another process on that port); ranks "
+                       "continue unchecked, strict calls too", g->disc.host, g->disc.port);
         }
         ntx_cl_disconnect(0);
         return;

@@ -30,6 +30,7 @@ struct conn {
   int fd, state;
   struct ntx_fdid id;   /* what fd was at accept: checked before every use */
   struct ntx_session sess;
+  uint8_t chal[NTX_CHALLENGE_LEN]; /* what CHALLENGE said: bound into the session at HELLO */
   uint64_t rx_seq, tx_seq;
   double opened, last_rx, partial_since;
   uint8_t *in;
@@ -373,7 +374,7 @@ static void do_accept(struct ntx_coord *co, double now) {
     c->state = C_HANDSHAKE;
     co->pending++;
     c->opened = c->last_rx = now;
-    c->sess.key = co->cfg.key;
+    ntx_sess_challenge(&c->sess);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
     epoll_ctl(co->ep, EPOLL_CTL_ADD, fd, &ev);
     uint8_t nonce[NTX_NONCE], buf[128];
@@ -388,9 +389,30 @@ static void do_accept(struct ntx_coord *co, double now) {
     gethostname(host, sizeof host - 1);
     size_t n = ntx_enc_challenge(buf, sizeof buf, nonce, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0,
                                  (int32_t)getpid(), host);
-    conn_send(co, id, NTX_MSG_CHALLENGE, buf, n); /* tagged with zero nonces: seq 0 */
-    memcpy(c->sess.nonce, nonce, NTX_NONCE);
+    conn_send(co, id, NTX_MSG_CHALLENGE, buf, n); /* under the public session: seq 0 */
+    memcpy(c->chal, buf, NTX_CHALLENGE_LEN);
   }
+}
+
+/* HELLO names the client's key: one this process holds, or the connection
+ * goes (the client tries another key later).  Its tag, under that key and
+ * bound to our CHALLENGE, proves the client holds it.
+ * @return 0, or -1 when the connection was closed. */
+static int hello_auth(struct ntx_coord *co, uint32_t id, const struct ntx_frame *f, const struct ntx_msg *m) {
+  struct conn *c = &co->conns[id];
+  struct ntx_key k;
+  if (!ntx_keys_lookup(co->cfg.keys, co->cfg.keys ? NULL : &co->cfg.key, m->u.hello.key_id, &k)) {
+    co->st.rejected_auth++;
+    conn_close(co, id, 1, "HELLO names a key this coordinator does not hold");
+    return -1;
+  }
+  ntx_sess_bind(&c->sess, &k, c->chal);
+  if (ntx_frame_verify(f, &c->sess, NTX_DIR_TO_COORD) < 0) {
+    co->st.rejected_auth++;
+    conn_close(co, id, 1, ntx_wire_strerror(NTX_E_MAC));
+    return -1;
+  }
+  return 0;
 }
 
 /* @return 0 to keep the connection, -1 when it was closed. */
@@ -413,6 +435,8 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
       conn_close(co, id, 1, "more clients than the job has ranks");
       return -1;
     }
+    if (hello_auth(co, id, f, &m) < 0)
+      return -1;
     memcpy(c->sess.nonce + NTX_NONCE, m.u.hello.nonce, NTX_NONCE);
     c->state = C_READY;
     co->pending--;
@@ -534,7 +558,10 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
     size_t off = 0;
     for (;;) {
       struct ntx_frame f;
-      int r = ntx_frame_parse(c->in + off, c->in_len - off, &c->sess, NTX_DIR_TO_COORD, c->rx_seq, &f);
+      /* Before HELLO the key is not known: the frame's tag is checked by
+       * hello_auth once HELLO named it. */
+      const struct ntx_session *s = c->state == C_HANDSHAKE ? NULL : &c->sess;
+      int r = ntx_frame_parse(c->in + off, c->in_len - off, s, NTX_DIR_TO_COORD, c->rx_seq, &f);
       if (r == 0)
         break;
       if (r < 0) {

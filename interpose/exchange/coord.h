@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include "interpose/exchange/auth.h"
 #include "interpose/exchange/check.h"
+#include "interpose/exchange/keys.h"
 
 #define NTX_COORD_PENDING_FRAME 1024u /* largest frame a peer may announce before authenticating */
 
@@ -43,6 +44,7 @@
 struct ntx_coord_cfg {
   const char *host;         /* address to bind ("" or "*": all) */
   const char *port;         /* decimal, "0" = any (tests) */
+  const struct ntx_keyring *keys; /* the keys a client may name in HELLO (keys.h); NULL: key alone */
   struct ntx_key key;
   struct ntx_check_limits lim;
   int embedded;             /* sent to clients in CHALLENGE */

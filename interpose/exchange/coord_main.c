@@ -81,9 +81,14 @@ int ntx_coord_main(int argc, char **argv) {
   }
   char what[128], err[256];
   const char *secret = getenv("NCCLTRACE_SECRET");
-  if (ntx_key_derive(secret ? secret : "", &cfg.key, what, sizeof what) != NTX_KEY_SECRET)
-    fprintf(stderr, "nccltrace coord: NCCLTRACE_SECRET is not set: key %s; ranks must share this "
-                    "environment exactly\n", what);
+  /* Ranks without a secret authenticate with keys of their communicators'
+   * unique ids, which a coordinator outside the job never sees. */
+  if (ntx_key_derive(secret ? secret : "", &cfg.key, what, sizeof what) != NTX_KEY_SECRET) {
+    fprintf(stderr, "nccltrace coord: NCCLTRACE_SECRET is required (export the same value to every rank): "
+                    "without it ranks authenticate with their communicators' unique ids, which a "
+                    "standalone coordinator does not have\n");
+    return 2;
+  }
   cfg.host = host;
   cfg.port = port;
   if (ntx_coord_listen(&the_coord, &cfg, err, sizeof err) < 0) {

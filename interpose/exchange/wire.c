@@ -49,8 +49,36 @@ static uint64_t frame_tag(const struct ntx_session *sess, uint8_t dir, const uin
   ntx_sip_init(&s, &sess->key);
   ntx_sip_update(&s, &dir, 1);
   ntx_sip_update(&s, sess->nonce, sizeof sess->nonce);
+  ntx_sip_update(&s, sess->bind, sizeof sess->bind);
   ntx_sip_update(&s, frame, hdr_payload_len);
   return ntx_sip_final(&s);
+}
+
+/* Fixed and public on purpose: CHALLENGE proves nothing by its tag. */
+static const struct ntx_key key_public = {0x33762d6563636e6eull, 0x6d75736b63656863ull};
+
+void ntx_sess_challenge(struct ntx_session *s) {
+  memset(s, 0, sizeof *s);
+  s->key = key_public;
+}
+
+void ntx_sess_bind(struct ntx_session *s, const struct ntx_key *k, const uint8_t *chal) {
+  memset(s, 0, sizeof *s);
+  s->key = *k;
+  memcpy(s->nonce, chal, NTX_NONCE); /* the payload starts with nonce_coord */
+  struct ntx_sip h;
+  ntx_sip_init(&h, k);
+  ntx_sip_update(&h, "ntx3-challenge", 14);
+  ntx_sip_update(&h, chal, NTX_CHALLENGE_LEN);
+  put64(s->bind, ntx_sip_final(&h));
+}
+
+int ntx_frame_verify(const struct ntx_frame *f, const struct ntx_session *sess, uint8_t dir) {
+  /* ntx_frame_parse left the payload between its header and its tag */
+  const uint8_t *frame = f->payload - NTX_FRAME_HDR;
+  uint8_t want[8];
+  put64(want, frame_tag(sess, dir, frame, NTX_FRAME_HDR + f->len));
+  return ntx_ct_equal(want, f->payload + f->len, 8) ? 0 : NTX_E_MAC;
 }
 
 int ntx_frame_parse(const uint8_t *buf, size_t len, const struct ntx_session *sess, uint8_t dir,
@@ -122,8 +150,8 @@ static void put_str(uint8_t *dst, const char *src, size_t n) {
     memcpy(dst, src, l);
 }
 
-#define CHALLENGE_LEN (NTX_NONCE + 8 + NTX_HOST)
-#define HELLO_LEN (NTX_NONCE + 12 + NTX_HOST + NTX_JOB)
+#define CHALLENGE_LEN NTX_CHALLENGE_LEN
+#define HELLO_LEN (NTX_NONCE + 12 + NTX_HOST + NTX_JOB + 8)
 #define REGISTER_FIXED 24u
 #define REPLY_FIXED 12u
 #define VERDICT_FIXED (4 + 4 + 8 + 8 + 8 + NTX_FIELD + 4)
@@ -168,6 +196,7 @@ int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
     m->u.hello.flags = get32(p + 24);
     get_str(m->u.hello.host, p + 28, NTX_HOST);
     get_str(m->u.hello.job, p + 28 + NTX_HOST, NTX_JOB);
+    m->u.hello.key_id = get64(p + 28 + NTX_HOST + NTX_JOB);
     return 0;
   case NTX_MSG_WELCOME:
     if (n != 8)
@@ -303,7 +332,8 @@ size_t ntx_enc_challenge(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE
 }
 
 size_t ntx_enc_hello(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], int32_t pid,
-                     int32_t launcher_rank, uint32_t flags, const char *host, const char *job) {
+                     int32_t launcher_rank, uint32_t flags, const char *host, const char *job,
+                     uint64_t key_id) {
   if (cap < HELLO_LEN)
     return 0;
   memcpy(out, nonce, NTX_NONCE);
@@ -312,6 +342,7 @@ size_t ntx_enc_hello(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], i
   put32(out + 24, flags);
   put_str(out + 28, host, NTX_HOST);
   put_str(out + 28 + NTX_HOST, job, NTX_JOB);
+  put64(out + 28 + NTX_HOST + NTX_JOB, key_id);
   return HELLO_LEN;
 }
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include "interpose/exchange/auth.h"
 
-#define NTX_WIRE_VERSION 2u         /* 2: GONE (v1 peers are refused, see ntx_wire_strerror) */
+#define NTX_WIRE_VERSION 3u         /* 3: keys named in HELLO, CHALLENGE bound (older peers are refused) */
 #define NTX_FRAME_HDR 16u            /* "NX", version, type, length, seq */
 #define NTX_FRAME_MAC 8u             /* SipHash-2-4 tag after the payload */
 #define NTX_FRAME_MAX_PAYLOAD 65536u /* larger frames are rejected before buffering */
@@ -33,6 +33,8 @@
 #define NTX_GONE_FIXED (16u + NTX_HOST)
 #define NTX_GONE_WIRE 16u            /* bytes per (comm, rank) pair of GONE */
 #define NTX_GONE_MAX ((NTX_FRAME_MAX_PAYLOAD - NTX_GONE_FIXED) / NTX_GONE_WIRE)
+#define NTX_CHALLENGE_LEN (NTX_NONCE + 8u + NTX_HOST)
+#define NTX_BIND 8u                  /* transcript binding mixed into every tag after CHALLENGE */
 
 /* HELLO flags */
 #define NTX_HELLO_AGG 1u      /* the client is a node aggregator (speaks for other processes) */
@@ -66,13 +68,26 @@ enum ntx_wire_err {
 };
 const char *ntx_wire_strerror(int err);
 
-/* Per-connection authentication state: the job key and both nonces.  The
- * tag covers the nonces, so a frame recorded on one connection is refused on
- * any other, and the per-direction seq refuses it on its own. */
+/* Per-connection authentication state: the key the client named, both
+ * nonces and the CHALLENGE binding.  The tag covers the nonces, so a frame
+ * recorded on one connection is refused on any other, and the per-direction
+ * seq refuses it on its own; the binding makes every frame after CHALLENGE
+ * depend on what CHALLENGE said (docs/wire-protocol.md, "Handshake"). */
 struct ntx_session {
   struct ntx_key key;
   uint8_t nonce[2 * NTX_NONCE]; /* coordinator's, then client's (zero until HELLO) */
+  uint8_t bind[NTX_BIND];       /* keyed hash of the CHALLENGE payload (zero for CHALLENGE) */
 };
+
+/* The session CHALLENGE is sent and parsed under: a fixed public key, zero
+ * nonces and binding.  Its tag is a checksum, not a proof: the coordinator
+ * does not know yet which key the client holds.  What it said is proved
+ * later, by ntx_sess_bind. */
+void ntx_sess_challenge(struct ntx_session *s);
+/* After CHALLENGE: key k (the one HELLO names), nonce_coord from the
+ * CHALLENGE payload chal (NTX_CHALLENGE_LEN bytes), the binding
+ * SipHash_k("ntx3-challenge" || chal), client nonce zero. */
+void ntx_sess_bind(struct ntx_session *s, const struct ntx_key *k, const uint8_t *chal);
 
 struct ntx_frame {
   uint8_t type;
@@ -80,6 +95,11 @@ struct ntx_frame {
   uint64_t seq;
   const uint8_t *payload; /* into the parsed buffer */
 };
+
+/* Check the tag of a frame that ntx_frame_parse accepted with sess NULL
+ * (the coordinator learns the key of a HELLO from its payload).
+ * @return 0 or NTX_E_MAC. */
+int ntx_frame_verify(const struct ntx_frame *f, const struct ntx_session *sess, uint8_t dir);
 
 /* Parse one frame at the start of buf.
  * sess NULL skips the tag check (fuzzing and tests only).
@@ -132,6 +152,7 @@ struct ntx_msg {
       int32_t pid, launcher_rank;
       uint32_t flags;
       char host[NTX_HOST], job[NTX_JOB];
+      uint64_t key_id; /* ntx_key_id of the key the client tags with (v3) */
     } hello;
     struct { uint32_t client_id, flags; } welcome;
     struct {
@@ -172,7 +193,8 @@ void ntx_fp_get(const uint8_t *entries, uint32_t i, struct ntx_fp *out);
 size_t ntx_enc_challenge(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], uint32_t flags,
                          int32_t pid, const char *host);
 size_t ntx_enc_hello(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], int32_t pid,
-                     int32_t launcher_rank, uint32_t flags, const char *host, const char *job);
+                     int32_t launcher_rank, uint32_t flags, const char *host, const char *job,
+                     uint64_t key_id);
 size_t ntx_enc_welcome(uint8_t *out, size_t cap, uint32_t client_id, uint32_t flags);
 size_t ntx_enc_register(uint8_t *out, size_t cap, uint64_t comm_id, int32_t rank, int32_t nranks,
                         int32_t nccl_version, const char *env, uint32_t env_len);

@@ -51,8 +51,24 @@ host elects its own aggregator, which connects to the root in rank 0):
                 0,1 are told within 1 s that the process hosting it was
                 lost; the other rank of hostB says so and elects a new one
 
+Forgery (issue 13, item 4): a forger (forge.c) that speaks protocol v3 but
+holds only the key anyone can derive from public values (uid, job id,
+MASTER_ADDR/PORT), never a unique id:
+
+  squat         it binds MASTER_PORT+17 before rank 0 and plays the
+                coordinator (WELCOME, forged MISMATCH and PEER_LOST
+                verdicts, "mismatch" to every STRICT) to a 4-rank strict job
+                on the coordinator path: every collective returns
+                ncclSuccess, nobody reports or dumps anything, each rank
+                says once that the coordinator could not prove it holds the
+                key, and the forger never gets a REGISTER (comm ids, NCCL_*)
+  forge         it connects 20 times to the real coordinator of an async
+                job and says HELLO as rank 0, REGISTER, fingerprints, then
+                closes without BYE: no connection is welcomed, no rank
+                reports a lost rank or a mismatch, no dump
+
 Paths come from the environment (set by meson): NTX_LIB, NTX_EMU, NTX_TOOL,
-NTX_RANK.  Exit: 0 pass, 1 fail, 77 skip.
+NTX_RANK, NTX_FORGE.  Exit: 0 pass, 1 fail, 77 skip.
 """
 import glob
 import json
@@ -87,10 +103,10 @@ def free_port():
 
 
 class Job:
-    def __init__(self, tmp, mode, extra_env, coord=None, rank_env=None):
+    def __init__(self, tmp, mode, extra_env, coord=None, rank_env=None, port=None):
         self.tmp = tmp
         self.procs = []
-        port = free_port()
+        port = port or free_port()
         idfile = os.path.join(tmp, "id")
         for r in range(N):
             env = dict(os.environ)
@@ -382,6 +398,75 @@ def t_coord_killed(tmp):
         check("lost the coordinator" in job.text("err", r), "rank %d did not say the coordinator went" % r)
 
 
+def forge_env(port):
+    """The environment a forger on this machine sees: what the ranks'
+    public-value key is derived from (uid, job id, MASTER_ADDR/PORT)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCLTRACE_")}
+    env.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port - 17), "NCCLTRACE_JOB": "xacc"})
+    return env
+
+
+def read_report(path):
+    with open(path) as f:
+        return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
+
+
+def check_nothing_forged(job, tmp):
+    """No rank printed or dumped anything the forger tried to cause."""
+    for r in range(N):
+        err = job.text("err", r)
+        for bad in ("mismatch on comm", "lost rank", "forged", "hosted the coordinator"):
+            check(bad not in err, "rank %d printed %r: %s" % (r, bad, err))
+    trig = dump_triggers(tmp)
+    check(all(k == "exit" for _, k in trig), "dumps other than exit: %s" % trig)
+
+
+def t_squat(tmp):
+    port = free_port()
+    report = os.path.join(tmp, "squat.report")
+    forger = subprocess.Popen([os.environ["NTX_FORGE"], "squat", "127.0.0.1", str(port), report],
+                              env=forge_env(port), stdout=subprocess.PIPE, text=True)
+    check(forger.stdout.readline().strip() == "listening", "the forger did not bind")
+    job = Job(tmp, "steady", {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_SHM": "0",
+                              "NCCLTRACE_STRICT_TIMEOUT": "5", "LOCAL_WORLD_SIZE": str(N)}, port=port)
+    codes = job.wait(40)
+    job.kill_all()
+    forger.terminate()
+    forger.wait()
+    job.show()
+    got = read_report(report)
+    print("the squatter got %s" % got)
+    check(codes == [0] * N, "exit codes %s (a refused collective fails the rank)" % codes)
+    for r in range(N):
+        check("done" in job.text("out", r), "rank %d did not finish its 60 AllReduce" % r)
+        check(job.text("err", r).count("could not prove it holds this job's key") == 1,
+              "rank %d did not say once that the coordinator is not verified" % r)
+    check(got["hello"] >= 1, "no rank even tried the squatter: the test proves nothing")
+    check(got["register"] == 0 and got["strict"] == 0 and got["fp"] == 0,
+          "the squatter received comm ids / fingerprints: %s" % got)
+    check_nothing_forged(job, tmp)
+
+
+def t_forge(tmp):
+    port = free_port()
+    job = Job(tmp, "idle", {"NCCLTRACE_CHECK": "async"}, port=port)
+    check(job.wait_text("out", range(N), "ready", 30), "ranks not ready")
+    report = os.path.join(tmp, "forge.report")
+    p = subprocess.run([os.environ["NTX_FORGE"], "flood", "127.0.0.1", str(port), "20", report],
+                       env=forge_env(port), timeout=30)
+    check(p.returncode == 0, "forge flood failed")
+    time.sleep(1.0)  # a believed loss is told within milliseconds, dumps within a second
+    try:  # judged while the job runs: killing rank 0 is a loss the others report
+        job.show()
+        check_nothing_forged(job, tmp)
+    finally:
+        job.kill_all()
+    with open(report) as f:
+        line = f.read().strip()
+    print("the forger: %s" % line)
+    check(line == "welcomed 0 of 20", "the coordinator welcomed a forger: %s" % line)
+
+
 def agg_env(r):
     """2 hosts of 2 ranks: hostA = ranks 0,1, hostB = ranks 2,3."""
     return {"LOCAL_RANK": str(r % 2), "LOCAL_WORLD_SIZE": "2",
@@ -480,7 +565,7 @@ def t_agg_host_killed(tmp):
 
 
 def main():
-    for k in ("NTX_LIB", "NTX_EMU", "NTX_TOOL", "NTX_RANK"):
+    for k in ("NTX_LIB", "NTX_EMU", "NTX_TOOL", "NTX_RANK", "NTX_FORGE"):
         if not os.environ.get(k):
             print("skip: %s not set" % k)
             sys.exit(77)
@@ -493,7 +578,7 @@ def main():
          "agg_handover": t_agg_handover, "agg_host_killed": t_agg_host_killed,
          "strict_noshm": t_strict_noshm, "strict_shm_kill": t_strict_shm_kill,
          "strict_shm_stop": t_strict_shm_stop,
-         "strict_shm_garbage": t_strict_shm_garbage}[test](tmp)
+         "strict_shm_garbage": t_strict_shm_garbage, "squat": t_squat, "forge": t_forge}[test](tmp)
     finally:
         if os.environ.get("NTX_KEEP"):
             print("kept " + tmp)

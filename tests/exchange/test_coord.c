@@ -92,15 +92,15 @@ static void rc_send(struct rc *c, uint8_t type, const void *p, size_t n) {
 static int rc_open(struct rc *c, const struct ntx_key *k, int lrank) {
   memset(c, 0, sizeof *c);
   c->fd = raw_connect();
-  c->s.key = *k;
+  ntx_sess_challenge(&c->s);
   struct ntx_msg m;
   if (c->fd < 0 || rc_recv(c, &m, 2000) != 1 || m.type != NTX_MSG_CHALLENGE)
     return -1;
-  memcpy(c->s.nonce, m.u.challenge.nonce, NTX_NONCE);
+  ntx_sess_bind(&c->s, k, c->frame); /* rc_recv left the CHALLENGE payload there */
   uint8_t nonce[NTX_NONCE], p[256];
   for (int i = 0; i < (int)NTX_NONCE; i++)
     nonce[i] = (uint8_t)(rand());
-  size_t n = ntx_enc_hello(p, sizeof p, nonce, 4000 + lrank, lrank, 0, "simhost", "job");
+  size_t n = ntx_enc_hello(p, sizeof p, nonce, 4000 + lrank, lrank, 0, "simhost", "job", ntx_key_id(k));
   rc_send(c, NTX_MSG_HELLO, p, n);
   memcpy(c->s.nonce + NTX_NONCE, nonce, NTX_NONCE);
   if (rc_recv(c, &m, 2000) != 1 || m.type != NTX_MSG_WELCOME)
@@ -187,21 +187,23 @@ int main(void) {
   (void)w;
   struct rc wrong;
   struct ntx_key bad = {0x1111, 0x2223};
-  EXPECT(rc_open(&wrong, &bad, 9) < 0); /* CHALLENGE fails to verify client-side ... */
+  EXPECT(rc_open(&wrong, &bad, 9) < 0); /* HELLO names a key the coordinator does not hold ... */
   int slow = raw_connect();
   w = send(slow, "NX\1", 3, MSG_NOSIGNAL); /* ... and a frame that never completes */
   int big = raw_connect();
-  uint8_t hdr[16] = {'N', 'X', 1, NTX_MSG_HELLO, 0, 0, 0, 0x10}; /* 256 MiB payload */
+  uint8_t hdr[16] = {'N', 'X', NTX_WIRE_VERSION, NTX_MSG_HELLO, 0, 0, 0, 0x10}; /* 256 MiB payload */
   w = send(big, hdr, sizeof hdr, MSG_NOSIGNAL);
-  /* an impostor that knows the protocol but not the key sends a HELLO */
+  /* an impostor that knows the protocol and the name of the job's key (it
+   * is public in HELLO), but not the key, sends a HELLO naming it */
   struct rc imp;
   memset(&imp, 0, sizeof imp);
   imp.fd = raw_connect();
-  imp.s.key = bad;
+  ntx_sess_challenge(&imp.s);
   struct ntx_msg m;
-  rc_recv(&imp, &m, 0); /* CHALLENGE arrives; its tag fails with the wrong key */
+  EXPECT(rc_recv(&imp, &m, 2000) == 1 && m.type == NTX_MSG_CHALLENGE);
+  ntx_sess_bind(&imp.s, &bad, imp.frame);
   uint8_t p[256], nonce[NTX_NONCE] = {1};
-  size_t n = ntx_enc_hello(p, sizeof p, nonce, 1, 1, 0, "evil", "job");
+  size_t n = ntx_enc_hello(p, sizeof p, nonce, 1, 1, 0, "evil", "job", ntx_key_id(&key));
   rc_send(&imp, NTX_MSG_HELLO, p, n);
 
   EXPECT(closed_within(garbage, 1500));

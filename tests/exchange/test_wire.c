@@ -1,7 +1,8 @@
 /* test_wire.c -- the wire encoder and parser: SipHash-2-4 reference
  * vectors, round trips of every message, and hostile input: garbage,
  * every truncation, oversized frames, any flipped bit (bad MAC), replayed
- * and cross-connection frames, malformed payloads. */
+ * and cross-connection frames, malformed payloads; the v3 handshake: keys
+ * of unique ids, key names, the CHALLENGE binding. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,11 +78,12 @@ static void test_roundtrip(void) {
   EXPECT(fp.seq == 3 && fp.count == 64 && fp.dtype == 7 && fp.peer == -1 && fp.rank == 3 &&
          fp.comm_id == 0x9f2c0123456789abull);
 
-  size_t n = ntx_enc_hello(p, sizeof p, nonce, 1234, 7, 0, "node-a", "job-1");
+  size_t n = ntx_enc_hello(p, sizeof p, nonce, 1234, 7, 0, "node-a", "job-1", 0x0123456789abcdefull);
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_HELLO, 0, p, n, &s, NTX_DIR_TO_COORD);
   EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 0, &f) == (int)len);
   EXPECT(ntx_msg_decode(&f, &m) == 0 && m.u.hello.pid == 1234 && m.u.hello.launcher_rank == 7 &&
-         !strcmp(m.u.hello.host, "node-a") && !strcmp(m.u.hello.job, "job-1"));
+         !strcmp(m.u.hello.host, "node-a") && !strcmp(m.u.hello.job, "job-1") &&
+         m.u.hello.key_id == 0x0123456789abcdefull);
 
   static const char env[] = "NCCL_PROTO=Simple\0NCCL_ALGO=Ring";
   n = ntx_enc_register(p, sizeof p, 99, 2, 4, 22809, env, sizeof env);
@@ -140,13 +142,13 @@ static void test_hostile(void) {
   uint8_t big[16] = {'N', 'X', NTX_WIRE_VERSION, NTX_MSG_FP, 0x01, 0x00, 0x02, 0x00};
   EXPECT(ntx_frame_parse(big, sizeof big, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_SIZE);
   EXPECT(ntx_frame_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_MAGIC);
-  /* a v1 peer (before GONE) is refused from its third byte, with a reason
-   * that says what to do */
-  uint8_t v1[4] = {'N', 'X', 1, 1};
+  /* v1 and v2 peers (before the keys of v3) are refused from their third
+   * byte, with a reason that says what to do */
+  uint8_t v1[4] = {'N', 'X', 1, 1}, v2[4] = {'N', 'X', 2, 1}, v4[4] = {'N', 'X', 4, 1};
   EXPECT(ntx_frame_parse(v1, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  EXPECT(ntx_frame_parse(v2, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   EXPECT(strstr(ntx_wire_strerror(NTX_E_VERSION), "another nccltrace build") != NULL);
-  uint8_t v3[4] = {'N', 'X', 3, 1};
-  EXPECT(ntx_frame_parse(v3, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  EXPECT(ntx_frame_parse(v4, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   uint8_t badtype[4] = {'N', 'X', NTX_WIRE_VERSION, 200};
   EXPECT(ntx_frame_parse(badtype, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_TYPE);
   /* random garbage never yields a frame with the wrong key */
@@ -222,10 +224,68 @@ static void test_hostile(void) {
   EXPECT(ntx_enc_gone_head(gp, sizeof gp, 1, 1, 1, "h", NTX_GONE_MAX + 1) == 0);
 }
 
+/* v3: a key per unique id, public key names, and every frame after
+ * CHALLENGE bound to the key and to what CHALLENGE said. */
+static void test_handshake(void) {
+  uint8_t uid[128], uid2[128];
+  for (int i = 0; i < 128; i++)
+    uid[i] = uid2[i] = (uint8_t)(i * 13);
+  uid2[127] ^= 1;
+  struct ntx_key k, k2, again, secret;
+  ntx_key_from_uid(uid, sizeof uid, &k);
+  ntx_key_from_uid(uid2, sizeof uid2, &k2);
+  ntx_key_from_uid(uid, sizeof uid, &again);
+  EXPECT(k.k0 == again.k0 && k.k1 == again.k1);
+  EXPECT(k.k0 != k2.k0 && k.k1 != k2.k1 && ntx_key_id(&k) != ntx_key_id(&k2));
+  EXPECT(ntx_key_id(&k) != k.k0 && ntx_key_id(&k) != k.k1);
+  /* a unique id's key is not the key of a secret with the same bytes */
+  char text[129];
+  memcpy(text, "0123456789abcdef", 17);
+  ntx_key_derive(text, &secret, NULL, 0);
+  ntx_key_from_uid(text, 16, &again);
+  EXPECT(secret.k0 != again.k0);
+
+  uint8_t chal[NTX_CHALLENGE_LEN], nonce[NTX_NONCE], p[256];
+  memset(nonce, 0x5a, sizeof nonce);
+  EXPECT(ntx_enc_challenge(chal, sizeof chal, nonce, 1, 4242, "rank0-host") == NTX_CHALLENGE_LEN);
+  /* CHALLENGE: the public session, which anyone can parse (and make) */
+  struct ntx_session pub, pub2, cl, co;
+  ntx_sess_challenge(&pub);
+  ntx_sess_challenge(&pub2);
+  struct ntx_frame f;
+  size_t len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_CHALLENGE, 0, chal, sizeof chal, &pub,
+                                NTX_DIR_TO_CLIENT);
+  EXPECT(ntx_frame_parse(frame, len, &pub2, NTX_DIR_TO_CLIENT, 0, &f) == (int)len);
+  /* HELLO under the client's key, bound to that CHALLENGE; the coordinator
+   * parses it without a session, then verifies under the key it names */
+  ntx_sess_bind(&cl, &k, chal);
+  EXPECT(!memcmp(cl.nonce, nonce, NTX_NONCE));
+  size_t n = ntx_enc_hello(p, sizeof p, nonce, 1, 1, 0, "h", "j", ntx_key_id(&k));
+  len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_HELLO, 0, p, n, &cl, NTX_DIR_TO_COORD);
+  EXPECT(ntx_frame_parse(frame, len, NULL, NTX_DIR_TO_COORD, 0, &f) == (int)len);
+  ntx_sess_bind(&co, &k, chal);
+  EXPECT(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == 0);
+  /* another key (a forger computing one from public values) fails */
+  ntx_sess_bind(&co, &k2, chal);
+  EXPECT(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == NTX_E_MAC);
+  /* a CHALLENGE altered on the way (flags, pid, host) changes the binding:
+   * the right key bound to what the other end saw does not verify */
+  for (size_t i = NTX_NONCE; i < NTX_CHALLENGE_LEN; i += 5) {
+    uint8_t alt[NTX_CHALLENGE_LEN];
+    memcpy(alt, chal, sizeof alt);
+    alt[i] ^= 0x01;
+    ntx_sess_bind(&co, &k, alt);
+    EXPECT(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == NTX_E_MAC);
+  }
+  /* and the public session never verifies a keyed frame */
+  EXPECT(ntx_frame_verify(&f, &pub, NTX_DIR_TO_COORD) == NTX_E_MAC);
+}
+
 int main(void) {
   test_siphash();
   test_roundtrip();
   test_hostile();
+  test_handshake();
   if (failures)
     fprintf(stderr, "test_wire: %d failures\n", failures);
   else

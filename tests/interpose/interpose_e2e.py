@@ -326,6 +326,24 @@ def t_exit42():
     check(len(set(x["stack_id"] for x in ar)) == 1 and d["stacks"], "one call site should be one stack")
 
 
+def t_dumpstorm():
+    """40 SIGUSR1 in a row: at most the burst of dumps, one line saying the
+    rest were skipped, and the skips counted in the ring (issue 13: a storm
+    of triggers must not write a dump each)."""
+    env = base_env()
+    env["NCCLTRACE_RING"] = "4096"  # small dumps: the storm is about their number
+    res = finish(start_ranks("usr1storm", 1, env))
+    code, out, err = res[0]
+    check(code == 0 and "storm done" in out, "exit %s, stdout %r, stderr %r" % (code, out, err))
+    n = len(dumps("*-sigusr1"))
+    check(1 <= n <= 5, "%d SIGUSR1 dumps from 40 signals (budget 5): %s" % (n, dumps()))
+    check(err.count("dumps for trigger sigusr1 at once: further ones are skipped") == 1,
+          "not exactly one line about the skipped dumps: %r" % err)
+    notes = [x for x in decode(dumps("*-exit")[0])["records"]
+             if x["kind"] == "Note" and x.get("text") == "dump-limited"]
+    check(len(notes) == 40 - n, "%d dump-limited notes for %d skipped dumps" % (len(notes), 40 - n))
+
+
 def rings(pattern="*"):
     return sorted(glob.glob(os.path.join(TMP, "rings", "nccltrace-" + pattern + ".ring*")))
 

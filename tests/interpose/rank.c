@@ -25,6 +25,8 @@
  *            more collectives and a normal exit (0)
  *   uid      no communicator: one ncclGetUniqueId, exit 0 (what "exec"
  *            runs when it execs this program)
+ *   usr1storm 5 collectives, then raise(SIGUSR1) 40 times (each one asks
+ *            for a dump, synchronously), "storm done", exit 0
  *
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded; the handlers only write(2).
@@ -307,5 +309,12 @@ int main(int argc, char **argv) {
     crash_here((volatile int *)(uintptr_t)(argc - 5)); /* NULL, opaque to the compiler */
   if (!strcmp(mode, "exit42"))
     _exit(42);
+  if (!strcmp(mode, "usr1storm")) {
+    for (int i = 0; i < 40; i++)
+      raise(SIGUSR1);
+    printf("storm done\n");
+    NCCL(ncclCommDestroy(c.comm));
+    return 0;
+  }
   FAIL("unknown mode %s", mode);
 }
