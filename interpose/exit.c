@@ -7,7 +7,7 @@
  * Signal-safety: the _exit/_Exit wrappers may be called from signal
  * handlers (they are async-signal-safe in libc); their work here is too:
  * a ring record, plain stores into the mapping, nti_dump_now (signal-safe),
- * unlink(2).  The on_exit handler also stops our threads (not signal-safe,
+ * unlink(2)/rmdir(2).  The on_exit handler also stops our threads (not signal-safe,
  * but exit() is not either).
  */
 #include <stdlib.h>
@@ -40,7 +40,7 @@ static void exit_evidence(int status, const char *how) {
     /* The dump supersedes the ring; a failed dump leaves the ring for
      * `nccltrace collect`.  The mapping stays valid for threads still
      * running until the process is gone. */
-    unlink(nti_g.ring.path);
+    ntr_ring_unlink(&nti_g.ring);
   }
 }
 

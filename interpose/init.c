@@ -46,7 +46,7 @@ void nti_first_comm(void) {
 
 static struct ntr_ring_config ring_config(void) {
   struct ntr_ring_config rc = {
-      .dir = ntr_cfg.ring_dir, .job_id = ntr_cfg.job, .slots = ntr_cfg.ring_slots};
+      .dir = ntr_cfg.ring_dir, .job_id = ntr_cfg.job, .slots = ntr_cfg.ring_slots, .fallback = 1};
   return rc;
 }
 
@@ -69,12 +69,16 @@ void nti_activate(void) {
     if (r < 0) {
       nti_say("cannot create the ring in %s (%s); tracing is off", ntr_cfg.ring_dir, strerror(-r));
     } else {
+      if (nti_g.ring.note[0])
+        nti_say("%s", nti_g.ring.note); /* the fallback taken, and why */
       r = ntr_dump_init(&nti_g.ring, ntr_cfg.dir, ntr_cfg.dump_mode);
       if (r < 0)
         nti_say("dumps to %s are unavailable (%s); the ring is still recorded", ntr_cfg.dir,
                 strerror(-r));
       else
         nti_g.dump_ready = 1;
+      if (r == 0 && ntr_dump_note()[0])
+        nti_say("%s", ntr_dump_note()); /* the private directory taken, and why */
       /* Release pairs with nti_active()'s acquire: a thread that sees 1
        * sees the mapped ring; a thread that sees 0 merely passes one more
        * call through unrecorded. */

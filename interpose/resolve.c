@@ -62,7 +62,7 @@ static int handle_tried;       /* under handle_lock */
 static int missing_said[NTI_FN_COUNT]; /* one message per missing function */
 
 void nti_say(const char *fmt, ...) {
-  char buf[512];
+  char buf[1024];
   int saved = errno;
   int n = snprintf(buf, sizeof buf, "nccltrace: ");
   va_list ap;

@@ -35,6 +35,7 @@ static int app_idx[NSIG];            /* which copy is current (atomic) */
 static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fatal_taken;              /* first fatal signal wins (atomic) */
 static int app_touched[NSIG];        /* the application set a disposition after we loaded (atomic) */
+static int ring_fault_said;          /* the one line about a cut ring file (atomic) */
 
 static int resolve_real(void) {
   if (!real_sigaction)
@@ -131,6 +132,15 @@ static void mark_signaled(int sig) {
 
 static void on_fatal(int sig, siginfo_t *si, void *uc) {
   int rc = -1;
+  /* A SIGBUS on the ring's own mapping (its file was truncated under us)
+   * is ours, never the application's: the page becomes anonymous memory
+   * (mmap, a syscall) and the faulting access runs again on return. */
+  if (sig == SIGBUS && si && si->si_code > 0 && ntr_ring_repair_fault(&nti_g.ring, si->si_addr)) {
+    if (!__atomic_exchange_n(&ring_fault_said, 1, __ATOMIC_RELAXED))
+      nti_say_raw("nccltrace: the ring file was cut under this process (SIGBUS on its mapping); "
+                  "its lost pages are kept in memory only from now on\n");
+    return;
+  }
   /* Sent by kill/raise (si_code <= 0) to a signal the application ignores:
    * the kernel drops it, and so do we.  A real fault (si_code > 0) is not
    * ignorable; the kernel forces the default then. */
@@ -157,7 +167,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
    * the default too): the dump holds everything, unlink(2) is
    * async-signal-safe, then die of the same signal. */
   if (rc == 0)
-    unlink(nti_g.ring.path);
+    ntr_ring_unlink(&nti_g.ring);
   die_by(sig);
 }
 
@@ -171,7 +181,7 @@ static void on_term(int sig, siginfo_t *si, void *uc) {
     int rc = nti_dump_now(NTR_TRIG_SIGNAL, sig, 0, sig_text(sig));
     if (default_action) {
       if (rc == 0)
-        unlink(nti_g.ring.path);
+        ntr_ring_unlink(&nti_g.ring);
       die_by(sig);
       return;
     }
@@ -194,7 +204,7 @@ static void on_usr1(int sig, siginfo_t *si, void *uc) {
     if (nti_active()) {
       mark_signaled(sig);
       if (rc == 0)
-        unlink(nti_g.ring.path);
+        ntr_ring_unlink(&nti_g.ring);
     }
     die_by(sig);
   }

@@ -105,7 +105,7 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
     n = cat(line, n, sizeof line, "dump failed (errno ");
     n = cat(line, n, sizeof line, num);
     n = cat(line, n, sizeof line, ") in ");
-    n = cat(line, n, sizeof line, ntr_cfg.dir);
+    n = cat(line, n, sizeof line, ntr_dump_dir());
   }
   n = cat(line, n, sizeof line, " (");
   n = cat(line, n, sizeof line, t.reason);

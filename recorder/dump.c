@@ -26,6 +26,7 @@
 #include <zstd.h>
 
 #include "recorder/clock.h"
+#include "recorder/safedir.h"
 #include "recorder/util.h"
 
 #ifndef RENAME_NOREPLACE
@@ -41,7 +42,9 @@ static struct {
   int ready;
   uint32_t slots;
   unsigned mode;
-  char dir[1024];
+  char dir[1024];        /* the dump directory in use (a private fallback, see init) */
+  struct ntr_safedir sd; /* dir, opened once; checked by identity before each use */
+  char note[640];        /* the fallback taken at init, or "" */
   ZSTD_CCtx *cctx;
   void *cctx_mem;
   size_t cctx_size;
@@ -50,7 +53,7 @@ static struct {
   unsigned char *out;
   size_t out_cap;
   struct ntr_record *extra; /* recent[] records not found in the main ring */
-} g;
+} g = {.sd = {.fd = -1}};
 
 static int dump_busy;        /* atomic: 1 while a dump runs (one at a time) */
 static unsigned dump_serial; /* atomic: per-process dump counter, the <n> of names */
@@ -84,6 +87,64 @@ static void unmap_all(void) {
   g.ready = 0;
 }
 
+/* Open dir for the dumps to come.  A directory that another user could
+ * have led us to or can write into (recorder/safedir.h) is replaced by a
+ * private one, next to it or under $TMPDIR (else /tmp), and g.note says
+ * so.  Any other failure (not creatable, not a directory) is left for the
+ * first dump to report, as it was before we opened anything at init. */
+static void open_dump_dir(const char *dir) {
+  ntr_safedir_close(&g.sd);
+  g.note[0] = '\0';
+  ntr_strlcpy(g.dir, dir, sizeof g.dir);
+  int rc = ntr_safedir_open(&g.sd, dir, NTR_SAFEDIR_CREATE);
+  if (rc != -ELOOP && rc != -EPERM)
+    return;
+  struct ntr_sb sb;
+  ntr_sb_init(&sb, g.note, sizeof g.note);
+  ntr_safedir_say(&sb, "dump directory ", dir, rc, &g.sd);
+  char alt[1024], tmp[1024];
+  int r2 = ntr_safedir_sibling(&g.sd, dir, alt, sizeof alt);
+  if (r2) {
+    const char *t = getenv("TMPDIR");
+    ntr_strlcpy(tmp, t && t[0] == '/' ? t : "/tmp", sizeof tmp);
+    char prefix[64];
+    struct ntr_sb pb;
+    ntr_sb_init(&pb, prefix, sizeof prefix);
+    ntr_sb_str(&pb, "nccltrace-dumps-");
+    ntr_sb_u64(&pb, geteuid());
+    ntr_sb_str(&pb, "-");
+    r2 = ntr_safedir_private(&g.sd, tmp, prefix, alt, sizeof alt);
+  }
+  if (r2) {
+    ntr_sb_str(&sb, "; no private directory could be made (");
+    ntr_sb_errno(&sb, r2);
+    ntr_sb_str(&sb, "): no dumps");
+    g.sd.fd = -1;
+    return;
+  }
+  ntr_sb_str(&sb, "; dumps go to the private directory ");
+  ntr_sb_str(&sb, alt);
+  ntr_sb_str(&sb, " instead");
+  ntr_strlcpy(g.dir, alt, sizeof g.dir);
+}
+
+/* The dump directory's fd for this dump.  The application may have closed
+ * our fd, or reused its number, since init (some close every fd >= 3):
+ * the fd is used only while it is still the directory we opened, and
+ * otherwise the path is opened again under the same rules (the new fd is
+ * kept; the old number is left alone, it is not ours any more).
+ * Async-signal-safe; pre: the caller holds dump_busy.  @return fd or -errno. */
+static int dump_dirfd(void) {
+  if (ntr_safedir_valid(&g.sd))
+    return g.sd.fd;
+  struct ntr_safedir d;
+  int rc = ntr_safedir_open(&d, g.dir, NTR_SAFEDIR_CREATE);
+  if (rc)
+    return rc;
+  g.sd = d;
+  return d.fd;
+}
+
 int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
   if (!ring || !ring->hdr || !dir || !*dir)
     return -EINVAL;
@@ -112,11 +173,15 @@ int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
     }
     g.slots = slots;
   }
-  ntr_strlcpy(g.dir, dir, sizeof g.dir);
   g.mode = mode & 0777;
+  open_dump_dir(dir);
   g.ready = 1;
   return 0;
 }
+
+const char *ntr_dump_note(void) { return g.note; }
+
+const char *ntr_dump_dir(void) { return g.dir; }
 
 void ntr_dump_reset_child(void) {
   /* Relaxed: the child has one thread. */
@@ -144,14 +209,13 @@ const char *ntr_dump_signal_name(int signo) {
   }
 }
 
-/* <dir>/nccltrace-<job>-r<rank>-<host>-<pid>-<n>-<trigger>.zst, and the temp
- * name <dir>/.nccltrace-....zst.tmp next to it. */
-static int dump_names(char *final, char *tmp, size_t cap, const char *dir,
-                      const struct ntr_ring_header *hdr, int32_t rank,
-                      const struct ntr_trigger *trig, unsigned n) {
-  char name[512];
+/* nccltrace-<job>-r<rank>-<host>-<pid>-<n>-<trigger>.zst into final, and
+ * the temp name .nccltrace-....zst.tmp next to it into tmp (names only:
+ * files are made relative to the directory's fd). */
+static int dump_names(char *final, char *tmp, size_t cap, const struct ntr_ring_header *hdr,
+                      int32_t rank, const struct ntr_trigger *trig, unsigned n) {
   struct ntr_sb sb;
-  ntr_sb_init(&sb, name, sizeof name);
+  ntr_sb_init(&sb, final, cap);
   ntr_sb_str(&sb, "nccltrace-");
   ntr_sb_component(&sb, hdr->job_id[0] ? hdr->job_id : "nojob", sizeof hdr->job_id);
   ntr_sb_str(&sb, "-r");
@@ -173,82 +237,58 @@ static int dump_names(char *final, char *tmp, size_t cap, const char *dir,
   ntr_sb_str(&sb, ".zst");
   if (sb.overflow)
     return -ENAMETOOLONG;
-
-  ntr_sb_init(&sb, final, cap);
-  ntr_sb_str(&sb, dir);
-  ntr_sb_str(&sb, "/");
-  ntr_sb_str(&sb, name);
-  if (sb.overflow)
-    return -ENAMETOOLONG;
   ntr_sb_init(&sb, tmp, cap);
-  ntr_sb_str(&sb, dir);
-  ntr_sb_str(&sb, "/.");
-  ntr_sb_str(&sb, name);
+  ntr_sb_str(&sb, ".");
+  ntr_sb_str(&sb, final);
   ntr_sb_str(&sb, ".tmp");
   return sb.overflow ? -ENAMETOOLONG : 0;
 }
 
 /* -------------------------------------------------------------- write -- */
 
-/* Rename without replacing: an existing dump (pid reuse, a second collect)
- * is evidence too.  @return 0, -EEXIST, or -errno. */
-static int rename_noreplace(const char *from, const char *to) {
-  if (syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+/* Rename without replacing, inside dfd: an existing dump (pid reuse, a
+ * second collect) is evidence too.  @return 0, -EEXIST, or -errno. */
+static int rename_noreplace(int dfd, const char *from, const char *to) {
+  if (syscall(SYS_renameat2, dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
     return 0;
   if (errno != ENOSYS && errno != EINVAL)
     return -errno;
   /* kernel or filesystem without renameat2 flags: link fails on an existing
    * name just the same */
-  if (link(from, to) == 0) {
-    unlink(from);
+  if (linkat(dfd, from, dfd, to, 0) == 0) {
+    unlinkat(dfd, from, 0);
     return 0;
   }
   if (errno == EEXIST)
     return -EEXIST;
-  return rename(from, to) == 0 ? 0 : -errno;
+  return renameat(dfd, from, dfd, to) == 0 ? 0 : -errno;
 }
 
-static void fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    fsync(fd); /* best effort: the file itself is already on disk */
-    close(fd);
-  }
-}
-
-/* Write preamble + data as a new dump file.  Async-signal-safe. */
-static int write_dump_file(const char *dir, unsigned mode, const struct ntr_ring_header *hdr,
-                           int32_t rank, const struct ntr_trigger *trig,
-                           const struct ntr_dump_preamble *pre, const void *data, size_t len,
-                           unsigned n, char *path, size_t path_len) {
-  char final[1200], tmp[1200];
-  int rc = ntr_mkdir_p(dir, 0700);
-  if (rc)
-    return rc;
-
-  int fd = -1;
+/* Write preamble + data as a new dump file in dfd (path dir, for the name
+ * returned in path).  Async-signal-safe. */
+static int write_dump_file(int dfd, const char *dir, unsigned mode,
+                           const struct ntr_ring_header *hdr, int32_t rank,
+                           const struct ntr_trigger *trig, const struct ntr_dump_preamble *pre,
+                           const void *data, size_t len, unsigned n, char *path,
+                           size_t path_len) {
+  char final[512], tmp[512];
+  int rc = 0, fd = -1;
   for (int attempt = 0; attempt < 64; attempt++, n++) {
-    rc = dump_names(final, tmp, sizeof final, dir, hdr, rank, trig, n);
+    rc = dump_names(final, tmp, sizeof final, hdr, rank, trig, n);
     if (rc)
       return rc;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0600);
+    /* O_NOFOLLOW | O_EXCL: a name planted in the directory (a symlink to a
+     * file of ours) is never written through */
+    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0600);
     if (fd >= 0 || errno != EEXIST)
       break;
   }
   if (fd < 0)
     return -errno;
 
-  /* RLIMIT_FSIZE: the kernel sends SIGXFSZ to this thread when a write
-   * crosses the limit, and its default action kills the process.  Blocked,
-   * the write fails with EFBIG instead; the signal we caused is then
-   * consumed, unless one was already pending for someone else. */
-  sigset_t xfsz, old, pending;
-  sigemptyset(&xfsz);
-  sigaddset(&xfsz, SIGXFSZ);
-  sigemptyset(&pending);
-  sigpending(&pending);
-  int was_pending = sigismember(&pending, SIGXFSZ) == 1;
-  pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+  /* RLIMIT_FSIZE: see ntr_xfsz_block. */
+  struct ntr_xfsz xfsz;
+  ntr_xfsz_block(&xfsz);
 
   rc = ntr_write_all(fd, pre, sizeof *pre);
   if (!rc)
@@ -267,27 +307,27 @@ static int write_dump_file(const char *dir, unsigned mode, const struct ntr_ring
   if (close(fd) != 0 && !rc && errno != EINTR)
     rc = -errno;
 
-  if (!was_pending) {
-    struct timespec zero = {0, 0};
-    while (sigtimedwait(&xfsz, NULL, &zero) == SIGXFSZ) {
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  ntr_xfsz_restore(&xfsz);
 
   for (int attempt = 0; !rc; attempt++) {
-    rc = rename_noreplace(tmp, final);
+    rc = rename_noreplace(dfd, tmp, final);
     if (rc != -EEXIST || attempt >= 63)
       break;
-    char unused[1200];
-    rc = dump_names(final, unused, sizeof final, dir, hdr, rank, trig, ++n);
+    char unused[512];
+    rc = dump_names(final, unused, sizeof final, hdr, rank, trig, ++n);
   }
   if (rc) {
-    unlink(tmp);
+    unlinkat(dfd, tmp, 0);
     return rc;
   }
-  fsync_dir(dir);
-  if (path && path_len)
-    ntr_strlcpy(path, final, path_len);
+  fsync(dfd); /* best effort: the file itself is already on disk */
+  if (path && path_len) {
+    struct ntr_sb sb;
+    ntr_sb_init(&sb, path, path_len);
+    ntr_sb_str(&sb, dir);
+    ntr_sb_str(&sb, "/");
+    ntr_sb_str(&sb, final);
+  }
   return 0;
 }
 
@@ -497,7 +537,9 @@ int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, 
   int32_t rank = h->rank >= 0 ? h->rank : (ncomms ? cs[0].rank : -1);
   /* Relaxed: the counter only has to be unique per dump. */
   unsigned n = __atomic_fetch_add(&dump_serial, 1, __ATOMIC_RELAXED);
-  int rc = write_dump_file(g.dir, g.mode, h, rank, &t, &pre, data, dlen, n, path, path_len);
+  int rc = dump_dirfd();
+  if (rc >= 0)
+    rc = write_dump_file(rc, g.dir, g.mode, h, rank, &t, &pre, data, dlen, n, path, path_len);
 
   /* give the pages back: a dump is rare, the RSS should not stay */
   madvise(g.payload, g.payload_cap, MADV_DONTNEED);
@@ -551,7 +593,12 @@ int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
     const void *data;
     size_t dlen = pack(cctx, payload, len, out, out_cap, &pre, &data);
     int32_t rank = h->rank >= 0 ? h->rank : (ncomms ? comms[0].rank : -1);
-    rc = write_dump_file(dir, 0600, h, rank, trig, &pre, data, dlen, 0, path, path_len);
+    struct ntr_safedir d;
+    rc = ntr_safedir_open(&d, dir, NTR_SAFEDIR_CREATE);
+    if (!rc) {
+      rc = write_dump_file(d.fd, dir, 0600, h, rank, trig, &pre, data, dlen, 0, path, path_len);
+      close(d.fd);
+    }
   }
   ZSTD_freeCCtx(cctx);
   free(out);

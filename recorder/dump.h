@@ -4,8 +4,9 @@
  * Thread-safety: one dump at a time per process (an atomic flag; a second
  * concurrent request returns -EBUSY instead of waiting).
  * Signal-safety: ntr_dump_write is async-signal-safe once ntr_dump_init has
- * run: it uses only preallocated memory (a static zstd context), open/
- * write/fsync/rename/close, and no locks.
+ * run: it uses only preallocated memory (a static zstd context), openat/
+ * write/fsync/renameat2/close on the directory fd (fstat'ed first: it is
+ * used only while it is still the directory opened at init), and no locks.
  */
 #ifndef NTR_DUMP_H
 #define NTR_DUMP_H
@@ -15,9 +16,21 @@
  * (anonymous mmap: nothing is malloc'd, so ntr_dump_write may run in a
  * signal handler).  Called again with the same slot count it only updates
  * dir and mode.  Not thread-safe: call before any dump can be requested.
- * The dump directory is created (0700) at the first dump, not here.
+ * The dump directory is created (0700) and opened here, once, under the
+ * rules of recorder/safedir.h (a symlink owned by someone else is not
+ * followed; the directory must be ours and not writable by group or
+ * others).  A refused one is replaced by a private directory
+ * (<dir>-XXXXXX, else $TMPDIR/nccltrace-dumps-<uid>-XXXXXX) and
+ * ntr_dump_note() says so; any other failure is reported by the dumps.
  * @return 0 or -errno (-ENAMETOOLONG for a dir over 900 bytes). */
 int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode);
+
+/* "" or the one line (without "nccltrace: ") saying which dump directory
+ * was refused at init, why, and where dumps go instead. */
+const char *ntr_dump_note(void);
+
+/* The dump directory in use: NCCLTRACE_DIR, or its private replacement. */
+const char *ntr_dump_dir(void);
 
 /* In a fork child: forget a dump another parent thread had in progress
  * (its busy flag was copied by fork; no dump runs in the child yet). */

@@ -6,18 +6,22 @@
 
 extern char **environ;
 
-/* Variables the launchers use to tell a process its place in the job; they
- * are recorded so a dump names its rank without the coordinator. */
-static const char *const launcher_vars[] = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMI_LOCAL_RANK",
-    "PMIX_RANK", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NODEID",
+/* What is recorded: one row per variable (env_vars.def). */
+static const char *const recorded_vars[] = {
+#define NTR_ENV(name) #name,
+#include "recorder/env_vars.def"
+#undef NTR_ENV
 };
 
+/* Words that make a name look like it holds a secret (matched anywhere in
+ * the name, case-insensitively): PASS covers PASSWORD, PASSWD, PASSPHRASE;
+ * CRED covers CREDS and CREDENTIALS. */
 static const char *const secret_words[] = {
-    "KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH",
+    "PASS", "PWD", "SECRET", "TOKEN", "KEY", "CRED", "AUTH",
 };
+
+/* What a masked value is replaced with. */
+#define NTR_ENV_MASK "***"
 
 static size_t name_len(const char *s) {
   size_t n = 0;
@@ -44,19 +48,12 @@ int ntr_env_is_secret(const char *name) {
   return 0;
 }
 
-static int has_prefix(const char *name, size_t n, const char *prefix) {
-  size_t pl = strlen(prefix);
-  return n > pl && memcmp(name, prefix, pl) == 0;
-}
-
 int ntr_env_is_recorded(const char *name) {
   size_t n = name_len(name);
-  if (n == 0 || ntr_env_is_secret(name))
+  if (n == 0)
     return 0;
-  if (has_prefix(name, n, "NCCL_") || has_prefix(name, n, "CUDA_"))
-    return 1;
-  for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
-    if (strlen(launcher_vars[i]) == n && memcmp(name, launcher_vars[i], n) == 0)
+  for (size_t i = 0; i < sizeof recorded_vars / sizeof recorded_vars[0]; i++)
+    if (strlen(recorded_vars[i]) == n && memcmp(name, recorded_vars[i], n) == 0)
       return 1;
   return 0;
 }
@@ -66,12 +63,17 @@ uint32_t ntr_env_capture(char *buf, size_t cap) {
   if (!environ)
     return 0;
   for (char **e = environ; *e; e++) {
-    if (!ntr_env_is_recorded(*e) || !strchr(*e, '='))
+    const char *eq = strchr(*e, '=');
+    if (!eq || !ntr_env_is_recorded(*e))
       continue;
-    size_t len = strlen(*e) + 1;
+    size_t nl = (size_t)(eq - *e) + 1; /* NAME= */
+    int mask = ntr_env_is_secret(*e);
+    const char *val = mask ? NTR_ENV_MASK : eq + 1;
+    size_t len = nl + strlen(val) + 1;
     if (len > cap - used)
       continue; /* whole entries only: a cut value would be a wrong value */
-    memcpy(buf + used, *e, len);
+    memcpy(buf + used, *e, nl);
+    memcpy(buf + used + nl, val, len - nl);
     used += len;
   }
   return (uint32_t)used;

@@ -1,5 +1,8 @@
-/* env.h -- what of the environment a ring header records: NCCL_*, CUDA_* and
- * the launcher's rank variables, never anything whose name suggests a secret.
+/* env.h -- what of the environment a ring header records (and so what dumps
+ * hold and the exchange sends in REGISTER): only the variables of
+ * recorder/env_vars.def -- NCCL's documented ones, a few of CUDA's, the
+ * launchers' rank variables -- and of those, the value of any whose name
+ * suggests a secret is masked ("***").
  *
  * Thread-safety: reads environ without copying; call while no thread calls
  * setenv/putenv (library constructor, fork child).  Signal-safety: all
@@ -10,14 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 1 when NAME (the part before '=', or a NUL-terminated name) contains KEY,
- * SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL or AUTH, case-insensitively. */
+/* 1 when NAME (the part before '=', or a NUL-terminated name) contains PASS,
+ * PWD, SECRET, TOKEN, KEY, CRED or AUTH, case-insensitively. */
 int ntr_env_is_secret(const char *name);
 
-/* 1 when a variable of this name belongs in the ring header's env block. */
+/* 1 when a variable of this name belongs in the ring header's env block
+ * (a row of env_vars.def; its value may still be masked). */
 int ntr_env_is_recorded(const char *name);
 
-/* Write "NAME=VALUE\0NAME=VALUE\0..." for the recorded variables into buf.
+/* Write "NAME=VALUE\0NAME=VALUE\0..." for the recorded variables into buf,
+ * VALUE "***" for a name ntr_env_is_secret.  This is the one source of the
+ * environment the tracer writes or sends anywhere.
  * An entry that does not fit whole is skipped, never truncated.
  * @return bytes written (<= cap). */
 uint32_t ntr_env_capture(char *buf, size_t cap);

@@ -5,25 +5,31 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ntr_config.h"
 #include "recorder/clock.h"
 #include "recorder/env.h"
+#include "recorder/ring_place.h"
 #include "recorder/util.h"
 
 #define PAGE 4096u
 #define ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
-/* Build <dir>/nccltrace-<job>-<host>-<pid>[~n].ring into out. */
-static int ring_name(char *out, size_t cap, const char *dir, const char *job, const char *host,
-                     int pid, int attempt) {
+int ntr_ring_name(char *out, size_t cap, const char *dir, const char *job, const char *host,
+                  int pid, int attempt) {
   struct ntr_sb sb;
   ntr_sb_init(&sb, out, cap);
-  ntr_sb_str(&sb, dir);
-  ntr_sb_str(&sb, "/nccltrace-");
+  if (dir) {
+    ntr_sb_str(&sb, dir);
+    ntr_sb_str(&sb, "/");
+  }
+  ntr_sb_str(&sb, "nccltrace-");
   ntr_sb_component(&sb, job && *job ? job : "nojob", 64);
   ntr_sb_str(&sb, "-");
   ntr_sb_component(&sb, host, 64);
@@ -35,25 +41,6 @@ static int ring_name(char *out, size_t cap, const char *dir, const char *job, co
   }
   ntr_sb_str(&sb, ".ring");
   return sb.overflow ? -ENAMETOOLONG : 0;
-}
-
-/* Make sure dir exists and is ours: the default lives in world-writable
- * /dev/shm, where another user could pre-plant a directory or a symlink to
- * read our rings or make us write elsewhere. */
-static int check_dir(const char *dir) {
-  int rc = ntr_mkdir_p(dir, 0700);
-  if (rc)
-    return rc;
-  struct stat st;
-  if (lstat(dir, &st) != 0)
-    return -errno;
-  if (S_ISLNK(st.st_mode))
-    return -ELOOP;
-  if (!S_ISDIR(st.st_mode))
-    return -ENOTDIR;
-  if (st.st_uid != geteuid())
-    return -EPERM;
-  return 0;
 }
 
 static void read_exe(char *out, size_t cap) {
@@ -77,7 +64,7 @@ static void read_exe(char *out, size_t cap) {
 
 /* Layout: [header 16 KiB][comm table][stack table][slots], each section page
  * aligned so a reader can map them independently. */
-static void layout(struct ntr_ring_header *h, uint32_t slots) {
+void ntr_ring_layout(struct ntr_ring_header *h, uint32_t slots) {
   h->comm_offset = NTR_RING_HEADER_BYTES;
   h->stack_offset =
       ALIGN_UP(h->comm_offset + (uint64_t)NTR_COMM_MAX * sizeof(struct ntr_comm_state), PAGE);
@@ -116,55 +103,13 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   uint32_t slots = cfg->slots;
   if (slots < 64 || (slots & (slots - 1)) || !cfg->dir || !*cfg->dir)
     return -EINVAL;
-  int rc = check_dir(cfg->dir);
+  void *map = NULL;
+  int rc = ntr_ring_place(ring, cfg, &slots, &map);
   if (rc)
     return rc;
-  char host[64];
-  if (gethostname(host, sizeof host) != 0)
-    ntr_strlcpy(host, "unknown", sizeof host);
-  host[sizeof host - 1] = '\0';
-
-  int fd = -1;
-  for (int attempt = 0; attempt < 16 && fd < 0; attempt++) {
-    rc = ring_name(ring->path, sizeof ring->path, cfg->dir, cfg->job_id, host, getpid(), attempt);
-    if (rc)
-      return rc;
-    fd = open(ring->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0)
-      break;
-    if (errno != EEXIST)
-      return -errno;
-    /* A leftover regular file (an earlier process with our pid) is evidence:
-     * keep it and pick the next name.  Anything else was planted: refuse. */
-    struct stat st;
-    if (lstat(ring->path, &st) != 0 || !S_ISREG(st.st_mode))
-      return -EEXIST;
-  }
-  if (fd < 0)
-    return -EEXIST;
-
   struct ntr_ring_header tmp;
   memset(&tmp, 0, sizeof tmp);
-  layout(&tmp, slots);
-  rc = 0;
-  while (ftruncate(fd, (off_t)tmp.file_size) != 0) {
-    if (errno != EINTR) {
-      rc = -errno;
-      break;
-    }
-  }
-  void *map = MAP_FAILED;
-  if (!rc) {
-    map = mmap(NULL, tmp.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED)
-      rc = -errno;
-  }
-  close(fd);
-  if (rc) {
-    unlink(ring->path);
-    ring->path[0] = '\0';
-    return rc;
-  }
+  ntr_ring_layout(&tmp, slots);
 
   struct ntr_ring_header *h = map;
   fill_identity(h, cfg->job_id);
@@ -191,7 +136,6 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
    * lap's slots, and a small ring is not all holes. */
   ring->block = slots / 64 < NTR_RING_BLOCK ? (slots / 64 ? slots / 64 : 1) : NTR_RING_BLOCK;
   ring->map_size = h->file_size;
-  ntr_strlcpy(ring->dir, cfg->dir, sizeof ring->dir);
   return 0;
 }
 
@@ -219,9 +163,11 @@ int ntr_ring_set_job(struct ntr_ring *ring, const char *job_id) {
   if (!ring->hdr || !job_id)
     return -EINVAL;
   ntr_strlcpy(ring->hdr->job_id, job_id, sizeof ring->hdr->job_id);
+  if (ring->anon)
+    return 0; /* no file to rename */
   char path[sizeof ring->path];
   for (int attempt = 0; attempt < 16; attempt++) {
-    int rc = ring_name(path, sizeof path, ring->dir, job_id, ring->hdr->host, ring->hdr->pid,
+    int rc = ntr_ring_name(path, sizeof path, ring->dir, job_id, ring->hdr->host, ring->hdr->pid,
                        attempt);
     if (rc)
       return rc;
@@ -239,13 +185,32 @@ int ntr_ring_set_job(struct ntr_ring *ring, const char *job_id) {
   return -EEXIST;
 }
 
+void ntr_ring_unlink(struct ntr_ring *ring) {
+  if (ring->path[0])
+    unlink(ring->path);
+  /* Fails (ENOTEMPTY) while other files are there: then it stays. */
+  if (ring->own_dir && ring->dir[0])
+    rmdir(ring->dir);
+}
+
+int ntr_ring_repair_fault(struct ntr_ring *ring, void *addr) {
+  char *base = (char *)ring->hdr, *a = addr;
+  if (!base || a < base || a >= base + ring->map_size)
+    return 0;
+  char *page = base + (size_t)(a - base) / PAGE * PAGE;
+  /* MAP_FIXED over the lost page: zeroes, private to us; what was there is
+   * gone with the file's blocks anyway. */
+  void *m = mmap(page, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  return m == (void *)page;
+}
+
 void ntr_ring_close(struct ntr_ring *ring, int remove) {
   if (ring->hdr) {
     munmap(ring->hdr, ring->map_size);
     ring->hdr = NULL;
   }
-  if (remove && ring->path[0])
-    unlink(ring->path);
+  if (remove)
+    ntr_ring_unlink(ring);
   ring->comms = NULL;
   ring->stacks = NULL;
   ring->slots = NULL;

@@ -70,8 +70,13 @@ struct ntr_ring {
   uint64_t mask;                 /* slot_count - 1 */
   uint32_t block;                /* positions per thread block: NTR_RING_BLOCK, less in small rings */
   size_t map_size;
-  char path[256];                /* the ring file */
-  char dir[1024];                /* directory of the ring file (for set_job) */
+  char path[256];                /* the ring file ("" when anonymous) */
+  char dir[1024];                /* directory of the ring file (for set_job); "" when anonymous */
+  int anon;                      /* 1: anonymous memory, no file (recorder/ring_place.c) */
+  int own_dir;                   /* 1: dir is a private directory made for this process */
+  /* Empty, or one line (without "nccltrace: ") saying which fallback was
+   * taken and why: a smaller ring, another directory, anonymous memory. */
+  char note[640];
   /* Hash index into stacks[]: bucket -> table index + 1, written by CAS
    * (stack.c).  Process-local, not in the file: readers only need stacks[]
    * in allocation order.  Zeroed with the ring (open, fork child). */
@@ -82,16 +87,23 @@ struct ntr_ring_config {
   const char *dir;        /* NCCLTRACE_RING_DIR (created 0700 if missing) */
   const char *job_id;     /* "" or NULL: not known yet (file named "nojob") */
   uint32_t slots;         /* power of two, >= 64 */
+  int fallback;           /* 0: dir or nothing; 1: the fallbacks of ring_place.c */
 };
 
 /* Create and map this process's ring file <dir>/nccltrace-<job>-<host>-<pid>.ring,
- * 0600, O_EXCL|O_NOFOLLOW, and fill the header (identity, clocks, env).
+ * 0600, O_EXCL|O_NOFOLLOW, its blocks reserved (posix_fallocate: a full
+ * tmpfs fails here, never later as a SIGBUS on the mapping), and fill the
+ * header (identity, clocks, env).
  * pre: ring points to writable memory (it is zeroed here).
- * The directory is refused (-ELOOP, -ENOTDIR, -EPERM) when it is a symlink,
- * not a directory, or not owned by the effective uid.  If a regular file of
+ * The directory is walked with recorder/safedir.h and refused (-ELOOP,
+ * -ENOTDIR, -EPERM) when it is a symlink, not a directory, not owned by the
+ * effective uid, or writable by group or others.  If a regular file of
  * that name is left over (pid reuse), "~1" ... "~15" is appended before
  * ".ring"; a symlink or other non-file at the path makes the call fail with
  * -EEXIST.
+ * With cfg->fallback, a refused or full directory is not the end: see
+ * recorder/ring_place.c (a smaller ring, a private or other directory,
+ * anonymous memory); ring->note then says what was chosen and why.
  * @return 0 or -errno; on failure the ring stays unusable (hdr == NULL) and
  *         callers record nothing. */
 int ntr_ring_open(struct ntr_ring *ring, const struct ntr_ring_config *cfg);
@@ -113,6 +125,18 @@ int ntr_ring_set_job(struct ntr_ring *ring, const char *job_id);
 
 /* Unmap; the file stays unless remove is set. */
 void ntr_ring_close(struct ntr_ring *ring, int remove);
+
+/* Remove the ring file (and the private directory made for it, once
+ * empty), keeping the mapping: for exit paths whose dump superseded the
+ * ring.  Async-signal-safe (unlink, rmdir). */
+void ntr_ring_unlink(struct ntr_ring *ring);
+
+/* A SIGBUS at addr: when addr lies in the ring's mapping (its file was cut
+ * under us, by another process of ours or an administrator), the page is
+ * replaced by anonymous memory so the faulting store or load goes on.
+ * @return 1 when repaired (the caller returns from its handler), 0 when
+ *         addr is not ours.  Async-signal-safe (mmap). */
+int ntr_ring_repair_fault(struct ntr_ring *ring, void *addr);
 
 /* Take ownership of a slot for position p.
  * @return 1 when the caller now owns the slot (its commit is

@@ -2,7 +2,9 @@
 #include "recorder/util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -117,4 +119,60 @@ int ntr_write_all(int fd, const void *buf, size_t len) {
     len -= (size_t)w;
   }
   return 0;
+}
+
+static const struct {
+  int e;
+  const char *text;
+} errno_texts[] = {
+    {ENOSPC, "no space left on device"}, {EDQUOT, "disk quota exceeded"},
+    {EFBIG, "file too large"},           {ENOMEM, "out of memory"},
+    {EOPNOTSUPP, "not supported"},       {EACCES, "permission denied"},
+    {EPERM, "not permitted"},            {ENOENT, "no such file or directory"},
+    {ENOTDIR, "not a directory"},        {EROFS, "read-only file system"},
+    {ELOOP, "a symlink"},                {EEXIST, "file exists"},
+    {ENAMETOOLONG, "name too long"},     {EIO, "input/output error"},
+    {EINVAL, "invalid argument"},        {EMFILE, "too many open files"},
+};
+
+void ntr_sb_errno(struct ntr_sb *sb, int e) {
+  if (e < 0)
+    e = -e;
+  for (size_t i = 0; i < sizeof errno_texts / sizeof errno_texts[0]; i++)
+    if (errno_texts[i].e == e) {
+      ntr_sb_str(sb, errno_texts[i].text);
+      return;
+    }
+  ntr_sb_str(sb, "errno ");
+  ntr_sb_i64(sb, e);
+}
+
+void ntr_sb_mib(struct ntr_sb *sb, uint64_t bytes) {
+  uint64_t tenths = (bytes * 10 + (1u << 19)) >> 20;
+  ntr_sb_u64(sb, tenths / 10);
+  ntr_sb_str(sb, ".");
+  ntr_sb_u64(sb, tenths % 10);
+  ntr_sb_str(sb, " MiB");
+}
+
+void ntr_xfsz_block(struct ntr_xfsz *x) {
+  sigset_t xfsz, pending;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  sigemptyset(&pending);
+  sigpending(&pending);
+  x->was_pending = sigismember(&pending, SIGXFSZ) == 1;
+  pthread_sigmask(SIG_BLOCK, &xfsz, &x->old);
+}
+
+void ntr_xfsz_restore(struct ntr_xfsz *x) {
+  sigset_t xfsz;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  if (!x->was_pending) {
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&xfsz, NULL, &zero) == SIGXFSZ) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &x->old, NULL);
 }

@@ -47,6 +47,10 @@ int main(void) {
   static char big[NTR_ENV_BYTES + 100];
   memset(big, 'x', sizeof big - 1);
   setenv("NCCL_HUGE", big, 1); /* does not fit: left out whole, others kept */
+  setenv("NCCL_IB_PASS", "pass-v1", 1);   /* not NCCL's: left out */
+  setenv("CUDA_PWD", "pwd-v2", 1);        /* not CUDA's: left out */
+  setenv("NCCL_MY_APP_SETTING", "1", 1);  /* NCCL_ prefix, not NCCL's variable */
+  setenv("NCCL_IB_PKEY", "pkey-v3", 1);   /* NCCL's, name with KEY: masked */
   setenv("RANK", "3", 1);
   setenv("LOCAL_RANK", "1", 1);
   setenv("WORLD_SIZE", "8", 1);
@@ -118,6 +122,11 @@ int main(void) {
   CHECK(memmem(h->env, h->env_len, "hunter2", 7) == NULL);
   CHECK(h->env_len <= NTR_ENV_BYTES);
   CHECK(!env_has_name(h, "NCCL_HUGE"));
+  CHECK(!env_has_name(h, "NCCL_IB_PASS"));
+  CHECK(!env_has_name(h, "CUDA_PWD"));
+  CHECK(!env_has_name(h, "NCCL_MY_APP_SETTING"));
+  CHECK(env_has(h, "NCCL_IB_PKEY=***"));
+  CHECK(memmem(h->env, h->env_len, "-v", 2) == NULL); /* none of the values above */
   CHECK_EQ(h->env[h->env_len - 1], '\0');
   {
     char small[16]; /* "RANK=3\0" fits, "NCCL_DEBUG=INFO\0" (16) fits, nothing cut */
@@ -140,6 +149,9 @@ int main(void) {
   CHECK_EQ(ntr_env_is_secret("my_Credentials"), 1);
   CHECK_EQ(ntr_env_is_secret("OAuth"), 1);
   CHECK_EQ(ntr_env_is_secret("NCCL_SOCKET_IFNAME"), 0);
+  CHECK_EQ(ntr_env_is_secret("NCCL_PASSPHRASE"), 1);
+  CHECK_EQ(ntr_env_is_secret("cuda_pwd"), 1);
+  CHECK_EQ(ntr_env_is_secret("NCCL_CREDS"), 1);
 
   /* clocks: ticks convert to the monotonic clock within 2 ms */
   CHECK(h->tsc_hz > 0);
@@ -211,6 +223,21 @@ int main(void) {
     cfg4.dir = other;
     CHECK_EQ(ntr_ring_open(&r2, &cfg4), -EPERM);
   }
+  /* with fallback: the refused symlinked directory is replaced by a private
+   * sibling (0700, ours), and the note says so */
+  snprintf(link_dir, sizeof link_dir, "%s/linkdir", base);
+  struct ntr_ring_config cfg5 = {.dir = link_dir, .job_id = "fb", .slots = 64, .fallback = 1};
+  CHECK_EQ(ntr_ring_open(&r2, &cfg5), 0);
+  CHECK(strstr(r2.note, "symlink") != NULL && strstr(r2.note, link_dir) != NULL);
+  CHECK(!strncmp(r2.dir, link_dir, strlen(link_dir)) && r2.dir[strlen(link_dir)] == '-');
+  CHECK_EQ(r2.own_dir, 1);
+  CHECK_EQ(lstat(r2.dir, &st), 0);
+  CHECK(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+  CHECK_EQ(t_count_files(dir, "nccltrace-fb"), 0); /* nothing through the link */
+  char fbdir[1024];
+  snprintf(fbdir, sizeof fbdir, "%s", r2.dir);
+  ntr_ring_close(&r2, 1);
+  CHECK(access(fbdir, F_OK) != 0); /* the private directory goes with its ring */
   /* bad slot counts */
   cfg4.dir = dir;
   cfg4.slots = 100;

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""hostile_e2e.py -- the tracer in hostile and cramped environments (issue 13,
+items 1, 6, 7, 8; docs/reliability.md, "Hostile and cramped environments").
+
+Each test runs tests/interpose/hostile.c under LD_PRELOAD=libnccltrace.so on
+the CPU emulator and checks what the tracer did with its ring, its dump
+directory and the environment it recorded.  One test per invocation:
+
+  hostile_e2e.py TEST   (paths come from the environment, as interpose_e2e.py)
+
+Tests that mount a tmpfs or need a second user run as root only (77 else).
+Exit: 0 pass, 1 fail, 77 skip.
+"""
+import glob
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+E = {}
+TMP = None
+MOUNTS = []
+OTHER = "ntrhostile"  # the second local user (created when missing)
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def skip(msg):
+    print("SKIP: " + msg)
+    sys.exit(77)
+
+
+def need_root():
+    if os.geteuid() != 0:
+        skip("needs root (tmpfs mounts, a second user)")
+
+
+def base_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NCCLTRACE_", "NCCL_", "CUDA_")) and k not in ("LD_PRELOAD", "LOCAL_WORLD_SIZE")}
+    env.update(LD_LIBRARY_PATH=E["emu"], NCCLEMU_DEVICES="8", LD_PRELOAD=E["lib"], NCCLTRACE_CHECK="off",
+               NCCLTRACE_RING_DIR=os.path.join(TMP, "rings"), NCCLTRACE_DIR=os.path.join(TMP, "dumps"),
+               TMPDIR=os.path.join(TMP, "tmp"))
+    os.makedirs(env["TMPDIR"], exist_ok=True)
+    env.update(extra)
+    return env
+
+
+def start(mode, n, env):
+    return subprocess.Popen([E["prog"], mode, str(n)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def finish(p, timeout=60):
+    try:
+        o, e = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        o, e = p.communicate()
+        fail("pid %d timed out: %s" % (p.pid, e))
+    return p.returncode, o, e
+
+
+def lines(err, word=None):
+    return [ln for ln in err.splitlines() if ln.startswith("nccltrace:") and (word is None or word in ln)]
+
+
+def fallback_lines(err):
+    return [ln for ln in lines(err) if "dump written" not in ln]
+
+
+def mount_tmpfs(path, size):
+    os.makedirs(path, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=1777" % size, "tmpfs", path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        skip("cannot mount a tmpfs: %s" % r.stderr.strip())
+    MOUNTS.append(path)
+
+
+def used_bytes(path):
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def decode(path):
+    p = subprocess.run([E["tool"], "decode", "--json", path], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, "decode %s: %s" % (path, p.stderr))
+    return p.stdout
+
+
+def exit_dumps(dumpdir, pid):
+    return glob.glob(os.path.join(dumpdir, "nccltrace-*-%d-*-exit.zst" % pid))
+
+
+def other_user():
+    try:
+        pw = pwd.getpwnam(OTHER)
+    except KeyError:
+        r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER],
+                           capture_output=True, text=True)
+        if r.returncode != 0 and "exists" not in r.stderr:
+            skip("cannot create a second user: %s" % r.stderr.strip())
+        pw = pwd.getpwnam(OTHER)
+    return pw.pw_uid, pw.pw_gid
+
+
+# ----------------------------------------------------------------- tests --
+
+
+def t_shm_full():
+    # Item 1: 8 ranks, rings on a 64 MiB tmpfs (Docker's default /dev/shm).
+    # Each ring of the default 65536 records is 10.3 MiB: 8 do not fit.
+    need_root()
+    shm = os.path.join(TMP, "shm")
+    mount_tmpfs(shm, "64m")
+    for lws in ("8", None):  # torchrun says LOCAL_WORLD_SIZE; a bare launch does not
+        extra = {"NCCLTRACE_RING_DIR": os.path.join(shm, "rings")}
+        if lws:
+            extra["LOCAL_WORLD_SIZE"] = lws
+        procs = [start("fill", 70000, base_env(**extra)) for _ in range(8)]
+        res = [finish(p) for p in procs]
+        for p, (rc, o, e) in zip(procs, res):
+            check(rc == 0, "LOCAL_WORLD_SIZE=%s: pid %d exited %d: %s" % (lws, p.pid, rc, e))
+            fl = fallback_lines(e)
+            check(len(fl) <= 1, "pid %d: more than one line about its ring: %s" % (p.pid, fl))
+            if lws:
+                check(len(fl) == 1 and "ring of" in fl[0] and "instead" in fl[0],
+                      "pid %d: want one line saying which smaller ring was taken: %s" % (p.pid, e))
+            check(len(exit_dumps(os.path.join(TMP, "dumps"), p.pid)) == 1, "pid %d left no exit dump" % p.pid)
+        if not lws:
+            check(sum(len(fallback_lines(e)) for _, _, e in res) >= 1, "8 full rings fit in 64 MiB?")
+        left = os.listdir(os.path.join(shm, "rings"))
+        check(not left, "clean exits left rings behind: %s" % left)
+        check(used_bytes(shm) < 1 << 20, "the tmpfs is left with %d bytes used" % used_bytes(shm))
+        print("LOCAL_WORLD_SIZE=%s: 8/8 exit 0; %s" % (lws, sorted(set(ln[11:60] for _, _, e in res for ln in fallback_lines(e)))))
+
+
+def t_shm_tiny():
+    # Item 1: a tmpfs too small for even the smallest ring (64 records, 2.4
+    # MiB), and $TMPDIR on it too: the ring goes to anonymous memory.
+    need_root()
+    shm = os.path.join(TMP, "tiny")
+    mount_tmpfs(shm, "1m")
+    env = base_env(NCCLTRACE_RING_DIR=os.path.join(shm, "rings"), TMPDIR=shm)
+    p = start("fill", 70000, env)
+    rc, o, e = finish(p)
+    check(rc == 0, "exited %d: %s" % (rc, e))
+    fl = fallback_lines(e)
+    check(len(fl) == 1 and "anonymous memory" in fl[0] and "does not survive" in fl[0],
+          "want one line saying the ring is in anonymous memory: %s" % e)
+    dumps = exit_dumps(os.path.join(TMP, "dumps"), p.pid)
+    check(len(dumps) == 1, "no exit dump from the anonymous ring")
+    d = json.loads(decode(dumps[0]))
+    check(sum(1 for r in d["records"] if r["kind"] == "Mark") > 1000, "the anonymous ring recorded no markers")
+    check(used_bytes(shm) < 64 << 10, "the tiny tmpfs is used: %d bytes" % used_bytes(shm))
+    print(fl[0])
+
+
+def t_ring_cut():
+    # Item 1: a ring file cut under the process (truncate) turns stores into
+    # SIGBUS on the mapping: the tracer takes them, the application never does.
+    p = start("wait", 70000, base_env())
+    check(p.stdout.readline().strip() == "ready", "did not start")
+    rings = glob.glob(os.path.join(TMP, "rings", "*.ring"))
+    check(len(rings) == 1, "rings: %s" % rings)
+    os.truncate(rings[0], 0)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    rc, o, e = finish(p)
+    check(rc == 0, "exited %d after its ring was cut: %s" % (rc, e))
+    check(len(lines(e, "cut")) == 1, "want one line about the cut ring: %s" % e)
+
+
+def t_planted_dirs():
+    # Item 6: another user pre-created the ring and dump directories, mode
+    # 0777: the tracer records into private directories instead.
+    need_root()
+    uid, gid = other_user()
+    planted = {}
+    for name in ("rings", "dumps"):
+        d = os.path.join(TMP, name)
+        os.mkdir(d)
+        os.chown(d, uid, gid)
+        os.chmod(d, 0o777)
+        planted[name] = d
+    p = start("wait", 10, base_env())
+    check(p.stdout.readline().strip() == "ready", "did not start")
+    mine = [x for x in glob.glob(os.path.join(TMP, "rings-*")) if os.path.isdir(x)]
+    check(len(mine) == 1, "no private ring directory next to the planted one: %s" % os.listdir(TMP))
+    st = os.lstat(mine[0])
+    check(st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700, "private dir mode %o" % st.st_mode)
+    check(len(glob.glob(os.path.join(mine[0], "*.ring"))) == 1, "no ring in %s" % mine[0])
+    check(not os.listdir(planted["rings"]), "a ring in the planted directory: %s" % os.listdir(planted["rings"]))
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    rc, o, e = finish(p)
+    check(rc == 0, "exited %d: %s" % (rc, e))
+    check(not os.listdir(planted["dumps"]), "a dump in the planted directory")
+    rl = lines(e, "ring directory")
+    dl = lines(e, "dump directory")
+    check(len(rl) == 1 and planted["rings"] in rl[0] and "uid %d" % uid in rl[0],
+          "want one line about the ring directory: %s" % e)
+    check(len(dl) == 1 and planted["dumps"] in dl[0] and "private" in dl[0],
+          "want one line about the dump directory: %s" % e)
+    dumps = glob.glob(os.path.join(TMP, "dumps-*", "*-exit.zst"))
+    check(len(dumps) == 1, "no exit dump in the private dump directory: %s" % os.listdir(TMP))
+    check(not os.path.exists(mine[0]), "the private ring directory stays after a clean exit")
+    print(rl[0])
+    print(dl[0])
+
+
+def t_dump_symlink():
+    # Item 7: NCCLTRACE_DIR is (or passes through) a symlink another user
+    # planted in a world-writable directory, pointing into their directory.
+    need_root()
+    uid, gid = other_user()
+    pub = os.path.join(TMP, "pub")  # a shared scratch directory: 0777, no sticky bit
+    os.mkdir(pub)
+    os.chmod(pub, 0o777)
+    theirs = os.path.join(TMP, "theirs")
+    os.mkdir(theirs)
+    os.chown(theirs, uid, gid)
+    os.chmod(theirs, 0o755)
+    for link, dumpdir in (("dumps", "dumps"), ("via", "via/sub")):
+        lp = os.path.join(pub, link)
+        os.symlink(theirs, lp)
+        os.lchown(lp, uid, gid)
+        p = start("fill", 10, base_env(NCCLTRACE_DIR=os.path.join(pub, dumpdir)))
+        rc, o, e = finish(p)
+        check(rc == 0, "exited %d: %s" % (rc, e))
+        check(not os.listdir(theirs), "a dump was written through %s's symlink: %s" % (OTHER, os.listdir(theirs)))
+        dl = lines(e, "dump directory")
+        check(len(dl) == 1 and "symlink owned by uid %d" % uid in dl[0],
+              "want one line refusing the symlink: %s" % e)
+        print(dl[0])
+
+
+def t_env_secrets():
+    # Item 8: only NCCL's own variables are recorded, and secret-looking
+    # values never reach the ring, the dump or decode --json.
+    secrets = {"NCCL_IB_PASS": "hunter2", "CUDA_PWD": "cudapwd-x41", "NCCL_CREDS": "creds-y42",
+               "NCCL_PASSPHRASE": "phrase-z43", "NCCL_IB_PKEY": "pkey-0x8001"}
+    env = base_env(NCCL_DEBUG="WARN", CUDA_VISIBLE_DEVICES="0", **secrets)
+    p = start("wait", 10, env)
+    check(p.stdout.readline().strip() == "ready", "did not start")
+    rings = glob.glob(os.path.join(TMP, "rings", "*.ring"))
+    check(len(rings) == 1, "rings: %s" % rings)
+    with open(rings[0], "rb") as f:
+        ring = f.read()
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    rc, o, e = finish(p)
+    check(rc == 0, "exited %d: %s" % (rc, e))
+    dumps = exit_dumps(os.path.join(TMP, "dumps"), p.pid)
+    check(len(dumps) == 1, "no exit dump")
+    text = decode(dumps[0])
+    for k, v in secrets.items():
+        check(v.encode() not in ring, "%s's value is in the ring file" % k)
+        check(v not in text, "%s's value is in decode --json" % k)
+    envd = json.loads(text)["env"]
+    check(envd.get("NCCL_DEBUG") == "WARN" and envd.get("CUDA_VISIBLE_DEVICES") == "0", "env: %s" % envd)
+    check(envd.get("NCCL_IB_PKEY") == "***", "NCCL_IB_PKEY (NCCL's, name with KEY) not masked: %s" % envd)
+    for k in ("NCCL_IB_PASS", "CUDA_PWD", "NCCL_CREDS", "NCCL_PASSPHRASE"):
+        check(k not in envd, "%s (not NCCL's) recorded" % k)
+    print("env recorded: %s" % sorted(envd))
+
+
+TESTS = {k[2:]: v for k, v in globals().items() if k.startswith("t_")}
+
+
+def main():
+    global TMP
+    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
+        print("usage: hostile_e2e.py {%s}" % ",".join(sorted(TESTS)), file=sys.stderr)
+        return 1
+    for k in ("lib", "emu", "tool", "hostile"):
+        E[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
+    E["prog"] = E["hostile"]
+    if os.environ.get("NTI_TEST_SANITIZED", "none") not in ("", "none"):
+        skip("LD_PRELOAD of a sanitizer-built libnccltrace.so into other programs")
+    TMP = tempfile.mkdtemp(prefix="nti-hostile-" + sys.argv[1] + "-")
+    try:
+        TESTS[sys.argv[1]]()
+    finally:
+        for m in reversed(MOUNTS):
+            subprocess.run(["umount", "-l", m], capture_output=True)
+        shutil.rmtree(TMP, ignore_errors=True)
+    print("PASS " + sys.argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
