@@ -248,6 +248,26 @@ def t_dump_symlink():
         print(dl[0])
 
 
+def t_group_dir():
+    # The rule's other side: our own group-writable dump directory (umask
+    # 002, a team directory) is used as it is, and an other-writable one of
+    # ours is replaced by a private one.
+    for mode, used in ((0o775, True), (0o777, False)):
+        d = os.path.join(TMP, "dumps-%o" % mode)
+        os.mkdir(d)
+        os.chmod(d, mode)
+        p = start("fill", 10, base_env(NCCLTRACE_DIR=d))
+        rc, o, e = finish(p)
+        check(rc == 0, "exited %d: %s" % (rc, e))
+        here = exit_dumps(d, p.pid)
+        dl = lines(e, "dump directory")
+        if used:
+            check(len(here) == 1 and not dl, "mode %o: want the exit dump there, no line: %s %s" % (mode, here, e))
+        else:
+            check(not here and len(dl) == 1 and "writable by others" in dl[0],
+                  "mode %o: want a private directory and one line: %s %s" % (mode, here, e))
+
+
 def t_env_secrets():
     # Item 8: only NCCL's own variables are recorded, and secret-looking
     # values never reach the ring, the dump or decode --json.
