@@ -151,7 +151,7 @@ while time.time() < end:
     runs = 0
     t = time.time()
     try:
-        while runs < 150 and time.time() - t < 12:
+        while runs < 100 and time.time() - t < 6:
             for cmd in ((NT, "decode", ring), (NT, "decode", "--json", "--salvage", ring),
                         (NT, "status", "--rings", d), (NT, "collect", "--rings", d, "--dir", dumps)):
                 p = subprocess.run(cmd, capture_output=True, timeout=20)
