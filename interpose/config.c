@@ -4,6 +4,12 @@
  * thread of ours exists; ntr_cfg is read-only afterwards.
  * Signal-safety: not signal-safe (getenv, snprintf); never called from a
  * handler.
+ *
+ * Said once per job: every rank of a job reads the same settings, so when
+ * the launcher rank is known (recorder/env.c, ntr_env_launcher: RANK,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID; else the local
+ * rank, once per node) only rank 0 says what is wrong with them; a process
+ * of unknown rank says it itself (docs/user-guide.md).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -14,13 +20,22 @@
 
 #include "interpose/config.h"
 #include "interpose/nti.h"
+#include "recorder/env.h"
 
 struct ntr_config ntr_cfg;
+
+/* Set when a launcher rank other than 0 is known: its rank 0 says it. */
+static int cfg_quiet;
+#define cfg_say(...)                                                                                                   \
+  do {                                                                                                                 \
+    if (!cfg_quiet)                                                                                                    \
+      nti_say(__VA_ARGS__);                                                                                            \
+  } while (0)
 
 /* A bad value is reported once (each variable is read once) and the
  * default kept. */
 static void bad(const char *name, const char *val, const char *dflt) {
-  nti_say("%s=\"%s\" is not valid; using %s", name, val, dflt);
+  cfg_say("%s=\"%s\" is not valid; using %s", name, val, dflt);
 }
 
 static const char *env(const char *name) {
@@ -73,7 +88,7 @@ static long parse_long(const char *name, long dflt, long lo, long hi, int base) 
 static void copy_str(char *dst, size_t cap, const char *name, const char *dflt) {
   const char *v = env(name);
   if (v && strlen(v) >= cap) {
-    nti_say("%s is longer than %zu bytes; using the default", name, cap - 1);
+    cfg_say("%s is longer than %zu bytes; using the default", name, cap - 1);
     v = NULL;
   }
   snprintf(dst, cap, "%s", v ? v : dflt);
@@ -86,7 +101,7 @@ static void load_dirs(void) {
   } else {
     char cwd[900];
     if (d)
-      nti_say("NCCLTRACE_DIR is too long; using ./nccltrace-dumps");
+      cfg_say("NCCLTRACE_DIR is too long; using ./nccltrace-dumps");
     /* Absolute, so a later chdir() of the application does not move the
      * dumps. */
     if (getcwd(cwd, sizeof cwd))
@@ -100,7 +115,7 @@ static void load_dirs(void) {
   } else {
     struct stat st;
     if (r)
-      nti_say("NCCLTRACE_RING_DIR is too long; using the default");
+      cfg_say("NCCLTRACE_RING_DIR is too long; using the default");
     /* A local tmpfs survives the process but not the machine; /tmp when
      * the container has no /dev/shm. */
     const char *base = (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) ? "/dev/shm" : "/tmp";
@@ -169,8 +184,50 @@ static void load_env_check(void) {
     bad("NCCLTRACE_ENV_CHECK", v, "warn");
 }
 
+/* Why NCCLTRACE_COORD is not host:port or [v6]:port with a port from 1 to
+ * 65535 (what the exchange's discovery takes), NULL when it is: checked at
+ * load so that a bad value is said at once, not when the first connection
+ * would have been tried. */
+static const char *coord_problem(const char *v) {
+  const char *colon;
+  if (v[0] == '[') {
+    const char *close = strchr(v, ']');
+    if (!close)
+      return "no closing ']'";
+    if (close == v + 1)
+      return "no host";
+    if (close[1] != ':')
+      return "no \":port\" after ']'";
+    colon = close + 1;
+  } else {
+    colon = strrchr(v, ':');
+    if (!colon)
+      return "no \":port\"";
+    if (colon == v)
+      return "no host before ':'";
+  }
+  char *end;
+  long port = strtol(colon + 1, &end, 10);
+  if (!colon[1] || *end || port < 1 || port > 65535)
+    return "the port is not a number from 1 to 65535";
+  return NULL;
+}
+
+static void load_coord(void) {
+  copy_str(ntr_cfg.coord, sizeof ntr_cfg.coord, "NCCLTRACE_COORD", "");
+  const char *why = ntr_cfg.coord[0] ? coord_problem(ntr_cfg.coord) : NULL;
+  if (why) {
+    cfg_say("NCCLTRACE_COORD=\"%s\" is not valid (%s; it wants host:port); using discovery from "
+            "MASTER_ADDR/MASTER_PORT instead", ntr_cfg.coord, why);
+    ntr_cfg.coord[0] = '\0';
+  }
+}
+
 void ntr_config_load(void) {
   memset(&ntr_cfg, 0, sizeof ntr_cfg);
+  int32_t rank, local_rank, world, local_world;
+  ntr_env_launcher(&rank, &local_rank, &world, &local_world);
+  cfg_quiet = rank > 0 || (rank < 0 && local_rank > 0);
   ntr_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0);
   if (ntr_cfg.disable)
     return; /* pass-through: nothing else is consulted */
@@ -183,7 +240,7 @@ void ntr_config_load(void) {
   ntr_cfg.ring_slots = p2;
   ntr_cfg.timeout_s = parse_seconds("NCCLTRACE_TIMEOUT", 300);
   load_check();
-  copy_str(ntr_cfg.coord, sizeof ntr_cfg.coord, "NCCLTRACE_COORD", "");
+  load_coord();
   ntr_cfg.strict_timeout_s = parse_seconds("NCCLTRACE_STRICT_TIMEOUT", 10);
   ntr_cfg.skew_s = parse_seconds("NCCLTRACE_SKEW_S", 30);
   load_env_check();

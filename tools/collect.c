@@ -58,15 +58,18 @@ static void fill_trigger(const struct ntr_image *img, struct ntr_trigger *t) {
 
 /* @return 0 converted or left alone on purpose, 1 failed, 2 unreadable. */
 static int collect_one(const char *ring, const char *dir, const char *myhost) {
-  int fd = open(ring, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  char sr[4096], se[512];
+  ntt_esc(ring, sr, sizeof sr);
+  /* O_NONBLOCK: a FIFO put in place of the ring must not hang us. */
+  int fd = open(ring, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT)
       return 0; /* its process removed it meanwhile (clean exit) */
-    fprintf(stderr, "nccltrace: %s: %s\n", ring, strerror(errno));
+    fprintf(stderr, "nccltrace: %s: %s\n", sr, strerror(errno));
     return 2;
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    printf("%s: being collected by another nccltrace, skipped\n", ring);
+    printf("%s: being collected by another nccltrace, skipped\n", sr);
     close(fd);
     return 0;
   }
@@ -77,7 +80,7 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
     /* A writer killed mid-update can leave a damaged ring: keep what is intact. */
     char err2[512];
     if (ntr_image_load(ring, 1, &img, err2, sizeof err2)) {
-      fprintf(stderr, "nccltrace: %s\n", err);
+      fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, se, sizeof se));
       close(fd);
       return 2;
     }
@@ -87,9 +90,9 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
   if (strcmp(img.hdr.host, myhost) != 0) {
     struct ntt_ident id;
     ntt_ident_of(&img.hdr, &id);
-    printf("%s: written on host %s, not %s: left alone\n", ring, id.host, myhost);
+    printf("%s: written on host %s, not %s: left alone\n", sr, id.host, myhost);
   } else if (img.pid_alive) {
-    printf("%s: pid %d is alive: left alone\n", ring, img.hdr.pid);
+    printf("%s: pid %d is alive: left alone\n", sr, img.hdr.pid);
   } else {
     struct ntr_trigger trig;
     char out[4096] = "";
@@ -97,13 +100,13 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
     int w = ntr_dump_write_image(dir, &img.hdr, img.comms, img.ncomms, img.stacks, img.nstacks, img.recs,
                                  img.nrecs, &trig, out, sizeof out);
     if (w != 0) {
-      fprintf(stderr, "nccltrace: %s: cannot write a dump into %s: %s; ring kept\n", ring, dir, strerror(-w));
+      fprintf(stderr, "nccltrace: %s: cannot write a dump into %s: %s; ring kept\n", sr, dir, strerror(-w));
       rc = 1;
     } else if (unlink(ring) != 0) {
-      fprintf(stderr, "nccltrace: %s: dumped to %s but cannot remove the ring: %s\n", ring, out, strerror(errno));
+      fprintf(stderr, "nccltrace: %s: dumped to %s but cannot remove the ring: %s\n", sr, out, strerror(errno));
       rc = 1;
     } else {
-      printf("%s: pid %d gone, %llu records%s -> %s\n", ring, img.hdr.pid, (unsigned long long)img.nrecs,
+      printf("%s: pid %d gone, %llu records%s -> %s\n", sr, img.hdr.pid, (unsigned long long)img.nrecs,
              salvaged ? " (salvaged from a damaged ring)" : "", out);
     }
   }
@@ -116,13 +119,13 @@ int ntt_collect_main(int argc, char **argv) {
   static const struct option opts[] = {
       {"rings", required_argument, NULL, 'r'}, {"dir", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0}};
   char rings[4096], dir[4096];
-  ntt_default_ring_dir(rings, sizeof rings);
+  int named = ntt_default_ring_dir(rings, sizeof rings);
   ntt_default_dump_dir(dir, sizeof dir);
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "r:d:h", opts, NULL)) != -1) {
     switch (c) {
-    case 'r': snprintf(rings, sizeof rings, "%s", optarg); break;
+    case 'r': snprintf(rings, sizeof rings, "%s", optarg); named = 1; break;
     case 'd': snprintf(dir, sizeof dir, "%s", optarg); break;
     case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
     default: fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n"); return NTT_EXIT_INPUT;
@@ -132,18 +135,19 @@ int ntt_collect_main(int argc, char **argv) {
     fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n");
     return NTT_EXIT_INPUT;
   }
-  char **list = NULL;
-  int n = ntt_list_rings(rings, &list);
+  char **list = NULL, why[512], shown[4096];
+  ntt_esc(rings, shown, sizeof shown);
+  int n = ntt_list_rings(rings, named, &list, why, sizeof why);
   if (n < 0) {
     if (errno == ENOENT) {
-      printf("no ring directory %s: nothing to collect\n", rings);
+      printf("no ring directory %s: nothing to collect\n", shown);
       return NTT_EXIT_OK;
     }
-    fprintf(stderr, "nccltrace: %s: %s\n", rings, strerror(errno));
+    fprintf(stderr, "nccltrace: %s: %s\n", shown, why);
     return NTT_EXIT_INPUT;
   }
   if (n == 0) {
-    printf("no ring files in %s: nothing to collect\n", rings);
+    printf("no ring files in %s: nothing to collect\n", shown);
     return NTT_EXIT_OK;
   }
   if (mkdir_p(dir) != 0) {

@@ -34,7 +34,8 @@ static void print_header(FILE *out, const struct ntr_image *img) {
   char sig[32], tb[48];
   struct ntt_ident id;
   ntt_ident_of(h, &id);
-  fprintf(out, "== %s (%s%s)\n", img->path, img->is_dump ? "dump" : "ring file",
+  char path[sizeof img->path];
+  fprintf(out, "== %s (%s%s)\n", ntt_esc(img->path, path, sizeof path), img->is_dump ? "dump" : "ring file",
           img->is_dump ? "" : img->pid_alive ? ", process alive" : ", process gone");
   fprintf(out, "host:     %s  pid %d  ppid %d  exe %s\n", id.host, h->pid, h->ppid, id.exe);
   fprintf(out, "ranks:    rank %d  local_rank %d  world_size %d  local_world_size %d\n", h->rank,
@@ -153,14 +154,15 @@ int ntt_decode_main(int argc, char **argv) {
   json_t *single = NULL;
   for (int i = optind; i < argc; i++) {
     struct ntr_image img;
-    char err[512];
+    char err[512], shown[4096];
     if (ntr_image_load(argv[i], salvage, &img, err, sizeof err)) {
-      fprintf(stderr, "nccltrace: %s\n", err);
+      fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, shown, sizeof shown));
       bad++;
       continue;
     }
     if (img.salvaged)
-      fprintf(stderr, "nccltrace: %s: damaged; showing what could be salvaged\n", argv[i]);
+      fprintf(stderr, "nccltrace: %s: damaged; showing what could be salvaged\n",
+              ntt_esc(argv[i], shown, sizeof shown));
     if (json) {
       json_t *o = ntt_image_json(&img);
       if (all)

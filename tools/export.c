@@ -268,9 +268,9 @@ int ntt_export_main(int argc, char **argv) {
   }
   for (int i = 0; i < n; i++) {
     struct ntr_image img;
-    char err[512];
+    char err[512], se[sizeof err];
     if (ntr_image_load(paths[i], 0, &img, err, sizeof err)) {
-      fprintf(stderr, "nccltrace: %s\n", err);
+      fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, se, sizeof se));
       bad++;
       continue;
     }

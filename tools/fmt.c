@@ -38,6 +38,11 @@ void ntt_field_str(const char *field, size_t field_len, char *buf, size_t len) {
   buf[n] = '\0';
 }
 
+const char *ntt_esc(const char *s, char *buf, size_t len) {
+  ntt_field_str(s ? s : "", s ? strlen(s) : 0, buf, len);
+  return buf;
+}
+
 void ntt_ident_of(const struct ntr_ring_header *h, struct ntt_ident *id) {
   ntt_field_str(h->host, sizeof h->host, id->host, sizeof id->host);
   ntt_field_str(h->job_id, sizeof h->job_id, id->job, sizeof id->job);

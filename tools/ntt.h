@@ -46,8 +46,15 @@ const char *ntt_lifecycle_name(unsigned lifecycle);      /* "ready", ... */
 const char *ntt_proc_state_name(unsigned state);         /* "running", ... */
 /* Trigger kind for docs/decode-json.md: "exit", "sigterm", "timeout", ... */
 const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len);
-/* Copy a fixed-size char field up to its first NUL, printable ASCII only. */
+/* Copy a fixed-size char field up to its first NUL, printable ASCII only:
+ * THE escaping of every human-readable output (decode, analyze, status,
+ * collect, export's messages).  Anything read from an input -- header
+ * fields, record text, stack frames, even file names -- passes through it
+ * (or ntt_esc) before it reaches a terminal, so a hostile file cannot send
+ * escape sequences or fake lines. */
 void ntt_field_str(const char *field, size_t field_len, char *buf, size_t len);
+/* ntt_field_str of a NUL-terminated string.  @return buf. */
+const char *ntt_esc(const char *s, char *buf, size_t len);
 /* The identity strings of a header, printable (a hostile file must not
  * send escape sequences to a terminal). */
 struct ntt_ident {
@@ -79,10 +86,27 @@ json_t *ntt_record_json(const struct ntr_image *img, const struct ntr_record *r)
 int ntt_expand_inputs(char *const *args, int nargs, char ***out, int *bad);
 void ntt_paths_free(char **paths, int n);
 /* Default directories: $NCCLTRACE_RING_DIR else /dev/shm/nccltrace-<uid>;
- * $NCCLTRACE_DIR else ./nccltrace-dumps. */
-void ntt_default_ring_dir(char *buf, size_t len);
+ * $NCCLTRACE_DIR else ./nccltrace-dumps.  @return 1 when the ring directory
+ * was named ($NCCLTRACE_RING_DIR), 0 for the default. */
+int ntt_default_ring_dir(char *buf, size_t len);
 void ntt_default_dump_dir(char *buf, size_t len);
-/* Ring files (*.ring) directly in dir, sorted.  @return count, -1 with errno. */
-int ntt_list_rings(const char *dir, char ***out);
+/* Ring files (*.ring) directly in dir, sorted: only a directory that is the
+ * caller's alone, and in it only rings its owner wrote that nobody else can
+ * write (inputs.c, dir_trust: the rule, and root's); every other ring gets
+ * one "nccltrace: PATH: why" line on stderr and is left out.  named: the
+ * user pointed at dir (--rings, $NCCLTRACE_RING_DIR).
+ * @return count, or -1 with errno (EPERM: dir not trusted) and why. */
+int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t whylen);
+
+/* A set of files by (st_dev, st_ino): walks visit each directory and file
+ * once (link loops end, a file reached twice is read once).  Zero-init.
+ * @return 1 added, 0 already there, -1 out of memory. */
+struct ntt_seen {
+  uint64_t *v;
+  size_t n, cap;
+};
+struct stat;
+int ntt_seen_add(struct ntt_seen *s, const struct stat *st);
+void ntt_seen_free(struct ntt_seen *s);
 
 #endif

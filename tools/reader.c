@@ -2,11 +2,13 @@
  * reader_dump.c; the shared validation helpers of reader_int.h.
  *
  * Thread-safety and signal-safety: see recorder/reader.h.  A live ring is
- * read through a read-only shared mapping while its writer keeps writing:
- * every record is copied under the seqlock protocol of recorder/format.h, and
- * the header is copied once and validated as a copy, so a writer changing it
- * meanwhile cannot move us past a bounds check.  A dump is read with pread
- * into memory instead (it never changes once in place).
+ * read with pread while its writer keeps writing (never mapped: a file
+ * truncated meanwhile must not become SIGBUS): every record is taken only
+ * when two successive reads of it agree (the seqlock protocol of
+ * recorder/format.h, read_rec), and the header is copied once and validated
+ * as a copy, so a writer changing it meanwhile cannot move us past a bounds
+ * check.  A dump is read with pread into memory (it never changes once in
+ * place).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "tools/reader.h"
@@ -123,28 +124,79 @@ void ntt_image_tidy(struct ntr_image *img) {
 
 /* ---------------------------------------------------------------- rings -- */
 
-/* Seqlock read of one slot.  @return 1 valid copy, 0 empty, -1 torn. */
-static int read_rec(const unsigned char *p, int live, struct ntr_record *out) {
-  if (!live) {
-    memcpy(out, p, sizeof *out);
-    if (out->commit == NTR_COMMIT_WRITING)
-      return -1; /* its writer died mid-record */
-    return out->commit ? 1 : 0;
+/* Where a ring's bytes come from: a caller's buffer (ntr_image_load_mem,
+ * the fuzzers), or a file read with pread.  A file is never mapped: a
+ * writer that truncates it while we read would turn a mapped load into
+ * SIGBUS; pread just returns fewer bytes.  Each window of a file is read
+ * twice, and a record counts only when both copies agree (read_rec). */
+struct src {
+  const unsigned char *mem; /* the whole input, or NULL: fd */
+  int fd;
+  size_t len;               /* input bytes, as of the start of the load */
+  int shrank;               /* the file got shorter while we read it */
+  unsigned char *a, *b;     /* two copies of the current window (file) */
+  size_t cap;
+};
+
+/* Read n bytes at off with pread; what the file no longer holds reads as
+ * zeros (an empty slot) and marks the load as cut. */
+static void src_pread(struct src *s, unsigned char *dst, size_t n, uint64_t off) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(s->fd, dst + got, n - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      break;
+    got += (size_t)r;
   }
-  const uint64_t *cp = (const uint64_t *)(const void *)p;
-  /* Pairs with the writer's release store of commit in ntr_ring_commit. */
-  uint64_t c1 = __atomic_load_n(cp, __ATOMIC_ACQUIRE);
-  if (c1 == 0)
+  if (got < n) {
+    memset(dst + got, 0, n - got);
+    s->shrank = 1;
+  }
+}
+
+/* n bytes at off (inside s->len, checked by the caller): *a and *b are two
+ * copies read one after the other (one and the same bytes for memory).
+ * @return 0, or -1 out of memory. */
+static int src_window(struct src *s, uint64_t off, size_t n, const unsigned char **a, const unsigned char **b) {
+  if (s->mem) {
+    *a = *b = s->mem + off;
     return 0;
-  if (c1 == NTR_COMMIT_WRITING)
+  }
+  if (n > s->cap) {
+    unsigned char *na = realloc(s->a, n), *nb = na ? realloc(s->b, n) : NULL;
+    if (na)
+      s->a = na;
+    if (!nb)
+      return -1;
+    s->b = nb;
+    s->cap = n;
+  }
+  src_pread(s, s->a, n, off);
+  src_pread(s, s->b, n, off);
+  *a = s->a;
+  *b = s->b;
+  return 0;
+}
+
+/* One slot from two copies taken one after the other (a before b).
+ * @return 1 valid copy, 0 empty, -1 torn.
+ * Why two equal copies prove an untorn record: the writer stores commit =
+ * WRITING, then the body, then commit = its position, and positions only
+ * grow.  If the writer touched the slot while we read, then either copy a
+ * saw the old commit and copy b (begun after a ended) sees WRITING or a
+ * larger position, or copy a saw the new commit -- so the body was complete
+ * before a read commit, b is wholly new, and a differs from b unless a was
+ * complete too.  For a buffer in memory (a == b) nothing changes meanwhile. */
+static int read_rec(const unsigned char *a, const unsigned char *b, struct ntr_record *out) {
+  memcpy(out, a, sizeof *out);
+  if (out->commit == 0)
+    return 0;
+  if (out->commit == NTR_COMMIT_WRITING)
     return -1; /* being written (live), or its writer died */
-  memcpy(out, p, sizeof *out);
-  /* Keeps the body loads above before the re-read of commit below. */
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  uint64_t c2 = __atomic_load_n(cp, __ATOMIC_RELAXED);
-  if (c1 != c2)
+  if (a != b && memcmp(a, b, sizeof *out) != 0)
     return -1;
-  out->commit = c1;
   return 1;
 }
 
@@ -232,13 +284,22 @@ static int validate_ring_header(struct ntr_ring_header *h, size_t len, int salva
   return ntt_header_sanitize(h, salvage, why, whylen);
 }
 
-static int load_ring(const unsigned char *buf, size_t len, const char *name, int salvage, int live,
-                     struct ntr_image *img, char *err, size_t errlen) {
+/* Records per window of the slot array (two copies of 512 KiB). */
+#define NTT_WIN_SLOTS 4096u
+
+static int load_ring(struct src *in, const char *name, int salvage, struct ntr_image *img, char *err,
+                     size_t errlen) {
   struct ntr_ring_header *h = &img->hdr;
+  size_t len = in->len;
   char why[256];
   if (len < sizeof *h)
     return ntt_fail(err, errlen, name, "truncated: a ring header needs %zu bytes, file has %zu", sizeof *h, len);
-  memcpy(h, buf, sizeof *h);
+  /* Copied once, then validated as a copy: a writer changing it meanwhile
+   * cannot move us past a bounds check. */
+  if (in->mem)
+    memcpy(h, in->mem, sizeof *h);
+  else
+    src_pread(in, (unsigned char *)h, sizeof *h, 0);
   if (validate_ring_header(h, len, salvage, why, sizeof why))
     return ntt_fail(err, errlen, name, "%s", why);
   if (h->file_size > len)
@@ -259,7 +320,10 @@ static int load_ring(const unsigned char *buf, size_t len, const char *name, int
     img->stacks = calloc(nstack, sizeof *img->stacks);
     if (!img->stacks)
       return ntt_fail(err, errlen, name, "out of memory for %u stacks", nstack);
-    memcpy(img->stacks, buf + h->stack_offset, (size_t)nstack * sizeof *img->stacks);
+    const unsigned char *a, *b;
+    if (src_window(in, h->stack_offset, (size_t)nstack * sizeof *img->stacks, &a, &b))
+      return ntt_fail(err, errlen, name, "out of memory for %u stacks", nstack);
+    memcpy(img->stacks, b, (size_t)nstack * sizeof *img->stacks);
   }
   img->nstacks = nstack;
 
@@ -269,15 +333,20 @@ static int load_ring(const unsigned char *buf, size_t len, const char *name, int
   /* Room for every slot and recent[] copy at once, as many as the bytes
    * present can hold (a salvaged header may claim more): no regrowing. */
   uint64_t fit = h->slot_offset < len ? (len - h->slot_offset) / sizeof r : 0;
-  uint64_t want = (fit < h->slot_count ? fit : h->slot_count) + (uint64_t)ncomm * NTR_COMM_RECENT;
+  uint64_t nslots = fit < h->slot_count ? fit : h->slot_count;
+  uint64_t want = nslots + (uint64_t)ncomm * NTR_COMM_RECENT;
   if ((rv.v = malloc((size_t)want * sizeof *rv.v)) != NULL)
     rv.cap = want;
   for (uint32_t i = 0; i < ncomm; i++) {
-    const unsigned char *src = buf + h->comm_offset + (uint64_t)i * sizeof(struct ntr_comm_state);
+    const unsigned char *a, *b;
+    if (src_window(in, h->comm_offset + (uint64_t)i * sizeof(struct ntr_comm_state), sizeof(struct ntr_comm_state),
+                   &a, &b))
+      goto oom;
     struct ntr_comm_state *c = &img->comms[i];
-    memcpy(c, src, offsetof(struct ntr_comm_state, recent));
+    memcpy(c, b, offsetof(struct ntr_comm_state, recent));
     for (unsigned j = 0; j < NTR_COMM_RECENT; j++) {
-      int st = read_rec(src + offsetof(struct ntr_comm_state, recent) + j * sizeof r, live, &r);
+      size_t at = offsetof(struct ntr_comm_state, recent) + j * sizeof r;
+      int st = read_rec(a + at, b + at, &r);
       if (st < 0)
         img->torn++;
       if (st <= 0) {
@@ -291,25 +360,31 @@ static int load_ring(const unsigned char *buf, size_t len, const char *name, int
   }
   img->ncomms = ncomm;
 
-  for (uint64_t i = 0; i < h->slot_count; i++) {
-    uint64_t off = h->slot_offset + i * sizeof r;
-    if (off + sizeof r > len)
-      break;
-    int st = read_rec(buf + off, live, &r);
-    /* 0: never written (a position reserved and not used is no damage:
-     * ring.h, holes and fillers); -1: claimed and not committed, or torn
-     * while we copied. */
-    if (st < 0)
-      img->torn++;
-    if (st <= 0 || r.kind == NTR_KIND_NONE)
-      continue; /* a filler carries nothing */
-    if (((r.commit - 1) & mask) != i) {
-      img->torn++; /* a position that does not belong in this slot: damage */
-      continue;
-    }
-    if (vec_push(&rv, &r))
+  for (uint64_t w = 0; w < nslots; w += NTT_WIN_SLOTS) {
+    uint64_t k = nslots - w < NTT_WIN_SLOTS ? nslots - w : NTT_WIN_SLOTS;
+    const unsigned char *a, *b;
+    if (src_window(in, h->slot_offset + w * sizeof r, (size_t)k * sizeof r, &a, &b))
       goto oom;
+    for (uint64_t j = 0; j < k; j++) {
+      uint64_t i = w + j;
+      int st = read_rec(a + j * sizeof r, b + j * sizeof r, &r);
+      /* 0: never written (a position reserved and not used is no damage:
+       * ring.h, holes and fillers); -1: claimed and not committed, or torn
+       * while we copied. */
+      if (st < 0)
+        img->torn++;
+      if (st <= 0 || r.kind == NTR_KIND_NONE)
+        continue; /* a filler carries nothing */
+      if (((r.commit - 1) & mask) != i) {
+        img->torn++; /* a position that does not belong in this slot: damage */
+        continue;
+      }
+      if (vec_push(&rv, &r))
+        goto oom;
+    }
   }
+  if (in->shrank)
+    img->salvaged = 1; /* the file was cut while we read it: what was there */
   img->recs = rv.v;
   img->nrecs = ntt_records_normalize(rv.v, rv.n);
   img->lost = h->head > h->slot_count ? h->head - h->slot_count : 0;
@@ -383,24 +458,47 @@ static int ring_pid_alive(const struct ntr_ring_header *h) {
 
 /* ---------------------------------------------------------- entry points -- */
 
-static int load_any(const unsigned char *buf, size_t len, const char *name, int salvage, int live,
-                    struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err, size_t errlen) {
+int ntt_open_input(const char *path, struct stat *st, char *err, size_t errlen) {
+  /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+   * whatever is not a regular file is refused before anything is read. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return ntt_fail(err, errlen, path, "%s", strerror(errno));
+  if (fstat(fd, st) != 0) {
+    int e = errno;
+    close(fd);
+    return ntt_fail(err, errlen, path, "%s", strerror(e));
+  }
+  if (!S_ISREG(st->st_mode)) {
+    close(fd);
+    return ntt_fail(err, errlen, path, "%s",
+                    S_ISDIR(st->st_mode)    ? "is a directory"
+                    : S_ISFIFO(st->st_mode) ? "not a regular file (a FIFO): refused"
+                    : S_ISSOCK(st->st_mode) ? "not a regular file (a socket): refused"
+                                            : "not a regular file (a device): refused");
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0)
+    (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return fd;
+}
+
+/* Magic and version of the input's first 12 bytes (len >= 12). */
+static int check_magic(const unsigned char *b, size_t len, const char *name, int *dump, char *err, size_t errlen) {
   if (len < 8)
     return ntt_fail(err, errlen, name, "too short (%zu bytes) to be a ring file or a dump", len);
-  int ring = memcmp(buf, NTR_RING_MAGIC, 8) == 0;
-  int dump = memcmp(buf, NTR_DUMP_MAGIC, 8) == 0;
-  if (!ring && !dump)
+  int ring = memcmp(b, NTR_RING_MAGIC, 8) == 0;
+  *dump = memcmp(b, NTR_DUMP_MAGIC, 8) == 0;
+  if (!ring && !*dump)
     return ntt_fail(err, errlen, name, "bad magic: not a nccltrace ring file or dump");
   if (len < 12)
     return ntt_fail(err, errlen, name, "truncated: file has %zu bytes, no format version", len);
   uint32_t version;
-  memcpy(&version, buf + 8, sizeof version);
+  memcpy(&version, b + 8, sizeof version);
   if (version != NTR_FORMAT_VERSION)
     return ntt_fail(err, errlen, name, "unsupported format version %u (this nccltrace reads %u)", version,
                     NTR_FORMAT_VERSION);
-  img->is_dump = dump;
-  return dump ? ntt_load_dump(buf, len, name, salvage, img, lb, borrowed, err, errlen)
-              : load_ring(buf, len, name, salvage, live, img, err, errlen);
+  return 0;
 }
 
 static int load_path(const char *path, int salvage, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed,
@@ -416,7 +514,14 @@ int ntr_image_load_mem(const void *buf, size_t len, const char *name, int salvag
   image_init(img, name);
   if (!buf && len)
     return ntt_fail(err, errlen, name, "no data");
-  int rc = load_any(buf, len, name, salvage, 0, img, NULL, NULL, err, errlen);
+  int dump = 0;
+  int rc = check_magic(buf, len, name, &dump, err, errlen);
+  if (rc == 0) {
+    img->is_dump = dump;
+    struct src in = {.mem = buf, .fd = -1, .len = len};
+    rc = dump ? ntt_load_dump(buf, len, name, salvage, img, NULL, NULL, err, errlen)
+              : load_ring(&in, name, salvage, img, err, errlen);
+  }
   if (rc)
     ntr_image_free(img);
   return rc;
@@ -441,33 +546,38 @@ void ntr_loadbuf_free(struct ntr_loadbuf *lb) {
 static int load_path(const char *path, int salvage, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed,
                      char *err, size_t errlen) {
   image_init(img, path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return ntt_fail(err, errlen, path, "%s", strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return ntt_fail(err, errlen, path, "%s", strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return ntt_fail(err, errlen, path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
-  }
+  int fd = ntt_open_input(path, &st, err, errlen);
+  if (fd < 0)
+    return -1;
   if (st.st_size == 0) {
     close(fd);
     return ntt_fail(err, errlen, path, "empty file");
   }
   size_t len = (size_t)st.st_size;
-  /* A dump is read into memory: it never changes once renamed into place,
-   * and copying it costs less than faulting in a mapping page by page. */
-  char magic[8];
-  if (len <= NTT_READ_MAX && pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
-      memcmp(magic, NTR_DUMP_MAGIC, 8) == 0) {
+  unsigned char magic[12];
+  ssize_t m = pread(fd, magic, sizeof magic, 0);
+  int dump = 0;
+  if (check_magic(magic, m > 0 ? (size_t)m : 0, path, &dump, err, errlen)) {
+    close(fd);
+    return -1;
+  }
+  img->is_dump = dump;
+  int rc;
+  if (dump) {
+    /* A dump is read into memory: it never changes once renamed into
+     * place, and the reader checks every length against what was read. */
+    if (len > NTT_READ_MAX) {
+      close(fd);
+      return ntt_fail(err, errlen, path, "a %zu-byte dump exceeds the %llu-byte limit", len,
+                      (unsigned long long)NTT_READ_MAX);
+    }
     unsigned char *buf = malloc(len);
     size_t got = 0;
     while (buf && got < len) {
       ssize_t r = pread(fd, buf + got, len - got, (off_t)got);
+      if (r < 0 && errno == EINTR)
+        continue;
       if (r <= 0)
         break;
       got += (size_t)r;
@@ -475,22 +585,17 @@ static int load_path(const char *path, int salvage, struct ntr_image *img, struc
     close(fd);
     if (!buf)
       return ntt_fail(err, errlen, path, "out of memory reading %zu bytes", len);
-    int rc = load_any(buf, got, path, salvage, 0, img, lb, borrowed, err, errlen);
+    rc = ntt_load_dump(buf, got, path, salvage, img, lb, borrowed, err, errlen);
     free(buf);
-    if (rc)
-      ntr_image_free(img); /* never borrowed: a failed load lends nothing */
-    return rc;
+  } else {
+    struct src in = {.fd = fd, .len = len};
+    rc = load_ring(&in, path, salvage, img, err, errlen);
+    free(in.a);
+    free(in.b);
+    close(fd);
   }
-  /* Shared and read-only: a live ring is seen as its writer updates it. */
-  void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd);
-  if (map == MAP_FAILED)
-    return ntt_fail(err, errlen, path, "cannot map: %s", strerror(e));
-  int rc = load_any(map, len, path, salvage, 1, img, NULL, NULL, err, errlen);
-  munmap(map, len);
   if (rc) {
-    ntr_image_free(img);
+    ntr_image_free(img); /* never borrowed: a failed load lends nothing */
     return rc;
   }
   if (!img->is_dump)
@@ -512,12 +617,19 @@ void ntr_image_free(struct ntr_image *img) {
 }
 
 int ntr_image_peek(const char *path, struct ntr_ring_header *hdr, char *err, size_t errlen) {
+  uint64_t need;
+  return ntr_image_probe(path, hdr, &need, err, errlen);
+}
+
+int ntr_image_probe(const char *path, struct ntr_ring_header *hdr, uint64_t *need, char *err, size_t errlen) {
   memset(hdr, 0, sizeof *hdr);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return ntt_fail(err, errlen, path, "%s", strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 12) {
+  int fd = ntt_open_input(path, &st, err, errlen);
+  if (fd < 0)
+    return -1;
+  /* Until the header says more: what reading the file itself takes. */
+  *need = (uint64_t)st.st_size;
+  if (st.st_size < 12) {
     close(fd);
     return ntt_fail(err, errlen, path, "not a ring file or dump");
   }
@@ -543,14 +655,26 @@ int ntr_image_peek(const char *path, struct ntr_ring_header *hdr, char *err, siz
     }
     if (memcmp(buf, NTR_DUMP_MAGIC, 8) == 0) {
       rc = ntt_peek_dump(buf, (size_t)got, hdr, why, sizeof why);
+      struct ntr_dump_preamble pre;
+      memcpy(&pre, buf, sizeof pre < (size_t)got ? sizeof pre : (size_t)got);
+      /* A load reads the file into memory, then decompresses no more
+       * than the header's geometry allows (ntt_dump_max_payload); the
+       * whole-payload path (damage, --salvage) holds the payload and its
+       * sections' copies at once: twice that. */
+      if (rc == 0 && (size_t)got >= sizeof pre) {
+        uint64_t pl = pre.payload_size, max = ntt_dump_max_payload(hdr);
+        *need = len + 2 * (pl < max ? pl : max);
+      }
     } else if (memcmp(buf, NTR_RING_MAGIC, 8) == 0 && (size_t)got >= sizeof *hdr) {
       /* A live writer may be updating it: copy once, then look at the copy. */
       memcpy(hdr, buf, sizeof *hdr);
       rc = ntt_header_sanitize(hdr, 1, why, sizeof why);
+      /* Two windows of slots and the records kept (at most the file). */
+      *need = 2 * len + 2 * NTT_WIN_SLOTS * sizeof(struct ntr_record);
     }
-    if (rc == 0 || want >= len || want >= NTT_READ_MAX)
+    if (rc == 0 || want >= len || want >= NTT_PEEK_MAX)
       break;
-    want = len < NTT_READ_MAX ? len : NTT_READ_MAX;
+    want = len < NTT_PEEK_MAX ? len : NTT_PEEK_MAX;
   }
   close(fd);
   free(buf);

@@ -17,6 +17,13 @@
  * all also peeks; the reverse need not hold.
  * @return 0, or -1 with a one-line reason in err. */
 int ntr_image_peek(const char *path, struct ntr_ring_header *hdr, char *err, size_t errlen);
+/* ntr_image_peek, and *need: the bytes a load of the file may allocate at
+ * most (the file read into memory, a dump's payload as far as its header's
+ * geometry allows, a ring's windows and records), so that a caller can
+ * budget memory before loading.  Set (to the file size) even when the
+ * header cannot be read. */
+#include <stdint.h>
+int ntr_image_probe(const char *path, struct ntr_ring_header *hdr, uint64_t *need, char *err, size_t errlen);
 
 /* A buffer a caller keeps across loads (one per thread, per image it
  * holds at once) so that a dump is decompressed in one call straight into

@@ -19,8 +19,6 @@
 #include <zstd.h>
 #include "tools/reader_int.h"
 
-/* Refuse payloads above 4 GiB: a dump holds at most a few hundred MiB. */
-#define NTT_MAX_PAYLOAD (4ull << 30)
 /* zstd cannot expand more than this: a 128 KiB block costs at least 4
  * bytes (3-byte block header, 1 RLE byte).  Bounds allocations by input. */
 #define NTT_ZSTD_MAX_RATIO 32768ull
@@ -92,6 +90,20 @@ static unsigned char *inflate(const unsigned char *src, size_t srclen, size_t ca
   ZSTD_freeDCtx(d);
   *outlen = ob.pos;
   return buf;
+}
+
+uint64_t ntt_dump_max_payload(const struct ntr_ring_header *h) {
+  uint64_t slots = h->slot_count < NTT_MAX_SLOTS ? h->slot_count : NTT_MAX_SLOTS;
+  uint64_t comms = h->comm_max < 64ull * NTR_COMM_MAX ? h->comm_max : 64ull * NTR_COMM_MAX;
+  uint64_t stacks = h->stack_max < NTT_MAX_STACKS ? h->stack_max : NTT_MAX_STACKS;
+  /* Records: what the main ring holds plus the comms' recent[] copies, and
+   * never more than were ever written (head positions). */
+  uint64_t recs = slots + comms * NTR_COMM_RECENT;
+  if (h->head < recs)
+    recs = h->head;
+  return 5 * sizeof(struct ntr_section) + sizeof(struct ntr_ring_header) + comms * sizeof(struct ntr_comm_state) +
+         stacks * sizeof(struct ntr_stack) + recs * sizeof(struct ntr_record) + sizeof(struct ntr_trigger) +
+         (1u << 20);
 }
 
 struct walk {
@@ -258,6 +270,24 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
                       (unsigned long long)pre.payload_size, srclen, raw ? "stored" : "compressed");
     img->salvaged = 1;
     want = bound;
+  }
+  /* The HEADER section comes first (docs/dump-format.md): its geometry
+   * bounds the payload before anything larger than one block is
+   * decompressed or allocated. */
+  struct ntr_ring_header gh;
+  if (ntt_peek_first_header(buf, len, &gh, why, sizeof why))
+    return ntt_fail(err, errlen, name, "%s", why);
+  uint64_t gmax = ntt_dump_max_payload(&gh);
+  if (pre.payload_size > gmax) {
+    if (!salvage)
+      return ntt_fail(err, errlen, name,
+                      "preamble says %llu payload bytes, more than a dump of its ring (%u slots, %llu records "
+                      "written, %u communicators, %u stacks) can hold: %llu bytes at most",
+                      (unsigned long long)pre.payload_size, gh.slot_count, (unsigned long long)gh.head,
+                      gh.comm_max, gh.stack_max, (unsigned long long)gmax);
+    img->salvaged = 1;
+    if (want > gmax)
+      want = gmax;
   }
   if (!raw && !salvage) {
     unsigned long long fcs = ZSTD_getFrameContentSize(src, srclen);

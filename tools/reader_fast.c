@@ -268,6 +268,7 @@ struct pstream {
   ZSTD_inBuffer in;
   unsigned char win[1u << 16];
   size_t have, pos;
+  const char *zerr;         /* why the frame stopped early, NULL: it ended */
 };
 
 /* Up to n bytes into dst (NULL: skip them).  @return bytes delivered. */
@@ -288,6 +289,10 @@ static size_t ps_read(struct pstream *s, void *dst, size_t n) {
       ZSTD_outBuffer ob = {s->win, sizeof s->win, 0};
       size_t ip = s->in.pos;
       size_t r = ZSTD_decompressStream(s->d, &ob, &s->in);
+      if (ZSTD_isError(r))
+        s->zerr = ZSTD_getErrorName(r);
+      else if (ob.pos == 0 && r != 0 && s->in.pos == ip)
+        s->zerr = "frame cut short";
       if (ZSTD_isError(r) || (ob.pos == 0 && (r == 0 || s->in.pos == ip)))
         break; /* damage, or the end of the frame */
       s->have = ob.pos;
@@ -303,7 +308,18 @@ static size_t ps_read(struct pstream *s, void *dst, size_t n) {
   return got;
 }
 
+static int peek(const unsigned char *buf, size_t len, int first, struct ntr_ring_header *hdr, char *why,
+                size_t whylen);
 int ntt_peek_dump(const unsigned char *buf, size_t len, struct ntr_ring_header *hdr, char *why, size_t whylen) {
+  return peek(buf, len, 0, hdr, why, whylen);
+}
+int ntt_peek_first_header(const unsigned char *buf, size_t len, struct ntr_ring_header *hdr, char *why,
+                          size_t whylen) {
+  return peek(buf, len, 1, hdr, why, whylen);
+}
+
+static int peek(const unsigned char *buf, size_t len, int first, struct ntr_ring_header *hdr, char *why,
+                size_t whylen) {
   struct ntr_dump_preamble pre;
   if (len < sizeof pre) {
     snprintf(why, whylen, "truncated: a dump preamble needs %zu bytes, file has %zu", sizeof pre, len);
@@ -332,13 +348,21 @@ int ntt_peek_dump(const unsigned char *buf, size_t len, struct ntr_ring_header *
       return -1;
     }
   }
-  snprintf(why, whylen, "no HEADER section before the data ends or is damaged");
+  snprintf(why, whylen, first ? "damaged: the payload does not start with a HEADER section"
+                              : "no HEADER section before the data ends or is damaged");
   for (;;) {
     struct ntr_section sec;
     if (ps_read(s, &sec, sizeof sec) != sizeof sec)
       break;
+    if (first && sec.type != NTR_SEC_HEADER) {
+      snprintf(why, whylen, "damaged: the payload starts with a section of type %u, not the HEADER", sec.type);
+      break;
+    }
     if (sec.type == NTR_SEC_HEADER) {
-      if (sec.length >= sizeof *hdr && ps_read(s, hdr, sizeof *hdr) == sizeof *hdr) {
+      if (first && sec.length != sizeof *hdr)
+        snprintf(why, whylen, "damaged: a HEADER section of %llu bytes, expected %zu", (unsigned long long)sec.length,
+                 sizeof *hdr);
+      else if (sec.length >= sizeof *hdr && ps_read(s, hdr, sizeof *hdr) == sizeof *hdr) {
         ntt_header_sanitize(hdr, 1, why, whylen);
         rc = 0;
       }
@@ -356,6 +380,8 @@ int ntt_peek_dump(const unsigned char *buf, size_t len, struct ntr_ring_header *
     if (left)
       break;
   }
+  if (rc && first && s->zerr)
+    snprintf(why, whylen, "corrupt zstd frame: %s", s->zerr);
   ZSTD_freeDCtx(s->d);
   free(s);
   return rc;

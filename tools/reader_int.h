@@ -7,12 +7,30 @@
 #include <stdarg.h>
 #include "tools/reader.h"
 
-/* Sanity bounds on header fields: far above what the recorder writes, low
+#include <sys/stat.h>
+
+/* Sanity bounds on header fields: slots as many as NCCLTRACE_RING allows
+ * (interpose/config.c), stacks far above what the recorder writes; low
  * enough that arithmetic on them cannot overflow 64 bits. */
-#define NTT_MAX_SLOTS (1u << 28)
+#define NTT_MAX_SLOTS (1u << 24)
 #define NTT_MAX_STACKS (1u << 20)
-/* Dumps up to this size are read into memory rather than mapped. */
-#define NTT_READ_MAX (1ull << 30)
+/* Refuse payloads above 4 GiB: the largest ring's dump holds about 2 GiB. */
+#define NTT_MAX_PAYLOAD (4ull << 30)
+/* A dump is read into memory whole: at most a stored (raw) 4 GiB payload. */
+#define NTT_READ_MAX (NTT_MAX_PAYLOAD + (1ull << 20))
+/* ntr_image_peek reads at most this much of a file to find its header. */
+#define NTT_PEEK_MAX (1ull << 30)
+
+/* Open an input for reading without blocking on a FIFO or device: anything
+ * but a regular file is refused with a reason naming what it is.
+ * @return the fd (blocking again), or -1 with "<path>: <reason>" in err. */
+int ntt_open_input(const char *path, struct stat *st, char *err, size_t errlen);
+
+/* The largest payload a dump of a ring with h's geometry (slot_count,
+ * comm_max, stack_max) can hold: its five sections at their largest, plus
+ * 1 MiB for sections of a later minor revision.  Fields out of the reader's
+ * bounds count at those bounds. */
+uint64_t ntt_dump_max_payload(const struct ntr_ring_header *h);
 
 /* err = "<name>: <fmt>"; @return -1. */
 int ntt_fail(char *err, size_t errlen, const char *name, const char *fmt, ...)
@@ -43,6 +61,10 @@ int ntt_fast_load(const struct ntr_dump_preamble *pre, const unsigned char *src,
 /* The HEADER section of a dump, decompressing no further than it.
  * @return 0, or -1 with why. */
 int ntt_peek_dump(const unsigned char *buf, size_t len, struct ntr_ring_header *hdr, char *why, size_t whylen);
+/* The same, when the payload's first section is the HEADER (as the format
+ * requires): one block decompressed at most.  @return 0, or -1 with why. */
+int ntt_peek_first_header(const unsigned char *buf, size_t len, struct ntr_ring_header *hdr, char *why,
+                          size_t whylen);
 
 /* lb: NULL, or where a valid dump's payload may be decompressed whole and
  * kept (tools/reader.h, ntr_image_load_buf): then img->recs points into

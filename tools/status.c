@@ -91,26 +91,29 @@ static void show_image(const struct ntr_image *img) {
 }
 
 /* @return 0, or 2 when the directory cannot be listed. */
-static int show_all(const char *rings) {
-  char **list = NULL;
-  int n = ntt_list_rings(rings, &list);
+static int show_all(const char *rings, int named) {
+  char **list = NULL, why[512], shown[4096];
+  ntt_esc(rings, shown, sizeof shown);
+  int n = ntt_list_rings(rings, named, &list, why, sizeof why);
   if (n < 0) {
     if (errno == ENOENT) {
-      printf("no traced process: %s does not exist\n", rings);
+      printf("no traced process: %s does not exist\n", shown);
       return 0;
     }
-    fprintf(stderr, "nccltrace: %s: %s\n", rings, strerror(errno));
+    fprintf(stderr, "nccltrace: %s: %s\n", shown, why);
     return NTT_EXIT_INPUT;
   }
   if (n == 0)
-    printf("no traced process: no ring files in %s\n", rings);
+    printf("no traced process: no ring files in %s\n", shown);
   for (int i = 0; i < n; i++) {
     struct ntr_image img;
     char err[512];
     if (ntr_image_load(list[i], 0, &img, err, sizeof err)) {
       /* A ring that vanished meanwhile is a process that exited cleanly. */
-      if (access(list[i], F_OK) == 0)
-        printf("%s: unreadable: %s\n", list[i], err);
+      if (access(list[i], F_OK) == 0) {
+        char e2[sizeof err];
+        printf("%s: unreadable: %s\n", ntt_esc(list[i], shown, sizeof shown), ntt_esc(err, e2, sizeof e2));
+      }
       continue;
     }
     show_image(&img);
@@ -125,12 +128,12 @@ int ntt_status_main(int argc, char **argv) {
       {"rings", required_argument, NULL, 'r'}, {"watch", required_argument, NULL, 'w'}, {"help", no_argument, NULL, 'h'}, {0}};
   char rings[4096];
   double watch = 0;
-  ntt_default_ring_dir(rings, sizeof rings);
+  int named = ntt_default_ring_dir(rings, sizeof rings);
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "r:w:h", opts, NULL)) != -1) {
     switch (c) {
-    case 'r': snprintf(rings, sizeof rings, "%s", optarg); break;
+    case 'r': snprintf(rings, sizeof rings, "%s", optarg); named = 1; break;
     case 'w': {
       char *end;
       watch = strtod(optarg, &end);
@@ -149,15 +152,17 @@ int ntt_status_main(int argc, char **argv) {
     return NTT_EXIT_INPUT;
   }
   if (watch <= 0)
-    return show_all(rings);
+    return show_all(rings, named);
   int tty = isatty(STDOUT_FILENO);
   for (;;) {
     char tb[48];
     if (tty)
       fputs("\033[H\033[2J", stdout);
     ntt_fmt_time(ntt_wall_now_ns(), tb, sizeof tb);
-    printf("nccltrace status  %s  (%s, every %g s; Ctrl-C to stop)\n", tb, rings, watch);
-    int rc = show_all(rings);
+    char shown[4096];
+    printf("nccltrace status  %s  (%s, every %g s; Ctrl-C to stop)\n", tb, ntt_esc(rings, shown, sizeof shown),
+           watch);
+    int rc = show_all(rings, named);
     if (fflush(stdout) != 0 || rc)
       return rc ? rc : NTT_EXIT_FAIL;
     struct timespec ts = {(time_t)watch, (long)((watch - (double)(time_t)watch) * 1e9)};

@@ -610,6 +610,43 @@ def t_config():
     check(decode(dump_of(parent, "exit"))["header"]["slot_count"] == 128, "NCCLTRACE_RING=100 not rounded to 128")
 
 
+def t_config_once():
+    # Every rank reads the same bad settings: when the launcher rank is
+    # known, only rank 0 says so; a process of unknown rank says it itself.
+    # A bad NCCLTRACE_COORD is said at once, naming the value and why.
+    env = base_env(emu=False)
+    env["LD_LIBRARY_PATH"] = ENV["nested"]
+    env["NCCLTRACE_TIMEOUT"] = "-3"
+    env["NCCLTRACE_COORD"] = "coordhost"
+    for k in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "LOCAL_RANK",
+              "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK", "SLURM_LOCALID"):
+        env.pop(k, None)
+    said = {}
+    for var, rank in (("RANK", "0"), ("RANK", "1"), ("RANK", "3"), ("SLURM_PROCID", "2"), ("LOCAL_RANK", "1"),
+                      (None, None)):
+        e = dict(env)
+        if var:
+            e[var] = rank
+        t = time.time()
+        p = subprocess.run([ENV["nested_prog"]], env=e, capture_output=True, text=True, timeout=60)
+        took = time.time() - t
+        check(p.returncode == 0, "nested program failed: %s" % p.stderr)
+        lines = [ln for ln in p.stderr.splitlines() if "NCCLTRACE_TIMEOUT=" in ln or "NCCLTRACE_COORD=" in ln]
+        said[(var, rank)] = lines
+        if var is None or rank == "0":
+            coord = [ln for ln in lines if "NCCLTRACE_COORD=" in ln]
+            check(len(lines) == 2 and len(coord) == 1 and '"coordhost"' in coord[0] and 'no ":port"' in coord[0],
+                  "%s=%s: both bad values said once, COORD naming value and why: %s" % (var, rank, p.stderr))
+            check(took < 8, "the COORD line came at once (the run took %.1f s)" % took)
+        else:
+            check(lines == [], "%s=%s: rank %s stays quiet: %s" % (var, rank, rank, lines))
+    # A good value stays quiet and is used.
+    e = dict(env, NCCLTRACE_COORD="127.0.0.1:1", RANK="0")
+    del e["NCCLTRACE_TIMEOUT"]
+    p = subprocess.run([ENV["nested_prog"]], env=e, capture_output=True, text=True, timeout=60)
+    check("NCCLTRACE_COORD=" not in p.stderr, "a good NCCLTRACE_COORD is not reported: %s" % p.stderr)
+
+
 def t_recent():
     # NCCLTRACE_RING=64 and 300 calls on a second comm: the main ring keeps
     # only the noise, the first comm's calls survive in its recent[] (copied

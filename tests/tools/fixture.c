@@ -45,9 +45,9 @@ static void fill_header(const struct fx_opts *o, struct ntr_ring_header *h, uint
   else if (gethostname(h->host, sizeof h->host) != 0)
     snprintf(h->host, sizeof h->host, "unknown");
   h->host[sizeof h->host - 1] = '\0';
-  snprintf(h->job_id, sizeof h->job_id, "job-test");
+  snprintf(h->job_id, sizeof h->job_id, "%s", o->job ? o->job : "job-test");
   snprintf(h->tracer_version, sizeof h->tracer_version, "0.1.0");
-  snprintf(h->exe, sizeof h->exe, "fixture");
+  snprintf(h->exe, sizeof h->exe, "%s", o->exe ? o->exe : "fixture");
   h->tsc_base = 1000;
   h->mono_base_ns = 5000000000ull;
   h->real_base_ns = FX_REAL_BASE;
@@ -258,4 +258,89 @@ int fx_write(const char *path, const unsigned char *buf, size_t len) {
     off += (size_t)n;
   }
   return close(fd);
+}
+
+/* Compress and hash n bytes of src into the stream (src NULL: zeros). */
+static int bomb_put(ZSTD_CCtx *z, XXH64_state_t *x, FILE *f, const void *src, size_t n, ZSTD_EndDirective end) {
+  static unsigned char zeros[1u << 17], out[1u << 17];
+  do {
+    size_t k = n < sizeof zeros ? n : sizeof zeros;
+    const void *p = src ? src : zeros;
+    XXH64_update(x, p, k);
+    ZSTD_inBuffer in = {p, k, 0};
+    ZSTD_EndDirective e = k == n ? end : ZSTD_e_continue;
+    for (;;) {
+      ZSTD_outBuffer ob = {out, sizeof out, 0};
+      size_t r = ZSTD_compressStream2(z, &ob, &in, e);
+      if (ZSTD_isError(r) || fwrite(out, 1, ob.pos, f) != ob.pos)
+        return -1;
+      if (e == ZSTD_e_end ? r == 0 : in.pos == in.size)
+        break;
+    }
+    if (src)
+      src = (const unsigned char *)src + k;
+    n -= k;
+  } while (n);
+  return 0;
+}
+
+int fx_write_bomb(const struct fx_opts *o, uint64_t nzero, const char *path) {
+  unsigned char *d = NULL;
+  size_t dl = fx_build_dump(o, &d);
+  if (!dl)
+    return -1;
+  /* Rebuild the payload of the ordinary dump, then widen its RECORDS. */
+  struct ntr_dump_preamble pre;
+  memcpy(&pre, d, sizeof pre);
+  unsigned char *pl = malloc((size_t)pre.payload_size);
+  if (!pl || ZSTD_decompress(pl, (size_t)pre.payload_size, d + sizeof pre, (size_t)pre.compressed_size) !=
+                 pre.payload_size) {
+    free(pl);
+    free(d);
+    return -1;
+  }
+  free(d);
+  FILE *f = fopen(path, "wb");
+  ZSTD_CCtx *z = ZSTD_createCCtx();
+  XXH64_state_t *x = XXH64_createState();
+  int rc = -1;
+  if (!f || !z || !x || XXH64_reset(x, 0) != XXH_OK)
+    goto out;
+  ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, 1);
+  ZSTD_CCtx_setPledgedSrcSize(z, pre.payload_size + nzero * sizeof(struct ntr_record));
+  if (fseek(f, (long)sizeof pre, SEEK_SET) != 0)
+    goto out;
+  size_t off = 0;
+  int bad = 0;
+  for (uint32_t k = 0; k < pre.section_count && !bad; k++) {
+    struct ntr_section s;
+    memcpy(&s, pl + off, sizeof s);
+    off += sizeof s;
+    struct ntr_section w = s;
+    if (s.type == NTR_SEC_RECORDS)
+      w.length += nzero * sizeof(struct ntr_record);
+    if (s.type == NTR_SEC_HEADER) /* the ring claims to have written them all */
+      ((struct ntr_ring_header *)(void *)(pl + off))->head += nzero;
+    int last = k + 1 == pre.section_count;
+    bad |= bomb_put(z, x, f, &w, sizeof w, ZSTD_e_continue);
+    bad |= bomb_put(z, x, f, pl + off, (size_t)s.length, last && s.type != NTR_SEC_RECORDS ? ZSTD_e_end : ZSTD_e_continue);
+    if (s.type == NTR_SEC_RECORDS && nzero)
+      bad |= bomb_put(z, x, f, NULL, (size_t)(nzero * sizeof(struct ntr_record)), last ? ZSTD_e_end : ZSTD_e_continue);
+    off += (size_t)s.length;
+  }
+  long end = ftell(f);
+  if (bad || end < 0)
+    goto out;
+  pre.payload_size += nzero * sizeof(struct ntr_record);
+  pre.compressed_size = (uint64_t)end - sizeof pre;
+  pre.checksum = XXH64_digest(x);
+  if (fseek(f, 0, SEEK_SET) == 0 && fwrite(&pre, sizeof pre, 1, f) == 1)
+    rc = 0;
+out:
+  if (f && fclose(f) != 0)
+    rc = -1;
+  ZSTD_freeCCtx(z);
+  XXH64_freeState(x);
+  free(pl);
+  return rc;
 }

@@ -37,12 +37,19 @@ struct fx_opts {
   uint32_t trigger;   /* dumps: trigger kind (0: NTR_TRIG_EXIT) */
   int rank;           /* launcher rank and rank in the communicator (0) */
   int error;          /* record 6 (AllReduce seq 3) returned ncclRemoteError */
+  const char *exe;    /* NULL: "fixture" (any bytes: hostile-input tests) */
+  const char *job;    /* NULL: "job-test" */
 };
 
 /* The ring file as bytes (malloc'd).  @return its length, 0 on failure. */
 size_t fx_build_ring(const struct fx_opts *o, unsigned char **out);
 /* A dump holding the same content.  @return its length, 0 on failure. */
 size_t fx_build_dump(const struct fx_opts *o, unsigned char **out);
+/* A decompression bomb: the dump of fx_build_dump whose RECORDS section
+ * also carries nzero all-zero records (dropped by any reader, but decompressed
+ * first), compressed as a stream straight to path, checksum valid: a few
+ * KiB on disk per GiB claimed.  @return 0 or -1. */
+int fx_write_bomb(const struct fx_opts *o, uint64_t nzero, const char *path);
 /* Write bytes to path.  @return 0 or -1. */
 int fx_write(const char *path, const unsigned char *buf, size_t len);
 #endif

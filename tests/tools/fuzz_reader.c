@@ -1,14 +1,39 @@
-/* fuzz_reader.c -- libFuzzer target for the reader's one decoder entry
- * point, ntr_image_load_mem, in strict and salvage mode (the first input
- * byte picks the mode, the rest is the file).  Seeds: mkfix ring/dump output.
+/* fuzz_reader.c -- libFuzzer target for the reader's decoder entry points:
+ * ntr_image_load_mem in strict and salvage mode (bit 0 of the first input
+ * byte picks the mode, the rest is the file); with bit 1, the same bytes as
+ * a file (a memfd) through ntr_image_load (open, fstat, the pread windows of
+ * a ring, the dump read into memory) and ntr_image_probe (the header and the
+ * memory a load may take).  Seeds: mkfix ring/dump/bomb output.
  *
  * Contract of the reader checked here beyond "no crash": a refusal always
  * has a reason, an accepted image has terminated strings and clamped counts.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "recorder/reader.h"
+#include "tools/reader.h"
+
+/* The file path of the input, or -1. */
+static int as_file(const uint8_t *data, size_t size, char *path, size_t len) {
+  int fd = memfd_create("fuzz", MFD_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  size_t off = 0;
+  while (off < size) {
+    ssize_t n = write(fd, data + off, size - off);
+    if (n <= 0) {
+      close(fd);
+      return -1;
+    }
+    off += (size_t)n;
+  }
+  snprintf(path, len, "/proc/self/fd/%d", fd);
+  return fd;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
@@ -16,7 +41,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int salvage = data[0] & 1;
   struct ntr_image img;
   char err[512] = "";
-  if (ntr_image_load_mem(data + 1, size - 1, "fuzz", salvage, &img, err, sizeof err) != 0) {
+  int rc;
+  if (data[0] & 2) {
+    char path[64];
+    int fd = as_file(data + 1, size - 1, path, sizeof path);
+    if (fd < 0)
+      return 0;
+    struct ntr_ring_header h;
+    uint64_t need = 0;
+    if (ntr_image_probe(path, &h, &need, err, sizeof err) == 0 && strlen(h.host) >= sizeof h.host)
+      abort();
+    err[0] = '\0';
+    rc = ntr_image_load(path, salvage, &img, err, sizeof err);
+    close(fd);
+  } else {
+    rc = ntr_image_load_mem(data + 1, size - 1, "fuzz", salvage, &img, err, sizeof err);
+  }
+  if (rc != 0) {
     if (!err[0])
       abort();
     return 0;

@@ -1,7 +1,11 @@
 /* mkfix.c -- write a synthetic ring file or dump (fixture.h) for the
  * script-driven tests.
  *
- *   mkfix ring|dump OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--error] [--trigger K] [--rank R]
+ *   mkfix ring|dump|bomb OUT [--pid N] [--host H] [--exe E] [--job J] [--slots N] [--extra N] [--bt] [--error]
+ *         [--trigger K] [--rank R] [--zeros N]
+ *
+ * bomb: a dump whose RECORDS section also holds --zeros N empty records
+ * (fixture.h, fx_write_bomb).
  *
  * Exit status: 0 written, 1 failure.
  */
@@ -12,10 +16,12 @@
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: mkfix ring|dump OUT [--pid N] [--host H] [--slots N] [--extra N] [--bt] [--error] [--trigger K] [--rank R]\n");
+    fprintf(stderr, "usage: mkfix ring|dump|bomb OUT [--pid N] [--host H] [--exe E] [--job J] [--slots N] [--extra N]"
+                    " [--bt] [--error] [--trigger K] [--rank R] [--zeros N]\n");
     return 1;
   }
   struct fx_opts o = {0};
+  unsigned long long zeros = 0;
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--bt")) {
@@ -35,6 +41,12 @@ int main(int argc, char **argv) {
       o.pid = atoi(v);
     else if (!strcmp(a, "--host"))
       o.host = v;
+    else if (!strcmp(a, "--exe"))
+      o.exe = v;
+    else if (!strcmp(a, "--job"))
+      o.job = v;
+    else if (!strcmp(a, "--zeros"))
+      zeros = strtoull(v, NULL, 0);
     else if (!strcmp(a, "--slots"))
       o.slots = (uint32_t)strtoul(v, NULL, 0);
     else if (!strcmp(a, "--extra"))
@@ -47,6 +59,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "mkfix: unknown option %s\n", a);
       return 1;
     }
+  }
+  if (!strcmp(argv[1], "bomb")) {
+    if (fx_write_bomb(&o, zeros, argv[2]) == 0)
+      return 0;
+    perror("mkfix");
+    return 1;
   }
   unsigned char *buf = NULL;
   size_t len = !strcmp(argv[1], "dump") ? fx_build_dump(&o, &buf) : fx_build_ring(&o, &buf);

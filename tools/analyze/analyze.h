@@ -298,6 +298,7 @@ struct nta_job {
   char (*other_jobs)[64];
   int nother_jobs;
   int job_chosen;               /* 1 when picked by --job */
+  uint64_t max_memory;          /* --max-memory: bytes of evidence loaded at once (0: nta_default_memory) */
   struct nta_arena arenas[NTA_MAX_WORKERS]; /* the loading threads' (load.c) */
 };
 
@@ -307,6 +308,9 @@ struct nta_job {
  * The chosen job's processes end up in job->procs; the rest are freed.
  * @return 0, or -1 when no input could be read at all (errors recorded). */
 int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *job_id);
+/* The default memory budget of a load: a quarter of the physical memory,
+ * or of the cgroup's limit (memory.max) when that is lower. */
+uint64_t nta_default_memory(void);
 /* Phase timing on stderr when NCCLTRACE_ANALYZE_TIMING=1. */
 void nta_phase(const char *what);
 

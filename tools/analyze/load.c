@@ -18,6 +18,14 @@
  *     and reduced (reduce.c), and their records freed.
  * So at most one process's records per thread are in memory at once, and
  * the cores share the decompression, which is most of the work.
+ *
+ * Hostile inputs: a directory is entered once and a file read once, by
+ * (st_dev, st_ino), so symbolic link loops end; and the memory a process's
+ * files may take (ntr_image_probe: the file, its payload as far as its
+ * header's geometry allows) is reserved from one budget (--max-memory)
+ * before they are loaded.  A file that would take the budget past its
+ * limit even alone is refused with its reason; the others wait for memory
+ * to be given back (a thread holding memory never waits, so none deadlock).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "tools/analyze/analyze.h"
+#include "tools/ntt.h"
 #include "tools/reader.h"
 
 /* Loading threads: one per online CPU, at most NTA_MAX_WORKERS (each holds
@@ -48,6 +57,7 @@ struct entry {
   int is_file;                  /* counts in inputs.files */
   char *error;                  /* NULL, or why it was unreadable */
   int peeked;                   /* its header was read */
+  uint64_t need;                /* bytes its load may take (ntr_image_probe) */
   char job[64], host[64];
   int pid;
   int group;                    /* index of its process group */
@@ -87,12 +97,17 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void walk(struct entries *l, const char *path, int depth) {
+/* seen: every directory entered and file listed so far, by (dev, ino), as
+ * find -L tells them apart: a link loop (a/up -> .., b/up -> ..) or a file
+ * named twice is visited once. */
+static void walk(struct entries *l, const char *path, int depth, struct ntt_seen *seen) {
   struct stat st;
   if (stat(path, &st) != 0) {
     entry_add(l, path, 1, strerror(errno));
     return;
   }
+  if (ntt_seen_add(seen, &st) == 0)
+    return; /* entered or listed already */
   if (!S_ISDIR(st.st_mode)) {
     entry_add(l, path, 1, NULL);
     return;
@@ -130,9 +145,9 @@ static void walk(struct entries *l, const char *path, int depth) {
     if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", path, names[i]) < sizeof(sub)) {
       struct stat s2;
       if (stat(sub, &s2) == 0 && S_ISDIR(s2.st_mode))
-        walk(l, sub, depth + 1);
+        walk(l, sub, depth + 1, seen);
       else if (has_suffix(names[i], ".zst") || has_suffix(names[i], ".ring"))
-        entry_add(l, sub, 1, NULL);
+        walk(l, sub, depth + 1, seen); /* listed once; a FIFO or a dangling link is refused by its load */
     }
     free(names[i]);
   }
@@ -151,7 +166,63 @@ struct group {
   int oom;
 };
 
+/* A load buffer kept from one process to the next is at most this large
+ * (a default ring's dump is 8.4 MB), so that memory the budget gave back is
+ * not held on to. */
+#define NTA_KEEP_LOADBUF (32u << 20)
+
+/* The memory budget shared by the loading threads. */
+struct budget {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t limit, used;
+};
+
+/* Reserve need bytes, waiting for other threads to give memory back (the
+ * caller holds none: no thread waits while holding, so none deadlock).
+ * need never exceeds the limit (the caller refuses such files first). */
+static void budget_take(struct budget *b, uint64_t need) {
+  pthread_mutex_lock(&b->mu);
+  while (b->used + need > b->limit)
+    pthread_cond_wait(&b->cv, &b->mu);
+  b->used += need;
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void budget_give(struct budget *b, uint64_t n) {
+  if (!n)
+    return;
+  pthread_mutex_lock(&b->mu);
+  b->used -= n;
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void fmt_size(uint64_t n, char *buf, size_t len) {
+  if (n >= (1ull << 30))
+    snprintf(buf, len, "%.1f GiB", (double)n / (double)(1ull << 30));
+  else if (n >= (1ull << 20))
+    snprintf(buf, len, "%.1f MiB", (double)n / (double)(1ull << 20));
+  else
+    snprintf(buf, len, "%llu KiB", (unsigned long long)((n + 1023) >> 10));
+}
+
+uint64_t nta_default_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (4ull << 30);
+  /* A container sees the host's memory; its own limit is the cgroup's. */
+  FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+  if (f) {
+    unsigned long long lim;
+    if (fscanf(f, "%llu", &lim) == 1 && lim > 0 && lim < ram)
+      ram = lim;
+    fclose(f);
+  }
+  return ram / 4;
+}
+
 struct work {
+  struct budget *mem;
   struct entries *in;
   struct nta_arena *arenas;     /* one per thread */
   struct group *g;
@@ -187,6 +258,7 @@ static struct ntr_image *load_one(struct entry *e, struct ntr_loadbuf *lb, int *
   set_error(e, err);
   ntr_image_free(img);
   memset(img, 0, sizeof(*img));
+  ntr_loadbuf_free(lb); /* the salvage below takes what the budget counted for it */
   char err2[256];
   if (ntr_image_load(e->path, 1, img, err2, sizeof(err2)) == 0)
     return img;
@@ -219,9 +291,38 @@ static void load_group(struct work *w, struct group *g, struct nta_arena *arena,
     free(lent);
     return;
   }
+  /* The process's files are held at once: reserve them together, in
+   * order, and refuse each one that would take the total past the limit
+   * (the same files whatever the other threads do). */
+  uint64_t held = 0;
+  unsigned char *take = calloc((size_t)g->nfiles, 1); /* 1: a file within the budget */
+  if (!take) {
+    g->oom = 1;
+    free(imgs);
+    free(lent);
+    return;
+  }
+  for (int i = 0; i < g->nfiles; i++) {
+    struct entry *e = &w->in->v[g->files[i]];
+    take[i] = e->need <= w->mem->limit - held;
+    if (take[i]) {
+      held += e->need;
+      continue;
+    }
+    char a[32], b[32], why[256];
+    fmt_size(e->need, a, sizeof(a));
+    fmt_size(w->mem->limit, b, sizeof(b));
+    snprintf(why, sizeof(why), "refused: loading it takes up to %s, past the memory budget of %s%s (--max-memory)",
+             a, b, held ? " with its process's other files" : "");
+    set_error(e, why);
+  }
+  budget_take(w->mem, held);
   int n = 0;
   for (int i = 0; i < g->nfiles; i++) {
-    struct ntr_image *img = load_one(&w->in->v[g->files[i]], &lb->b[n], &lent[n]);
+    struct entry *e = &w->in->v[g->files[i]];
+    if (!take[i])
+      continue;
+    struct ntr_image *img = load_one(e, &lb->b[n], &lent[n]);
     if (!img)
       continue;
     if (!n)
@@ -246,6 +347,14 @@ static void load_group(struct work *w, struct group *g, struct nta_arena *arena,
   }
   free(imgs);
   free(lent);
+  free(take);
+  /* Records are freed; what the reduced process keeps is small next to
+   * them.  Load buffers stay for the next process (memory already mapped)
+   * unless they are large: the budget no longer counts them. */
+  for (int i = 0; i < lb->n; i++)
+    if (lb->b[i].cap > NTA_KEEP_LOADBUF)
+      ntr_loadbuf_free(&lb->b[i]);
+  budget_give(w->mem, held);
 }
 
 struct thread_arg {
@@ -267,7 +376,7 @@ static void *worker(void *arg) {
         continue;
       struct ntr_ring_header *h = malloc(sizeof(*h));
       char err[256];
-      if (h && ntr_image_peek(e->path, h, err, sizeof(err)) == 0) {
+      if (h && ntr_image_probe(e->path, h, &e->need, err, sizeof(err)) == 0) {
         e->peeked = 1;
         snprintf(e->job, sizeof(e->job), "%s", h->job_id);
         snprintf(e->host, sizeof(e->host), "%s", h->host);
@@ -408,9 +517,14 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   struct entries in = {0};
+  struct ntt_seen seen = {0};
   for (int i = 0; i < npaths; i++)
-    walk(&in, paths[i], 0);
-  struct work w = {.in = &in, .arenas = job->arenas};
+    walk(&in, paths[i], 0, &seen);
+  ntt_seen_free(&seen);
+  struct budget mem = {.limit = job->max_memory ? job->max_memory : nta_default_memory()};
+  pthread_mutex_init(&mem.mu, NULL);
+  pthread_cond_init(&mem.cv, NULL);
+  struct work w = {.mem = &mem, .in = &in, .arenas = job->arenas};
   int rc = 0;
   nta_phase("inputs listed");
   run_phase(&w, 0);
@@ -420,6 +534,8 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   else
     run_phase(&w, 1);
   nta_phase("processes loaded and reduced");
+  pthread_mutex_destroy(&mem.mu);
+  pthread_cond_destroy(&mem.cv);
   for (int i = 0; i < in.n; i++) {
     job->nfiles += in.v[i].is_file;
     if (in.v[i].error)

@@ -4,10 +4,17 @@
  * Thread-safety: single-threaded (after loading).  Not signal-safe.
  * Ranks without evidence are listed up to NTA_LIST_BUDGET over the whole
  * report (nranks comes from the input), then counted.
+ * Every string that comes from an input (host, job, paths, the texts built
+ * from records) goes through ntt_esc: a crafted dump must not reach the
+ * terminal with control bytes.
  */
 #include <signal.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "tools/ntt.h"
+
+/* Room for the longest string printed here (a path). */
+#define ESC_MAX 4096
 
 void nta_comm_hex(uint64_t id, char out[17]) {
   snprintf(out, 17, "%016llx", (unsigned long long)id);
@@ -93,10 +100,11 @@ static void fmt_rel(const struct nta_job *job, uint64_t t, char *buf, size_t len
 void nta_report_text(const struct nta_job *job, FILE *out) {
   const struct nta_verdict *v = &job->v;
   int budget = NTA_LIST_BUDGET;
-  fprintf(out, "%s\n", v->summary);
+  char e1[ESC_MAX], e2[ESC_MAX];
+  fprintf(out, "%s\n", ntt_esc(v->summary, e1, sizeof(e1)));
   if (job->nother_jobs && !job->job_chosen)
-    fprintf(out, "(analyzed job %s, the most recent of %d found; pick another with --job)\n", job->job_id,
-           job->nother_jobs + 1);
+    fprintf(out, "(analyzed job %s, the most recent of %d found; pick another with --job)\n",
+            ntt_esc(job->job_id, e1, sizeof(e1)), job->nother_jobs + 1);
   for (int ci = 0; ci < job->ncomms; ci++) {
     const struct nta_comm *c = &job->comms[ci];
     char hex[17], par[17];
@@ -122,10 +130,11 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
       if (i == c->nranked)
         break;
       const struct nta_member *m = c->ranked[i];
-      char b[64], st[96];
+      char b[64], st[96], host[sizeof(m->proc->img->hdr.host)];
       nta_blocked_in(m, b, sizeof(b));
       nta_member_state(m, st, sizeof(st));
-      fprintf(out, "  %-5d %-20.20s %-8d %-9llu %-9llu %-20s %s\n", m->rank, m->proc->img->hdr.host,
+      ntt_field_str(m->proc->img->hdr.host, sizeof(m->proc->img->hdr.host), host, sizeof(host));
+      fprintf(out, "  %-5d %-20.20s %-8d %-9llu %-9llu %-20s %s\n", m->rank, host,
               m->proc->img->hdr.pid, (unsigned long long)m->enqueued, (unsigned long long)m->completed, b,
               st);
     }
@@ -137,21 +146,24 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
     const struct nta_event *e = &job->ev[i];
     char t[32];
     fmt_rel(job, e->t_ns, t, sizeof(t));
+    ntt_esc(e->kind, e1, sizeof(e1));
+    ntt_esc(e->text, e2, sizeof(e2));
     if (e->rank >= 0)
-      fprintf(out, "  %s  rank %-3d %-12s %s\n", t, e->rank, e->kind, e->text);
+      fprintf(out, "  %s  rank %-3d %-12s %s\n", t, e->rank, e1, e2);
     else
-      fprintf(out, "  %s  rank ?   %-12s %s\n", t, e->kind, e->text);
+      fprintf(out, "  %s  rank ?   %-12s %s\n", t, e1, e2);
   }
-  fprintf(out, "\nnext: %s\n", v->next);
+  fprintf(out, "\nnext: %s\n", ntt_esc(v->next, e1, sizeof(e1)));
   fprintf(out, "inputs: %d file%s, %d process%s, job %s", job->nfiles, job->nfiles == 1 ? "" : "s",
-          job->nprocs, job->nprocs == 1 ? "" : "es", job->job_id);
+          job->nprocs, job->nprocs == 1 ? "" : "es", ntt_esc(job->job_id, e1, sizeof(e1)));
   if (job->nother_jobs) {
     fprintf(out, " (other jobs:");
     for (int i = 0; i < job->nother_jobs; i++)
-      fprintf(out, " %s", job->other_jobs[i]);
+      fprintf(out, " %s", ntt_esc(job->other_jobs[i], e1, sizeof(e1)));
     fprintf(out, ")");
   }
   fprintf(out, "\n");
   for (int i = 0; i < job->nunreadable; i++)
-    fprintf(out, "unreadable: %s: %s\n", job->unreadable[i].path, job->unreadable[i].reason);
+    fprintf(out, "unreadable: %s: %s\n", ntt_esc(job->unreadable[i].path, e1, sizeof(e1)),
+            ntt_esc(job->unreadable[i].reason, e2, sizeof(e2)));
 }
