@@ -96,7 +96,7 @@ static void open_dump_dir(const char *dir) {
   ntr_safedir_close(&g.sd);
   g.note[0] = '\0';
   ntr_strlcpy(g.dir, dir, sizeof g.dir);
-  int rc = ntr_safedir_open(&g.sd, dir, NTR_SAFEDIR_CREATE);
+  int rc = ntr_safedir_open(&g.sd, dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
   if (rc != -ELOOP && rc != -EPERM)
     return;
   struct ntr_sb sb;
@@ -138,7 +138,7 @@ static int dump_dirfd(void) {
   if (ntr_safedir_valid(&g.sd))
     return g.sd.fd;
   struct ntr_safedir d;
-  int rc = ntr_safedir_open(&d, g.dir, NTR_SAFEDIR_CREATE);
+  int rc = ntr_safedir_open(&d, g.dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
   if (rc)
     return rc;
   g.sd = d;
@@ -594,7 +594,7 @@ int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
     size_t dlen = pack(cctx, payload, len, out, out_cap, &pre, &data);
     int32_t rank = h->rank >= 0 ? h->rank : (ncomms ? comms[0].rank : -1);
     struct ntr_safedir d;
-    rc = ntr_safedir_open(&d, dir, NTR_SAFEDIR_CREATE);
+    rc = ntr_safedir_open(&d, dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
     if (!rc) {
       rc = write_dump_file(d.fd, dir, 0600, h, rank, trig, &pre, data, dlen, 0, path, path_len);
       close(d.fd);

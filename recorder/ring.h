@@ -97,7 +97,7 @@ struct ntr_ring_config {
  * pre: ring points to writable memory (it is zeroed here).
  * The directory is walked with recorder/safedir.h and refused (-ELOOP,
  * -ENOTDIR, -EPERM) when it is a symlink, not a directory, not owned by the
- * effective uid, or writable by others.  If a regular file of
+ * effective uid, or writable by group or others.  If a regular file of
  * that name is left over (pid reuse), "~1" ... "~15" is appended before
  * ".ring"; a symlink or other non-file at the path makes the call fail with
  * -EEXIST.

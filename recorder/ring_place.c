@@ -9,7 +9,7 @@
  * With cfg->fallback the choices are, in order (one line in ring->note
  * says which was taken and why):
  *   1. the configured directory; if it is refused (a symlink, another
- *      user's, writable by others: recorder/safedir.h), a fresh
+ *      user's, writable by group or others: recorder/safedir.h), a fresh
  *      private directory next to it (<dir>-XXXXXX, same file system);
  *   2. in that directory, a smaller ring: at most the job's share of the
  *      file system (half of its size, split between the local ranks; the

@@ -100,7 +100,7 @@ int ntr_safedir_open(struct ntr_safedir *d, const char *path, unsigned flags) {
     d->bad_len = (uint32_t)n;
     return fail(&fd, -EPERM);
   }
-  if (!(flags & NTR_SAFEDIR_SHARED) && (pst.st_mode & S_IWOTH)) {
+  if (!(flags & NTR_SAFEDIR_SHARED) && (pst.st_mode & (flags & NTR_SAFEDIR_GROUP_OK ? S_IWOTH : S_IWGRP | S_IWOTH))) {
     d->bad_mode = (uint32_t)(pst.st_mode & 07777);
     d->bad_len = (uint32_t)n;
     return fail(&fd, -EPERM);
@@ -234,7 +234,7 @@ void ntr_safedir_say(struct ntr_sb *sb, const char *what, const char *path, int 
       ntr_sb_i64(sb, d->bad_uid);
     }
   } else if (rc == -EPERM && d->bad_mode) {
-    ntr_sb_str(sb, " is writable by others (mode ");
+    ntr_sb_str(sb, d->bad_mode & S_IWOTH ? " is writable by others (mode " : " is writable by its group (mode ");
     char m[5] = {(char)('0' + (d->bad_mode >> 9 & 7)), (char)('0' + (d->bad_mode >> 6 & 7)),
                  (char)('0' + (d->bad_mode >> 3 & 7)), (char)('0' + (d->bad_mode & 7)), 0};
     ntr_sb_str(sb, m);

@@ -15,11 +15,13 @@
  *    symlink is followed at all;
  *  - every component that is not such a trusted symlink is opened with
  *    O_NOFOLLOW, so one swapped for a symlink after the check fails (ELOOP);
- *  - the directory itself must be ours (euid) and not writable by others
- *    (-EPERM otherwise: the caller falls back to a private one).  Group write
- *    is allowed (umask 002, team directories): files are created with
- *    O_EXCL|O_NOFOLLOW, so a group member can delete our files but never
- *    redirect a write.
+ *  - the directory itself must be ours (euid) and not writable by group or
+ *    others (-EPERM otherwise: the caller falls back to a private one).
+ *    NTR_SAFEDIR_GROUP_OK allows group write, for dump directories (umask
+ *    002, team directories): files are created with O_EXCL|O_NOFOLLOW, so a
+ *    group member can delete a dump but never redirect a write.  Ring
+ *    directories stay strict, as the tools are (tools/inputs.c): a ring is
+ *    turned into a dump by `collect`, so nobody else may place one there.
  * Remaining window: a trusted symlink (ours or root's) in a world-writable
  * parent without the sticky bit may be swapped between the check and the
  * open; /tmp and /dev/shm are sticky, so nobody else can rename it there.
@@ -34,6 +36,7 @@ enum {
   NTR_SAFEDIR_NOFOLLOW_LAST = 2, /* the last component must not be a symlink at all */
   NTR_SAFEDIR_SHARED = 4,        /* a shared parent (/tmp): only the walk is checked, not
                                     the directory's owner and mode */
+  NTR_SAFEDIR_GROUP_OK = 8,      /* the directory may be group-writable (dump directories) */
 };
 
 struct ntr_safedir {
@@ -41,13 +44,13 @@ struct ntr_safedir {
   uint64_t dev, ino; /* identity at open: checked before each use */
   /* on refusal: what was refused (for the caller's one line) */
   int64_t bad_uid;   /* owner of the refused symlink or directory, -1 if not that */
-  uint32_t bad_mode; /* mode of a directory writable by others, 0 if not that */
+  uint32_t bad_mode; /* mode of a refused group- or other-writable directory, 0 if not that */
   uint32_t bad_len;  /* length of the path prefix that was refused */
 };
 
 /* Walk path and open the directory it names under the rules above.
  * @return 0 (d->fd open), -ELOOP (a symlink refused), -EPERM (not ours, or
- *         writable by others: d->bad_uid / d->bad_mode say which),
+ *         writable by group or others (see NTR_SAFEDIR_GROUP_OK): d->bad_uid / d->bad_mode say which),
  *         -ENAMETOOLONG, or the -errno of the failing call (ENOENT, ENOTDIR,
  *         EACCES, ...).  On failure d->fd is -1. */
 int ntr_safedir_open(struct ntr_safedir *d, const char *path, unsigned flags);
@@ -72,7 +75,7 @@ int ntr_safedir_private(struct ntr_safedir *d, const char *parent, const char *p
 int ntr_safedir_sibling(struct ntr_safedir *d, const char *path, char *out, size_t cap);
 
 /* Append "<what><path> is a symlink owned by uid U" (or "is owned by uid
- * U", "is writable by others (mode 0777)", ": <errno text>") for
+ * U", "is writable by others (mode 0777)" or "by its group", ": <errno text>") for
  * the refusal rc of ntr_safedir_open(d, path, ...). */
 struct ntr_sb;
 void ntr_safedir_say(struct ntr_sb *sb, const char *what, const char *path, int rc,

@@ -236,8 +236,8 @@ void ntt_default_dump_dir(char *buf, size_t len) {
   snprintf(buf, len, "%s", e && *e ? e : "./nccltrace-dumps");
 }
 
-int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t whylen) {
-  struct pathlist pl = {0};
+static int list_one(struct pathlist *plp, const char *dir, int named, char *why, size_t whylen) {
+  struct pathlist pl = *plp;
   /* The directory checked is the one listed: opened once, then read
    * through that descriptor. */
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -285,13 +285,97 @@ int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t wh
     }
     if (pl_add(&pl, p)) {
       closedir(d);
-      ntt_paths_free(pl.v, pl.n);
+      *plp = pl;
       snprintf(why, whylen, "%s", strerror(ENOMEM));
       errno = ENOMEM;
       return -1;
     }
   }
   closedir(d);
+  *plp = pl;
+  return 0;
+}
+
+/* Where the tracer puts rings when dir is refused or full
+ * (recorder/ring_place.c): a private sibling "<dir>-XXXXXX", then
+ * $TMPDIR (else /tmp)/nccltrace-<euid> and its private siblings (looked at
+ * only for the default directory).  Each is listed under the same trust
+ * rule as dir; a missing one is no error. */
+static int is_private_sibling(const char *name, const char *base) {
+  size_t n = strlen(base);
+  if (strncmp(name, base, n) != 0 || name[n] != '-' || strlen(name + n + 1) != 6)
+    return 0;
+  for (const char *c = name + n + 1; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
+      return 0;
+  return 1;
+}
+
+static int list_siblings(struct pathlist *pl, const char *dir) {
+  char parent[4096];
+  const char *slash = strrchr(dir, '/');
+  const char *base = slash ? slash + 1 : dir;
+  if (!*base)
+    return 0;
+  if (!slash)
+    snprintf(parent, sizeof parent, ".");
+  else if (slash == dir)
+    snprintf(parent, sizeof parent, "/");
+  else
+    snprintf(parent, sizeof parent, "%.*s", (int)(slash - dir), dir);
+  DIR *d = opendir(parent);
+  if (!d)
+    return 0;
+  struct dirent *e;
+  int rc = 0;
+  while ((e = readdir(d)) && !rc) {
+    char p[4096], why[512];
+    if (!is_private_sibling(e->d_name, base) ||
+        snprintf(p, sizeof p, "%s/%s", strcmp(parent, "/") ? parent : "", e->d_name) >= (int)sizeof p)
+      continue;
+    if (list_one(pl, p, 0, why, sizeof why) && errno != ENOENT && errno != ENOTDIR) {
+      if (errno == ENOMEM)
+        rc = -1;
+      else {
+        char shown[4096];
+        fprintf(stderr, "nccltrace: %s: %s\n", ntt_esc(p, shown, sizeof shown), why);
+      }
+    }
+  }
+  closedir(d);
+  return rc;
+}
+
+int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t whylen) {
+  struct pathlist pl = {0};
+  int rc = list_one(&pl, dir, named, why, whylen), err = errno;
+  if (rc && err != ENOENT && err != EPERM) {
+    ntt_paths_free(pl.v, pl.n);
+    errno = err;
+    return -1;
+  }
+  char other[4096], owhy[512];
+  const char *t = getenv("TMPDIR");
+  snprintf(other, sizeof other, "%s/nccltrace-%u", t && t[0] == '/' ? t : "/tmp", (unsigned)geteuid());
+  /* A named directory: it and its siblings only (the user asked for that
+   * place); the default: also the tracer's other place. */
+  int far = !named && strcmp(other, dir);
+  if (list_siblings(&pl, dir) ||
+      (far && list_one(&pl, other, 0, owhy, sizeof owhy) && errno == ENOMEM) ||
+      (far && list_siblings(&pl, other))) {
+    ntt_paths_free(pl.v, pl.n);
+    snprintf(why, whylen, "%s", strerror(ENOMEM));
+    errno = ENOMEM;
+    return -1;
+  }
+  if (rc && !pl.n) {
+    errno = err;
+    return -1;
+  }
+  if (rc && err == EPERM) { /* refused, but the tracer's fallbacks hold rings */
+    char shown[4096];
+    fprintf(stderr, "nccltrace: %s: %s\n", ntt_esc(dir, shown, sizeof shown), why);
+  }
   if (pl.n)
     qsort(pl.v, (size_t)pl.n, sizeof *pl.v, cmp_str);
   *out = pl.v;

@@ -90,7 +90,10 @@ void ntt_paths_free(char **paths, int n);
  * was named ($NCCLTRACE_RING_DIR), 0 for the default. */
 int ntt_default_ring_dir(char *buf, size_t len);
 void ntt_default_dump_dir(char *buf, size_t len);
-/* Ring files (*.ring) directly in dir, sorted: only a directory that is the
+/* Ring files (*.ring) directly in dir and in the places the tracer falls
+ * back to when dir is refused or full (a private sibling <dir>-XXXXXX; for
+ * the default dir also $TMPDIR/nccltrace-<euid> and its siblings), sorted:
+ * only a directory that is the
  * caller's alone, and in it only rings its owner wrote that nobody else can
  * write (inputs.c, dir_trust: the rule, and root's); every other ring gets
  * one "nccltrace: PATH: why" line on stderr and is left out.  named: the

@@ -204,6 +204,12 @@ def t_planted_dirs():
     check(st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700, "private dir mode %o" % st.st_mode)
     check(len(glob.glob(os.path.join(mine[0], "*.ring"))) == 1, "no ring in %s" % mine[0])
     check(not os.listdir(planted["rings"]), "a ring in the planted directory: %s" % os.listdir(planted["rings"]))
+    # The tools look where the tracer fell back to: status, pointed at the
+    # refused directory, still shows the live process (from its sibling).
+    st_ = subprocess.run([E["tool"], "status", "--rings", planted["rings"]], capture_output=True, text=True,
+                         timeout=30)
+    check(str(p.pid) in st_.stdout, "status does not find the ring in the private sibling: %s %s" %
+          (st_.stdout, st_.stderr))
     p.stdin.write("go\n")
     p.stdin.flush()
     rc, o, e = finish(p)
