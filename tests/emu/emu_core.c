@@ -395,9 +395,8 @@ EMU_API int emu_stream_wait_event(struct CUstream_st *s, struct CUevent_st *ev)
   uint64_t ecap = atomic_load_explicit(&ev->cap_id, memory_order_acquire);
   if (emu_stream_capturing(s)) {
     uint64_t mine = emu_capture_id(s);
-    if (ecap == 0 && atomic_load_explicit(&ev->target, memory_order_acquire) == 0) {
+    if (ecap == 0 && !atomic_load_explicit(&ev->stream, memory_order_acquire))
       return EMU_OK;   /* never recorded: CUDA's wait is a no-op too */
-    }
     if (ecap != mine) {
       emu_capture_invalidate(s);
       return ecap ? EMU_E_CAPTURE_MERGE : EMU_E_CAPTURE_ISOLATION;
