@@ -299,6 +299,7 @@ static int case_replay(void)
     host[i] = 5;
   T_CUDA(cudaMemcpy(src, host, sizeof host, cudaMemcpyHostToDevice));
   T_CUDA(cudaMemset(dst, 0, N * sizeof(int)));
+  T_CUDA(cudaMemset(big, 0, N * sizeof(int)));
   T_CUDA(cudaDeviceSynchronize());
   cudaGraph_t g;
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
