@@ -103,9 +103,13 @@ static void load_driver(void) {
 }
 
 /* Swap the calling thread's capture-interaction mode (no-op without the
- * function).  The exchange itself is never prohibited. */
+ * function).  The exchange itself is never prohibited.  Not gated on cu.ok:
+ * NCCL's own CUDA calls on our thread need the mode even when event
+ * tracking is off.  Callers run after load_driver's pthread_once (the
+ * watchdog through pthread_create, the exit pass after the join), so the
+ * pointer is visible without cu_ready()'s acquire. */
 static void capture_mode_swap(int *mode) {
-  if (cu_ready() && cu.exchange_capture_mode)
+  if (cu.exchange_capture_mode)
     (void)cu.exchange_capture_mode(mode);
 }
 
