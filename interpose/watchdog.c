@@ -16,6 +16,17 @@
  * cuStreamIsCapturing, one CAS to take an event, one cuEventRecord, one CAS
  * to queue it.  Inside a group the same happens once per (comm, stream) at
  * the outermost GroupEnd.
+ *
+ * Stream capture: the tracer never makes an application's capture fail.
+ * CUDA prohibits "potentially unsafe" calls (event/stream query and sync,
+ * device sync, malloc/free, synchronous copies) from a thread in global
+ * capture mode while any thread has a global-mode capture open, and such a
+ * call invalidates that capture (cuda_runtime_api.h,
+ * cudaThreadExchangeStreamCaptureMode).  So the watchdog thread runs in
+ * thread-local mode (it never captures, so it is never prohibited; PyTorch's
+ * NCCL watchdog does the same), the exit pass runs relaxed, and the wrapper
+ * records no event on a stream that is capturing or whose state is unknown.
+ * Each CUDA call below says why it is safe where it is made.
  */
 #include <dlfcn.h>
 #include <signal.h>
@@ -28,6 +39,8 @@
 typedef int cu_result; /* CUresult; 0 = CUDA_SUCCESS */
 #define CU_NOT_READY 600
 #define CU_EV_DISABLE_TIMING 0x2
+#define CU_CAPTURE_MODE_THREAD_LOCAL 1 /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */
+#define CU_CAPTURE_MODE_RELAXED 2      /* CU_STREAM_CAPTURE_MODE_RELAXED */
 
 static struct {
   int ok; /* driver loaded and every function found */
@@ -38,6 +51,8 @@ static struct {
   cu_result (*stream_is_capturing)(void *, int *);
   cu_result (*ctx_get)(void **);
   cu_result (*ctx_set)(void *);
+  /* Optional (CUDA >= 10.1; older drivers have no capture modes). */
+  cu_result (*exchange_capture_mode)(int *);
 } cu;
 
 static pthread_t wd_thread;
@@ -77,6 +92,7 @@ static void load_driver(void) {
   SYM(stream_is_capturing, "cuStreamIsCapturing");
   SYM(ctx_get, "cuCtxGetCurrent");
   SYM(ctx_set, "cuCtxSetCurrent");
+  SYM(exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
 #undef SYM
   if (!cu.event_create || !cu.event_record || !cu.event_query || !cu.event_destroy ||
       !cu.stream_is_capturing || !cu.ctx_get || !cu.ctx_set) {
@@ -86,11 +102,32 @@ static void load_driver(void) {
   __atomic_store_n(&cu.ok, 1, __ATOMIC_RELEASE);
 }
 
-int nti_stream_capturing(void *stream) {
+/* Swap the calling thread's capture-interaction mode (no-op without the
+ * function).  The exchange itself is never prohibited.  Not gated on cu.ok:
+ * NCCL's own CUDA calls on our thread need the mode even when event
+ * tracking is off.  Callers run after load_driver's pthread_once (the
+ * watchdog through pthread_create, the exit pass after the join), so the
+ * pointer is visible without cu_ready()'s acquire. */
+static void capture_mode_swap(int *mode) {
+  if (cu.exchange_capture_mode)
+    (void)cu.exchange_capture_mode(mode);
+}
+
+/* 1 capturing, 0 not, -1 unknown.  cuStreamIsCapturing is the query meant
+ * for this and is never prohibited; it fails for the legacy stream while a
+ * blocking stream captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), and then
+ * an event recorded there would depend on that capture: unknown. */
+static int capture_state(void *stream) {
   int st = 0;
-  if (!cu_ready() || cu.stream_is_capturing(stream, &st) != 0)
+  if (!cu_ready())
     return 0;
-  return st != 0; /* CU_STREAM_CAPTURE_STATUS_NONE = 0 */
+  if (cu.stream_is_capturing(stream, &st) != 0)
+    return -1;
+  return st != 0; /* CU_STREAM_CAPTURE_STATUS_NONE = 0; ACTIVE and INVALIDATED capture */
+}
+
+int nti_stream_capturing(void *stream) {
+  return capture_state(stream) > 0;
 }
 
 /* ---------------------------------------------------------- event pool -- */
@@ -131,10 +168,12 @@ static void ev_fill(struct nti_comm *c, unsigned want) {
     if (t - __atomic_load_n(&c->ev_free_head, __ATOMIC_ACQUIRE) >= NTI_EVQ / 2)
       return;
     void *ev = NULL;
+    /* Event creation touches no stream: not a potentially unsafe call, on
+     * the init thread (any mode) as on the watchdog (thread-local). */
     if (cu.event_create(&ev, CU_EV_DISABLE_TIMING) != 0 || !ev)
       return;
     if (ev_give(c, ev) < 0) {
-      cu.event_destroy(ev);
+      cu.event_destroy(ev); /* never recorded: safe in any mode */
       return;
     }
   }
@@ -178,10 +217,13 @@ static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_f
                   uint64_t tsc, int p2p) {
   if (!cu_ready() || !ctx_of(c))
     return; /* the record already says NTR_REC_NO_TRACKING */
-  if (nti_stream_capturing(stream)) {
+  int cap = capture_state(stream);
+  if (cap != 0) {
     /* Work captured into a graph runs when the graph is launched, maybe
-     * never, maybe many times: an event here would complete at once. */
-    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_CAPTURED, 0);
+     * never, maybe many times; and an event recorded in a capture would be
+     * a captured event, which the watchdog could not query
+     * (CUDA_ERROR_CAPTURED_EVENT).  Unknown state: no event either. */
+    nti_record_patch(pos, c, NTI_KEEP_RESULT, cap > 0 ? NTR_REC_CAPTURED : NTR_REC_NO_TRACKING, 0);
     return;
   }
   void *ev = ev_take(c);
@@ -191,6 +233,8 @@ static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_f
   }
   /* An event that fails to record is still queued: the watchdog's query
    * then fails too and returns the event to the pool. */
+  /* Safe: recording on a stream that is not capturing is ordinary stream
+   * work, not a potentially unsafe call, whatever other threads capture. */
   cu_result rr = cu.event_record(ev, stream);
   (void)rr;
   if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p) < 0) {
@@ -238,7 +282,8 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
     return;
   void *ctx = NULL;
   /* The init thread has the comm's device current (NCCL requires it): the
-   * events live in that context. */
+   * events live in that context.  Context queries touch no stream: safe
+   * during a capture. */
   if (cu.ctx_get(&ctx) != 0 || !ctx) {
     static int said;
     if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
@@ -270,12 +315,16 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   void *ctx = ctx_of(c);
   if (!cu_ready() || !ctx)
     return;
-  cu.ctx_set(ctx);
+  cu.ctx_set(ctx); /* binds a context, touches no stream: safe during a capture */
   for (;;) {
     uint64_t h = c->pend_head;
     struct nti_pending *cell = &c->pend[h & (NTI_EVQ - 1)];
     if (__atomic_load_n(&cell->turn, __ATOMIC_ACQUIRE) != h + 1)
       break; /* empty */
+    /* A potentially unsafe call: made only in thread-local mode (the
+     * watchdog, which has no capture of its own) or relaxed mode (the exit
+     * pass), so never prohibited; the event was recorded on a stream that
+     * was not capturing, so it is no captured event. */
     cu_result q = cu.event_query(cell->ev);
     if (q == CU_NOT_READY) {
       /* Events on one comm complete in order: the oldest pending one is the
@@ -299,7 +348,7 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     }
     /* Completed or failed: the event goes back to the pool. */
     if (ev_give(c, cell->ev) < 0)
-      cu.event_destroy(cell->ev);
+      cu.event_destroy(cell->ev); /* not a potentially unsafe call */
     /* Release pairs with the producers' acquire: the cell is free again. */
     __atomic_store_n(&cell->turn, h + NTI_EVQ, __ATOMIC_RELEASE);
     c->pend_head = h + 1;
@@ -310,7 +359,7 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     /* Destroyed and drained: its events go back to the driver. */
     void *ev;
     while ((ev = ev_take(c)))
-      cu.event_destroy(ev);
+      cu.event_destroy(ev); /* not a potentially unsafe call */
   }
 }
 
@@ -427,6 +476,12 @@ static void *watchdog_main(void *arg) {
   /* Everything this thread calls into NCCL passes through unrecorded. */
   nti_tls.guard = 1;
   nti_tls.internal = 1;
+  /* Thread-local capture mode, once, before any CUDA call of this thread
+   * (including those NCCL makes for ncclCommGetAsyncError): a thread with
+   * no capture of its own is then never prohibited, so none of its event
+   * queries can invalidate an application's global-mode capture. */
+  int mode = CU_CAPTURE_MODE_THREAD_LOCAL;
+  capture_mode_swap(&mode);
   uint64_t hz = nti_g.ring.hdr->tsc_hz;
   uint64_t tmo = hz ? (uint64_t)(ntr_cfg.timeout_s * (double)hz) : 0;
   pthread_mutex_lock(&wd_lock);
@@ -504,8 +559,13 @@ void nti_watchdog_stop(void) {
    * complete before the exit dump.  No timeout reports here. */
   uint64_t now = ntr_clock_now();
   recent_scan(1);
+  /* This runs on the exiting application thread, which may have a capture
+   * of its own open: relaxed mode for these queries, then its mode back. */
+  int mode = CU_CAPTURE_MODE_RELAXED;
+  capture_mode_swap(&mode);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
     poll_events(c, now, 0);
+  capture_mode_swap(&mode);
 }
 
 void nti_watchdog_forget(void) {

@@ -54,7 +54,13 @@ done
 
 for f in cuInit cuCtxGetCurrent cuCtxSetCurrent cuStreamGetCtx cuStreamGetCtx_v2 cuStreamIsCapturing \
          cuEventCreate cuEventRecord cuEventQuery cuEventSynchronize cuEventDestroy cuEventDestroy_v2 \
-         cuGetErrorString cuEventElapsedTime cuEventElapsedTime_v2 cuStreamSynchronize cuGetProcAddress_v2; do
+         cuGetErrorString cuEventElapsedTime cuEventElapsedTime_v2 cuStreamSynchronize cuGetProcAddress_v2 \
+         cuStreamBeginCapture cuStreamBeginCapture_v2 cuStreamBeginCapture_v2_ptsz cuStreamEndCapture \
+         cuStreamEndCapture_ptsz cuStreamIsCapturing_ptsz cuStreamGetCaptureInfo cuStreamGetCaptureInfo_v2 \
+         cuStreamGetCaptureInfo_v3 cuStreamGetCaptureInfo_v3_ptsz cuThreadExchangeStreamCaptureMode \
+         cuGraphInstantiateWithFlags cuGraphInstantiate_v2 cuGraphLaunch cuGraphLaunch_ptsz cuGraphExecDestroy \
+         cuGraphDestroy cuGraphExecUpdate cuGraphExecUpdate_v2 cuGraphGetNodes cuMemAlloc_v2 cuMemFree_v2 \
+         cuMemcpy cuMemcpyAsync cuMemsetD8_v2 cuMemsetD8Async; do
   awk -v s="$f" '$NF == s && $0 ~ /\.text/ { found = 1 } END { exit !found }' "$tmp/cu" ||
     { echo "FAIL: emulator libcuda lacks $f"; fail=1; }
 done

@@ -352,12 +352,8 @@ EMU_API void emu_device_sync(int dev)
 
 static void emu_noop_run(struct emu_work *w) { free(w); }
 
-EMU_API void emu_stream_wait_event(struct CUstream_st *s, struct CUevent_st *ev)
+static void emu_wait_event_now(struct CUstream_st *s, struct CUstream_st *es, uint64_t t)
 {
-  struct CUstream_st *es = atomic_load_explicit(&ev->stream, memory_order_acquire);
-  uint64_t t = atomic_load_explicit(&ev->target, memory_order_acquire);
-  if (!es || t == 0)
-    return;
   struct emu_work *w = calloc(1, sizeof *w);
   if (!w) {
     emu_stream_wait_count(es, t);   /* degrade to a host wait */
@@ -373,6 +369,54 @@ EMU_API void emu_stream_wait_event(struct CUstream_st *s, struct CUevent_st *ev)
     emu_stream_wait_count(es, t);
   }
   emu_stream_enqueue(s, w);
+}
+
+static int emu_empty_launch(struct CUgraphNode_st *n, struct CUstream_st *s)
+{
+  (void)n;
+  (void)s;
+  return EMU_OK;
+}
+
+static void emu_node_free(struct CUgraphNode_st *n) { free(n); }
+
+/* Waits across a capture boundary, as CUDA rules them (cuda.h, enum
+ * CUresult): waiting inside a capture on an event of the same capture is
+ * in-stream order here (single-stream captures), an empty node; on an
+ * event of another capture it would merge two captures
+ * (CUDA_ERROR_STREAM_CAPTURE_MERGE); on an event recorded outside it the
+ * dependency would cross the boundary (CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+ * both invalidate the capture.  A stream that is not capturing and waits
+ * on a captured event would join the capture in CUDA (a fork): not
+ * modeled, refused with EMU_E_NOT_SUPPORTED. */
+EMU_API int emu_stream_wait_event(struct CUstream_st *s, struct CUevent_st *ev)
+{
+  s = emu_stream_resolve(s);
+  uint64_t ecap = atomic_load_explicit(&ev->cap_id, memory_order_acquire);
+  if (emu_stream_capturing(s)) {
+    uint64_t mine = emu_capture_id(s);
+    if (ecap == 0 && !atomic_load_explicit(&ev->stream, memory_order_acquire))
+      return EMU_OK;   /* never recorded: CUDA's wait is a no-op too */
+    if (ecap != mine) {
+      emu_capture_invalidate(s);
+      return ecap ? EMU_E_CAPTURE_MERGE : EMU_E_CAPTURE_ISOLATION;
+    }
+    struct CUgraphNode_st *n = calloc(1, sizeof *n);
+    if (!n)
+      return EMU_E_NOMEM;
+    n->type = EMU_NODE_EMPTY;
+    n->launch = emu_empty_launch;
+    n->destroy = emu_node_free;
+    return emu_capture_add(s, n);
+  }
+  if (ecap)
+    return EMU_E_NOT_SUPPORTED;
+  struct CUstream_st *es = atomic_load_explicit(&ev->stream, memory_order_acquire);
+  uint64_t t = atomic_load_explicit(&ev->target, memory_order_acquire);
+  if (!es || t == 0)
+    return EMU_OK;
+  emu_wait_event_now(s, es, t);
+  return EMU_OK;
 }
 
 /* ---- events ---------------------------------------------------------- */
@@ -412,9 +456,10 @@ static void emu_marker_run(struct emu_work *w)
   free(m);
 }
 
-EMU_API void emu_event_record(struct CUevent_st *ev, struct CUstream_st *s)
+EMU_API void emu_event_record_now(struct CUevent_st *ev, struct CUstream_st *s)
 {
   s = emu_stream_resolve(s);
+  atomic_store_explicit(&ev->cap_id, 0, memory_order_release);
   if (ev->flags & EMU_EVENT_DISABLE_TIMING) {
     /* The cheap path a tracer takes once per collective: no allocation,
      * no lock, just the stream's enqueue counter.  Ordered work on the
@@ -456,8 +501,52 @@ EMU_API void emu_event_record(struct CUevent_st *ev, struct CUstream_st *s)
   pthread_mutex_unlock(&s->mu);
 }
 
+struct emu_record_node {
+  struct CUgraphNode_st n;
+  struct CUevent_st *ev;
+};
+
+static int emu_record_launch(struct CUgraphNode_st *n, struct CUstream_st *s)
+{
+  emu_event_record_now(((struct emu_record_node *)n)->ev, s);
+  return EMU_OK;
+}
+
+static void emu_record_destroy(struct CUgraphNode_st *n)
+{
+  emu_event_put(((struct emu_record_node *)n)->ev);
+  free(n);
+}
+
+EMU_API int emu_event_record(struct CUevent_st *ev, struct CUstream_st *s)
+{
+  s = emu_stream_resolve(s);
+  if (!emu_stream_capturing(s)) {
+    emu_event_record_now(ev, s);
+    return EMU_OK;
+  }
+  /* Recorded inside a capture: an event-record node, which records the
+   * event on the launch stream at each launch.  Until then the event's last
+   * record is the captured one. */
+  struct emu_record_node *r = calloc(1, sizeof *r);
+  if (!r)
+    return EMU_E_NOMEM;
+  r->n.type = EMU_NODE_EVENT_RECORD;
+  r->n.launch = emu_record_launch;
+  r->n.destroy = emu_record_destroy;
+  r->ev = ev;
+  atomic_fetch_add_explicit(&ev->refs, 1, memory_order_relaxed);
+  uint64_t id = emu_capture_id(s);
+  int rc = emu_capture_add(s, &r->n);
+  if (rc == EMU_OK)
+    atomic_store_explicit(&ev->cap_id, id, memory_order_release);
+  return rc;
+}
+
 EMU_API int emu_event_query(struct CUevent_st *ev)
 {
+  if (atomic_load_explicit(&ev->cap_id, memory_order_acquire))
+    return -1;
   uint64_t t = atomic_load_explicit(&ev->target, memory_order_acquire);
   if (t == 0)
     return 1;
@@ -479,7 +568,10 @@ EMU_API int emu_event_elapsed(struct CUevent_st *a, struct CUevent_st *b, float 
     return -EINVAL;
   if (atomic_load(&a->target) == 0 || atomic_load(&b->target) == 0)
     return -EINVAL;
-  if (!emu_event_query(a) || !emu_event_query(b))
+  int qa = emu_event_query(a), qb = emu_event_query(b);
+  if (qa < 0 || qb < 0)
+    return -EINVAL;
+  if (!qa || !qb)
     return -EAGAIN;
   uint64_t ta = atomic_load_explicit(&a->t_ns, memory_order_acquire);
   uint64_t tb = atomic_load_explicit(&b->t_ns, memory_order_acquire);
@@ -487,4 +579,95 @@ EMU_API int emu_event_elapsed(struct CUevent_st *a, struct CUevent_st *b, float 
     return -EINVAL;
   *ms = (float)((double)((int64_t)(tb - ta)) / 1e6);
   return 0;
+}
+
+/* ---- memcpy / memset work ---------------------------------------------- */
+
+struct emu_copy {
+  struct emu_work w;
+  void *dst;
+  const void *src;
+  size_t n;
+  int value;
+  int is_set;
+};
+
+static void emu_copy_run(struct emu_work *w)
+{
+  struct emu_copy *c = (struct emu_copy *)w;
+  if (c->is_set)
+    memset(c->dst, c->value, c->n);
+  else if (c->n)
+    memmove(c->dst, c->src, c->n);
+  free(c);
+}
+
+static int emu_copy_enqueue(void *dst, const void *src, size_t n, int value, int is_set, struct CUstream_st *s)
+{
+  struct emu_copy *c = calloc(1, sizeof *c);
+  if (!c)
+    return EMU_E_NOMEM;
+  c->w.run = emu_copy_run;
+  c->dst = dst;
+  c->src = src;
+  c->n = n;
+  c->value = value;
+  c->is_set = is_set;
+  emu_stream_enqueue(s, &c->w);
+  return EMU_OK;
+}
+
+/* A captured memcpy/memset: the same operands at every launch. */
+struct emu_copy_node {
+  struct CUgraphNode_st n;
+  void *dst;
+  const void *src;
+  size_t len;
+  int value;
+};
+
+static int emu_copy_node_launch(struct CUgraphNode_st *n, struct CUstream_st *s)
+{
+  struct emu_copy_node *c = (struct emu_copy_node *)n;
+  return emu_copy_enqueue(c->dst, c->src, c->len, c->value, n->type == EMU_NODE_MEMSET, s);
+}
+
+EMU_API int emu_copy_async(void *dst, const void *src, size_t n, int value, int is_set, struct CUstream_st *s)
+{
+  if (n && (!dst || (!is_set && !src)))
+    return EMU_E_INVALID_VALUE;
+  s = emu_stream_resolve(s);
+  if (!emu_stream_capturing(s)) {
+    /* The legacy stream while a blocking stream captures: unusable. */
+    int rc = s->legacy ? emu_capture_stream_use(s) : EMU_OK;
+    return rc != EMU_OK ? rc : emu_copy_enqueue(dst, src, n, value, is_set, s);
+  }
+  struct emu_copy_node *c = calloc(1, sizeof *c);
+  if (!c)
+    return EMU_E_NOMEM;
+  c->n.type = is_set ? EMU_NODE_MEMSET : EMU_NODE_MEMCPY;
+  c->n.launch = emu_copy_node_launch;
+  c->n.destroy = emu_node_free;
+  c->dst = dst;
+  c->src = src;
+  c->len = n;
+  c->value = value;
+  return emu_capture_add(s, &c->n);
+}
+
+/* Synchronous copies are ordered on the legacy default stream: they wait
+ * for it and for every blocking stream of the device, then copy. */
+EMU_API int emu_copy_sync(void *dst, const void *src, size_t n, int value, int is_set)
+{
+  if (n && (!dst || (!is_set && !src)))
+    return EMU_E_INVALID_VALUE;
+  int rc = emu_capture_stream_use(NULL);
+  if (rc != EMU_OK)
+    return rc;
+  emu_stream_sync(NULL);
+  if (is_set)
+    memset(dst, value, n);
+  else if (n)
+    memmove(dst, src, n);
+  return EMU_OK;
 }

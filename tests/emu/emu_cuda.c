@@ -17,6 +17,10 @@ typedef int cu_result;
 typedef struct CUstream_st *cu_stream;
 typedef struct CUevent_st *cu_event;
 typedef struct emu_ctx *cu_context;
+typedef struct CUgraph_st *cu_graph;
+typedef struct CUgraphExec_st *cu_graph_exec;
+typedef struct CUgraphNode_st *cu_node;
+typedef unsigned long long cu_devptr;   /* CUdeviceptr (v2) */
 
 #define CU_SUCCESS 0
 #define CU_INVALID_VALUE 1
@@ -26,6 +30,15 @@ typedef struct emu_ctx *cu_context;
 #define CU_NOT_FOUND 500
 #define CU_NOT_READY 600
 #define CU_OUT_OF_MEMORY 2
+
+/* The capture-interaction check of a potentially unsafe call (emu_core.h);
+ * EMU_E_* values are CUresult values (same numbers as cuda.h). */
+#define EMU_UNSAFE()                       \
+  do {                                     \
+    int u_ = emu_unsafe_call();            \
+    if (u_ != EMU_OK)                      \
+      return u_;                           \
+  } while (0)
 
 /* One primary context per emulated device; CUcontext points into here. */
 struct emu_ctx {
@@ -105,6 +118,7 @@ EMU_API cu_result cuCtxGetDevice(int *dev)
 
 EMU_API cu_result cuCtxSynchronize(void)
 {
+  EMU_UNSAFE();
   emu_device_sync(emu_get_device());
   return CU_SUCCESS;
 }
@@ -131,18 +145,6 @@ EMU_API cu_result cuStreamGetCtx_v2_ptsz(cu_stream s, cu_context *pctx, void **g
   return cuStreamGetCtx_v2(s, pctx, green);
 }
 
-/* Graph capture is not emulated: no stream is ever capturing. */
-EMU_API cu_result cuStreamIsCapturing(cu_stream s, int *status)
-{
-  (void)s;
-  if (!status)
-    return CU_INVALID_VALUE;
-  *status = 0;   /* CU_STREAM_CAPTURE_STATUS_NONE */
-  return CU_SUCCESS;
-}
-
-EMU_API cu_result cuStreamIsCapturing_ptsz(cu_stream s, int *status) { return cuStreamIsCapturing(s, status); }
-
 EMU_API cu_result cuStreamCreate(cu_stream *ps, unsigned flags)
 {
   if (!ps)
@@ -160,13 +162,24 @@ EMU_API cu_result cuStreamDestroy_v2(cu_stream s) { return cuStreamDestroy(s); }
 
 EMU_API cu_result cuStreamSynchronize(cu_stream s)
 {
+  EMU_UNSAFE();
+  int rc = emu_capture_stream_use(s);
+  if (rc != EMU_OK)
+    return rc;
   emu_stream_sync(s);
   return CU_SUCCESS;
 }
 
 EMU_API cu_result cuStreamSynchronize_ptsz(cu_stream s) { return cuStreamSynchronize(s); }
 
-EMU_API cu_result cuStreamQuery(cu_stream s) { return emu_stream_query(s) ? CU_SUCCESS : CU_NOT_READY; }
+EMU_API cu_result cuStreamQuery(cu_stream s)
+{
+  EMU_UNSAFE();
+  int rc = emu_capture_stream_use(s);
+  if (rc != EMU_OK)
+    return rc;
+  return emu_stream_query(s) ? CU_SUCCESS : CU_NOT_READY;
+}
 EMU_API cu_result cuStreamQuery_ptsz(cu_stream s) { return cuStreamQuery(s); }
 
 EMU_API cu_result cuStreamWaitEvent(cu_stream s, cu_event ev, unsigned flags)
@@ -174,8 +187,7 @@ EMU_API cu_result cuStreamWaitEvent(cu_stream s, cu_event ev, unsigned flags)
   (void)flags;
   if (!ev)
     return CU_INVALID_HANDLE;
-  emu_stream_wait_event(s, ev);
-  return CU_SUCCESS;
+  return emu_stream_wait_event(s, ev);
 }
 
 EMU_API cu_result cuStreamWaitEvent_ptsz(cu_stream s, cu_event ev, unsigned flags)
@@ -195,8 +207,7 @@ EMU_API cu_result cuEventRecord(cu_event ev, cu_stream s)
 {
   if (!ev)
     return CU_INVALID_HANDLE;
-  emu_event_record(ev, s);
-  return CU_SUCCESS;
+  return emu_event_record(ev, s);
 }
 
 EMU_API cu_result cuEventRecord_ptsz(cu_event ev, cu_stream s) { return cuEventRecord(ev, s); }
@@ -212,20 +223,232 @@ EMU_API cu_result cuEventRecordWithFlags_ptsz(cu_event ev, cu_stream s, unsigned
   return cuEventRecordWithFlags(ev, s, flags);
 }
 
+/* An event last recorded inside a capture: CUDA_ERROR_CAPTURED_EVENT in
+ * every mode ("the operation is not permitted on an event which was last
+ * recorded in a capturing stream", cuda.h). */
 EMU_API cu_result cuEventQuery(cu_event ev)
 {
   if (!ev)
     return CU_INVALID_HANDLE;
-  return emu_event_query(ev) ? CU_SUCCESS : CU_NOT_READY;
+  EMU_UNSAFE();
+  int q = emu_event_query(ev);
+  return q < 0 ? EMU_E_CAPTURED_EVENT : q ? CU_SUCCESS : CU_NOT_READY;
 }
 
 EMU_API cu_result cuEventSynchronize(cu_event ev)
 {
   if (!ev)
     return CU_INVALID_HANDLE;
+  EMU_UNSAFE();
+  if (emu_event_query(ev) < 0)
+    return EMU_E_CAPTURED_EVENT;
   emu_event_sync(ev);
   return CU_SUCCESS;
 }
+
+/* ---- memory (device memory is host memory) ------------------------------ */
+
+EMU_API cu_result cuMemAlloc_v2(cu_devptr *p, size_t size)
+{
+  EMU_UNSAFE();
+  if (!p || size == 0)
+    return CU_INVALID_VALUE;   /* "If bytesize is 0, cuMemAlloc() returns CUDA_ERROR_INVALID_VALUE" */
+  void *m = NULL;
+  if (posix_memalign(&m, 256, size) != 0)
+    return CU_OUT_OF_MEMORY;
+  *p = (cu_devptr)(uintptr_t)m;
+  return CU_SUCCESS;
+}
+
+/* Synchronizes the device first, as cudaFree: no worker still uses it. */
+EMU_API cu_result cuMemFree_v2(cu_devptr p)
+{
+  EMU_UNSAFE();
+  if (p) {
+    emu_device_sync(emu_get_device());
+    free((void *)(uintptr_t)p);
+  }
+  return CU_SUCCESS;
+}
+
+EMU_API cu_result cuMemcpy(cu_devptr dst, cu_devptr src, size_t n)
+{
+  EMU_UNSAFE();
+  return emu_copy_sync((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, 0, 0);
+}
+
+EMU_API cu_result cuMemcpy_ptds(cu_devptr dst, cu_devptr src, size_t n) { return cuMemcpy(dst, src, n); }
+
+EMU_API cu_result cuMemcpyAsync(cu_devptr dst, cu_devptr src, size_t n, cu_stream s)
+{
+  return emu_copy_async((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, 0, 0, s);
+}
+
+EMU_API cu_result cuMemcpyAsync_ptsz(cu_devptr dst, cu_devptr src, size_t n, cu_stream s)
+{
+  return cuMemcpyAsync(dst, src, n, s);
+}
+
+EMU_API cu_result cuMemsetD8_v2(cu_devptr dst, unsigned char v, size_t n)
+{
+  EMU_UNSAFE();
+  return emu_copy_sync((void *)(uintptr_t)dst, NULL, n, v, 1);
+}
+
+EMU_API cu_result cuMemsetD8_v2_ptds(cu_devptr dst, unsigned char v, size_t n) { return cuMemsetD8_v2(dst, v, n); }
+
+EMU_API cu_result cuMemsetD8Async(cu_devptr dst, unsigned char v, size_t n, cu_stream s)
+{
+  return emu_copy_async((void *)(uintptr_t)dst, NULL, n, v, 1, s);
+}
+
+EMU_API cu_result cuMemsetD8Async_ptsz(cu_devptr dst, unsigned char v, size_t n, cu_stream s)
+{
+  return cuMemsetD8Async(dst, v, n, s);
+}
+
+/* ---- stream capture and graphs (emu_graph.c has the rules) -------------- */
+
+/* The CUDA 10.0 entry point has no mode argument: global, the default. */
+EMU_API cu_result cuStreamBeginCapture(cu_stream s) { return emu_capture_begin(s, EMU_MODE_GLOBAL); }
+EMU_API cu_result cuStreamBeginCapture_ptsz(cu_stream s) { return cuStreamBeginCapture(s); }
+EMU_API cu_result cuStreamBeginCapture_v2(cu_stream s, int mode) { return emu_capture_begin(s, mode); }
+EMU_API cu_result cuStreamBeginCapture_v2_ptsz(cu_stream s, int mode) { return cuStreamBeginCapture_v2(s, mode); }
+
+EMU_API cu_result cuStreamEndCapture(cu_stream s, cu_graph *g) { return emu_capture_end(s, g); }
+EMU_API cu_result cuStreamEndCapture_ptsz(cu_stream s, cu_graph *g) { return cuStreamEndCapture(s, g); }
+
+EMU_API cu_result cuStreamIsCapturing(cu_stream s, int *status)
+{
+  return emu_capture_info(s, status, NULL, NULL, NULL, NULL);
+}
+
+EMU_API cu_result cuStreamIsCapturing_ptsz(cu_stream s, int *status) { return cuStreamIsCapturing(s, status); }
+
+EMU_API cu_result cuStreamGetCaptureInfo_v3(cu_stream s, int *status, unsigned long long *id, cu_graph *graph,
+                                            const cu_node **deps, const void **edges, size_t *ndeps)
+{
+  if (edges && !deps)
+    return CU_INVALID_VALUE;
+  uint64_t cid = 0;
+  struct CUgraphNode_st *const *d = NULL;
+  size_t nd = 0;
+  int rc = emu_capture_info(s, status, &cid, graph, &d, &nd);
+  if (rc != EMU_OK)
+    return rc;
+  if (id)
+    *id = cid;
+  if (deps)
+    *deps = (const cu_node *)d;
+  if (edges)
+    *edges = NULL;
+  if (ndeps)
+    *ndeps = nd;
+  return CU_SUCCESS;
+}
+
+EMU_API cu_result cuStreamGetCaptureInfo_v3_ptsz(cu_stream s, int *status, unsigned long long *id, cu_graph *graph,
+                                                 const cu_node **deps, const void **edges, size_t *ndeps)
+{
+  return cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, edges, ndeps);
+}
+
+EMU_API cu_result cuStreamGetCaptureInfo_v2(cu_stream s, int *status, unsigned long long *id, cu_graph *graph,
+                                            const cu_node **deps, size_t *ndeps)
+{
+  return cuStreamGetCaptureInfo_v3(s, status, id, graph, deps, NULL, ndeps);
+}
+
+EMU_API cu_result cuStreamGetCaptureInfo_v2_ptsz(cu_stream s, int *status, unsigned long long *id, cu_graph *graph,
+                                                 const cu_node **deps, size_t *ndeps)
+{
+  return cuStreamGetCaptureInfo_v2(s, status, id, graph, deps, ndeps);
+}
+
+EMU_API cu_result cuStreamGetCaptureInfo(cu_stream s, int *status, unsigned long long *id)
+{
+  return cuStreamGetCaptureInfo_v3(s, status, id, NULL, NULL, NULL, NULL);
+}
+
+EMU_API cu_result cuStreamGetCaptureInfo_ptsz(cu_stream s, int *status, unsigned long long *id)
+{
+  return cuStreamGetCaptureInfo(s, status, id);
+}
+
+EMU_API cu_result cuThreadExchangeStreamCaptureMode(int *mode) { return emu_capture_mode_exchange(mode); }
+
+EMU_API cu_result cuGraphInstantiateWithFlags(cu_graph_exec *x, cu_graph g, unsigned long long flags)
+{
+  return emu_graph_instantiate(x, g, flags);
+}
+
+/* The pre-12.0 ABI: (exec, graph, error node, log buffer, buffer size). */
+EMU_API cu_result cuGraphInstantiate_v2(cu_graph_exec *x, cu_graph g, cu_node *err, char *log, size_t len)
+{
+  if (err)
+    *err = NULL;
+  if (log && len)
+    log[0] = 0;
+  return emu_graph_instantiate(x, g, 0);
+}
+
+EMU_API cu_result cuGraphInstantiate(cu_graph_exec *x, cu_graph g, cu_node *err, char *log, size_t len)
+{
+  return cuGraphInstantiate_v2(x, g, err, log, len);
+}
+
+EMU_API cu_result cuGraphLaunch(cu_graph_exec x, cu_stream s) { return emu_graph_launch(x, s); }
+EMU_API cu_result cuGraphLaunch_ptsz(cu_graph_exec x, cu_stream s) { return cuGraphLaunch(x, s); }
+
+EMU_API cu_result cuGraphExecDestroy(cu_graph_exec x)
+{
+  if (!x)
+    return CU_INVALID_VALUE;
+  emu_graph_exec_destroy(x);
+  return CU_SUCCESS;
+}
+
+EMU_API cu_result cuGraphDestroy(cu_graph g)
+{
+  if (!g)
+    return CU_INVALID_VALUE;
+  emu_graph_put(g);
+  return CU_SUCCESS;
+}
+
+/* CUgraphExecUpdateResultInfo: result, errorNode, errorFromNode. */
+struct emu_update_info {
+  int result;
+  cu_node error_node, error_from;
+};
+
+EMU_API cu_result cuGraphExecUpdate_v2(cu_graph_exec x, cu_graph g, struct emu_update_info *info)
+{
+  int result = 0;
+  cu_node err = NULL;
+  int rc = emu_graph_exec_update(x, g, &result, &err);
+  if (info) {
+    info->result = result;
+    info->error_node = err;
+    info->error_from = NULL;
+  }
+  return rc;
+}
+
+/* The CUDA 10.2 ABI: (exec, graph, error node out, result out). */
+EMU_API cu_result cuGraphExecUpdate(cu_graph_exec x, cu_graph g, cu_node *err_out, int *result_out)
+{
+  int result = 0;
+  cu_node err = NULL;
+  int rc = emu_graph_exec_update(x, g, &result, &err);
+  if (err_out)
+    *err_out = err;
+  if (result_out)
+    *result_out = result;
+  return rc;
+}
+
+EMU_API cu_result cuGraphGetNodes(cu_graph g, cu_node *nodes, size_t *n) { return emu_graph_nodes(g, nodes, n); }
 
 EMU_API cu_result cuEventDestroy(cu_event ev)
 {
@@ -259,6 +482,20 @@ static const struct {
   { CU_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
   { CU_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
   { CU_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready" },
+  { EMU_E_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state" },
+  { EMU_E_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
+  { EMU_E_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing" },
+  { EMU_E_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+    "operation failed due to a previous error during capture" },
+  { EMU_E_CAPTURE_MERGE, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences" },
+  { EMU_E_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION", "dependency created on uncaptured work in another stream" },
+  { EMU_E_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+    "operation would make the legacy stream depend on a capturing blocking stream" },
+  { EMU_E_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT", "operation not permitted on an event last recorded in a capturing stream" },
+  { EMU_E_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+    "attempt to terminate a thread-local capture sequence from another thread" },
+  { EMU_E_GRAPH_EXEC_UPDATE_FAILURE, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+    "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update" },
 };
 
 EMU_API cu_result cuGetErrorString(cu_result e, const char **str)

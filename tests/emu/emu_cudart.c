@@ -19,6 +19,37 @@ static cudaError_t emu_ret(cudaError_t e)
   return e;
 }
 
+/* The model's EMU_E_* values are CUDA's error numbers. */
+_Static_assert((int)EMU_E_INVALID_VALUE == (int)cudaErrorInvalidValue && (int)EMU_E_NOMEM == (int)cudaErrorMemoryAllocation &&
+               (int)EMU_E_INVALID_HANDLE == (int)cudaErrorInvalidResourceHandle && (int)EMU_E_ILLEGAL_STATE == (int)cudaErrorIllegalState &&
+               (int)EMU_E_NOT_READY == (int)cudaErrorNotReady && (int)EMU_E_NOT_SUPPORTED == (int)cudaErrorNotSupported &&
+               (int)EMU_E_CAPTURE_UNSUPPORTED == (int)cudaErrorStreamCaptureUnsupported &&
+               (int)EMU_E_CAPTURE_INVALIDATED == (int)cudaErrorStreamCaptureInvalidated &&
+               (int)EMU_E_CAPTURE_MERGE == (int)cudaErrorStreamCaptureMerge &&
+               (int)EMU_E_CAPTURE_UNMATCHED == (int)cudaErrorStreamCaptureUnmatched &&
+               (int)EMU_E_CAPTURE_ISOLATION == (int)cudaErrorStreamCaptureIsolation &&
+               (int)EMU_E_CAPTURE_IMPLICIT == (int)cudaErrorStreamCaptureImplicit &&
+               (int)EMU_E_CAPTURED_EVENT == (int)cudaErrorCapturedEvent &&
+               (int)EMU_E_CAPTURE_WRONG_THREAD == (int)cudaErrorStreamCaptureWrongThread &&
+               (int)EMU_E_GRAPH_EXEC_UPDATE_FAILURE == (int)cudaErrorGraphExecUpdateFailure,
+               "EMU_E_* must be cudaError_t values");
+_Static_assert((int)EMU_MODE_GLOBAL == (int)cudaStreamCaptureModeGlobal && (int)EMU_MODE_THREAD_LOCAL == (int)cudaStreamCaptureModeThreadLocal &&
+               (int)EMU_MODE_RELAXED == (int)cudaStreamCaptureModeRelaxed, "capture modes");
+_Static_assert((int)EMU_NODE_KERNEL == (int)cudaGraphNodeTypeKernel && (int)EMU_NODE_MEMCPY == (int)cudaGraphNodeTypeMemcpy &&
+               (int)EMU_NODE_MEMSET == (int)cudaGraphNodeTypeMemset && (int)EMU_NODE_GRAPH == (int)cudaGraphNodeTypeGraph &&
+               (int)EMU_NODE_EMPTY == (int)cudaGraphNodeTypeEmpty && (int)EMU_NODE_EVENT_RECORD == (int)cudaGraphNodeTypeEventRecord,
+               "node types");
+
+static cudaError_t emu_rc(int e) { return e == EMU_OK ? cudaSuccess : emu_ret((cudaError_t)e); }
+
+/* The capture-interaction check of a potentially unsafe call (emu_core.h). */
+#define EMU_UNSAFE()                       \
+  do {                                     \
+    int u_ = emu_unsafe_call();            \
+    if (u_ != EMU_OK)                      \
+      return emu_rc(u_);                   \
+  } while (0)
+
 EMU_API cudaError_t cudaGetDeviceCount(int *count)
 {
   if (!count)
@@ -53,6 +84,7 @@ EMU_API cudaError_t cudaRuntimeGetVersion(int *v) { return cudaDriverGetVersion(
 /* Device memory is host memory: every rank is a process on this machine. */
 EMU_API cudaError_t cudaMalloc(void **p, size_t size)
 {
+  EMU_UNSAFE();
   if (!p)
     return emu_ret(cudaErrorInvalidValue);
   *p = NULL;
@@ -69,6 +101,7 @@ EMU_API cudaError_t cudaMalloc(void **p, size_t size)
  * released under a stream worker still using it. */
 EMU_API cudaError_t cudaFree(void *p)
 {
+  EMU_UNSAFE();
   if (p) {
     emu_device_sync(emu_get_device());
     free(p);
@@ -90,67 +123,32 @@ EMU_API cudaError_t cudaFreeHost(void *p)
   return cudaSuccess;
 }
 
-struct emu_copy {
-  struct emu_work w;
-  void *dst;
-  const void *src;
-  size_t n;
-  int value;
-  int is_set;
-};
-
-static void emu_copy_run(struct emu_work *w)
-{
-  struct emu_copy *c = (struct emu_copy *)w;
-  if (c->is_set)
-    memset(c->dst, c->value, c->n);
-  else if (c->n)
-    memmove(c->dst, c->src, c->n);
-  free(c);
-}
-
-static cudaError_t emu_copy_async(void *dst, const void *src, size_t n, int value, int is_set, cudaStream_t s)
-{
-  if (n && (!dst || (!is_set && !src)))
-    return emu_ret(cudaErrorInvalidValue);
-  struct emu_copy *c = calloc(1, sizeof *c);
-  if (!c)
-    return emu_ret(cudaErrorMemoryAllocation);
-  c->w.run = emu_copy_run;
-  c->dst = dst;
-  c->src = src;
-  c->n = n;
-  c->value = value;
-  c->is_set = is_set;
-  emu_stream_enqueue(s, &c->w);
-  return cudaSuccess;
-}
-
-/* Synchronous copies are ordered on the legacy default stream: they wait
- * for it and for every blocking stream of the device, then copy. */
+/* Synchronous copies and sets are potentially unsafe calls; they are
+ * ordered on the legacy default stream. */
 EMU_API cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
   (void)kind;
-  if (n && (!dst || !src))
-    return emu_ret(cudaErrorInvalidValue);
-  emu_stream_sync(NULL);
-  if (n)
-    memmove(dst, src, n);
-  return cudaSuccess;
+  EMU_UNSAFE();
+  return emu_rc(emu_copy_sync(dst, src, n, 0, 0));
 }
 
 EMU_API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                     cudaStream_t s)
 {
   (void)kind;
-  return emu_copy_async(dst, src, n, 0, 0, s);
+  return emu_rc(emu_copy_async(dst, src, n, 0, 0, s));
 }
 
-EMU_API cudaError_t cudaMemset(void *p, int value, size_t n) { return emu_copy_async(p, NULL, n, value, 1, NULL); }
+/* Asynchronous on the legacy stream (device memory), as the real one. */
+EMU_API cudaError_t cudaMemset(void *p, int value, size_t n)
+{
+  EMU_UNSAFE();
+  return emu_rc(emu_copy_async(p, NULL, n, value, 1, NULL));
+}
 
 EMU_API cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
 {
-  return emu_copy_async(p, NULL, n, value, 1, s);
+  return emu_rc(emu_copy_async(p, NULL, n, value, 1, s));
 }
 
 EMU_API cudaError_t cudaStreamCreate(cudaStream_t *s)
@@ -181,23 +179,34 @@ EMU_API cudaError_t cudaStreamDestroy(cudaStream_t s)
 
 EMU_API cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+  EMU_UNSAFE();
+  int rc = emu_capture_stream_use(s);
+  if (rc != EMU_OK)
+    return emu_rc(rc);
   emu_stream_sync(s);
   return cudaSuccess;
 }
 
-EMU_API cudaError_t cudaStreamQuery(cudaStream_t s) { return emu_stream_query(s) ? cudaSuccess : cudaErrorNotReady; }
+EMU_API cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+  EMU_UNSAFE();
+  int rc = emu_capture_stream_use(s);
+  if (rc != EMU_OK)
+    return emu_rc(rc);
+  return emu_stream_query(s) ? cudaSuccess : cudaErrorNotReady;
+}
 
 EMU_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
 {
   (void)flags;
   if (!ev)
     return emu_ret(cudaErrorInvalidResourceHandle);
-  emu_stream_wait_event(s, ev);
-  return cudaSuccess;
+  return emu_rc(emu_stream_wait_event(s, ev));
 }
 
 EMU_API cudaError_t cudaDeviceSynchronize(void)
 {
+  EMU_UNSAFE();
   emu_device_sync(emu_get_device());
   return cudaSuccess;
 }
@@ -222,23 +231,138 @@ EMU_API cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 {
   if (!ev)
     return emu_ret(cudaErrorInvalidResourceHandle);
-  emu_event_record(ev, s);
-  return cudaSuccess;
+  return emu_rc(emu_event_record(ev, s));
 }
 
+EMU_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t ev, cudaStream_t s, unsigned int flags)
+{
+  (void)flags;
+  return cudaEventRecord(ev, s);
+}
+
+/* An event last recorded inside a capture cannot be queried or waited
+ * for, in any mode (cudaErrorCapturedEvent, driver_types.h). */
 EMU_API cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
   if (!ev)
     return emu_ret(cudaErrorInvalidResourceHandle);
-  return emu_event_query(ev) ? cudaSuccess : cudaErrorNotReady;
+  EMU_UNSAFE();
+  int q = emu_event_query(ev);
+  return q < 0 ? emu_ret(cudaErrorCapturedEvent) : q ? cudaSuccess : cudaErrorNotReady;
 }
 
 EMU_API cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
   if (!ev)
     return emu_ret(cudaErrorInvalidResourceHandle);
+  EMU_UNSAFE();
+  if (emu_event_query(ev) < 0)
+    return emu_ret(cudaErrorCapturedEvent);
   emu_event_sync(ev);
   return cudaSuccess;
+}
+
+/* ---- stream capture and graphs (emu_graph.c has the rules) -------------- */
+
+EMU_API cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+  return emu_rc(emu_capture_begin(s, (int)mode));
+}
+
+EMU_API cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+  return emu_rc(emu_capture_end(s, g));
+}
+
+EMU_API cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
+{
+  int v = 0;
+  int rc = st ? emu_capture_info(s, &v, NULL, NULL, NULL, NULL) : EMU_E_INVALID_VALUE;
+  if (rc == EMU_OK)
+    *st = (enum cudaStreamCaptureStatus)v;
+  return emu_rc(rc);
+}
+
+EMU_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id,
+                                             cudaGraph_t *graph, const cudaGraphNode_t **deps,
+                                             const cudaGraphEdgeData **edges, size_t *ndeps)
+{
+  if (edges && !deps)
+    return emu_ret(cudaErrorInvalidValue);   /* "If edgeData_out is non-NULL then dependencies_out must be as well" */
+  int v = 0;
+  uint64_t cid = 0;
+  struct CUgraphNode_st *const *d = NULL;
+  size_t nd = 0;
+  int rc = st ? emu_capture_info(s, &v, &cid, graph, &d, &nd) : EMU_E_INVALID_VALUE;
+  if (rc != EMU_OK)
+    return emu_rc(rc);
+  *st = (enum cudaStreamCaptureStatus)v;
+  if (id)
+    *id = cid;
+  if (deps)
+    *deps = (const cudaGraphNode_t *)d;
+  if (edges)
+    *edges = NULL;   /* no edge data: all default edges */
+  if (ndeps)
+    *ndeps = nd;
+  return cudaSuccess;
+}
+
+EMU_API cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+  if (!mode)
+    return emu_ret(cudaErrorInvalidValue);
+  int m = (int)*mode;
+  int rc = emu_capture_mode_exchange(&m);
+  if (rc == EMU_OK)
+    *mode = (enum cudaStreamCaptureMode)m;
+  return emu_rc(rc);
+}
+
+EMU_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags)
+{
+  return emu_rc(emu_graph_instantiate(x, g, flags));
+}
+
+EMU_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags)
+{
+  return emu_rc(emu_graph_instantiate(x, g, flags));
+}
+
+EMU_API cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) { return emu_rc(emu_graph_launch(x, s)); }
+
+EMU_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+  if (!x)
+    return emu_ret(cudaErrorInvalidValue);
+  emu_graph_exec_destroy(x);
+  return cudaSuccess;
+}
+
+EMU_API cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+  if (!g)
+    return emu_ret(cudaErrorInvalidValue);
+  emu_graph_put(g);
+  return cudaSuccess;
+}
+
+EMU_API cudaError_t cudaGraphExecUpdate(cudaGraphExec_t x, cudaGraph_t g, cudaGraphExecUpdateResultInfo *info)
+{
+  int result = 0;
+  struct CUgraphNode_st *err = NULL;
+  int rc = emu_graph_exec_update(x, g, &result, &err);
+  if (info) {
+    info->result = (enum cudaGraphExecUpdateResult)result;
+    info->errorNode = err;
+    info->errorFromNode = NULL;
+  }
+  return emu_rc(rc);
+}
+
+EMU_API cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t *nodes, size_t *n)
+{
+  return emu_rc(emu_graph_nodes(g, nodes, n));
 }
 
 EMU_API cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
@@ -279,6 +403,22 @@ static const struct {
   { cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal" },
   { cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
   { cudaErrorNotReady, "cudaErrorNotReady", "device not ready" },
+  { cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state" },
+  { cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported" },
+  { cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+    "operation not permitted when stream is capturing" },
+  { cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+    "operation failed due to a previous error during capture" },
+  { cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences" },
+  { cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
+    "dependency created on uncaptured work in another stream" },
+  { cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+    "operation would make the legacy stream depend on a capturing blocking stream" },
+  { cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream" },
+  { cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+    "attempt to terminate a thread-local capture sequence from another thread" },
+  { cudaErrorGraphExecUpdateFailure, "cudaErrorGraphExecUpdateFailure",
+    "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update" },
   { cudaErrorUnknown, "cudaErrorUnknown", "unknown error" },
 };
 
@@ -319,6 +459,34 @@ EMU_API cudaError_t cudaMemcpyAsync_ptsz(void *d, const void *s, size_t n, enum 
 }
 EMU_API cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t s);
 EMU_API cudaError_t cudaMemsetAsync_ptsz(void *p, int v, size_t n, cudaStream_t s) { return cudaMemsetAsync(p, v, n, s); }
+EMU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t ev, cudaStream_t s, unsigned int flags);
+EMU_API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t ev, cudaStream_t s, unsigned int flags)
+{
+  return cudaEventRecordWithFlags(ev, s, flags);
+}
+EMU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode);
+EMU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+  return cudaStreamBeginCapture(s, mode);
+}
+EMU_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g);
+EMU_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *g) { return cudaStreamEndCapture(s, g); }
+EMU_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st);
+EMU_API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st)
+{
+  return cudaStreamIsCapturing(s, st);
+}
+EMU_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id,
+                                                  cudaGraph_t *graph, const cudaGraphNode_t **deps,
+                                                  const cudaGraphEdgeData **edges, size_t *ndeps);
+EMU_API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s, enum cudaStreamCaptureStatus *st, unsigned long long *id,
+                                                  cudaGraph_t *graph, const cudaGraphNode_t **deps,
+                                                  const cudaGraphEdgeData **edges, size_t *ndeps)
+{
+  return cudaStreamGetCaptureInfo(s, st, id, graph, deps, edges, ndeps);
+}
+EMU_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s);
+EMU_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t x, cudaStream_t s) { return cudaGraphLaunch(x, s); }
 EMU_API cudaError_t cudaMemcpy_ptds(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
 EMU_API cudaError_t cudaMemcpy_ptds(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { return cudaMemcpy(d, s, n, k); }
 EMU_API cudaError_t cudaMemset_ptds(void *p, int v, size_t n);

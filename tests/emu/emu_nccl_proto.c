@@ -424,12 +424,11 @@ static void emu_assign(struct emu_op *op)
   atomic_fetch_add(&c->refs, 1);   /* dropped by emu_op_finished */
 }
 
-void emu_launch(struct emu_op *ops)
+/* Assign sequence numbers now and put one work item per stream. */
+static void emu_launch_now(struct emu_op *ops)
 {
-  for (struct emu_op *op = ops; op; op = op->next) {
-    op->stream = emu_stream_resolve(op->stream);
+  for (struct emu_op *op = ops; op; op = op->next)
     emu_assign(op);
-  }
   /* Partition by stream, keeping call order within each stream. */
   while (ops) {
     struct CUstream_st *s = ops->stream;
@@ -456,4 +455,96 @@ void emu_launch(struct emu_op *ops)
     f->ops = mine;
     emu_stream_enqueue(s, &f->w);
   }
+}
+
+/* ---- capture: NCCL's persistent plans ----------------------------------- */
+
+/* The operations of one (group, capturing stream), kept as templates: each
+ * launch of the graph clones them onto the launch stream and assigns their
+ * sequence numbers then, in order with every other operation of their
+ * communicators -- so a rank that stops launching leaves its peers waiting
+ * in their next launch, as on a GPU. */
+struct emu_plan_node {
+  struct CUgraphNode_st n;
+  struct emu_op *ops;   /* templates; each holds a reference on its comm */
+};
+
+static int emu_plan_launch(struct CUgraphNode_st *n, struct CUstream_st *s)
+{
+  struct emu_plan_node *p = (struct emu_plan_node *)n;
+  struct emu_op *head = NULL, **tail = &head;
+  for (const struct emu_op *t = p->ops; t; t = t->next) {
+    struct emu_op *op = malloc(sizeof *op);
+    if (!op) {
+      emu_log("out of memory launching a captured NCCL operation");
+      abort();   /* as emu_launch_now: a lost op corrupts every peer's sequence */
+    }
+    *op = (struct emu_op){ .comm = t->comm, .kind = t->kind, .sendbuff = t->sendbuff, .recvbuff = t->recvbuff,
+                           .count = t->count, .dtype = t->dtype, .redop = t->redop, .root = t->root,
+                           .peer = t->peer, .stream = s, .premul = t->premul };
+    memcpy(op->scalar, t->scalar, sizeof op->scalar);
+    *tail = op;
+    tail = &op->next;
+  }
+  emu_launch_now(head);
+  return EMU_OK;
+}
+
+static void emu_plan_destroy(struct CUgraphNode_st *n)
+{
+  struct emu_plan_node *p = (struct emu_plan_node *)n;
+  while (p->ops) {
+    struct emu_op *op = p->ops;
+    p->ops = op->next;
+    emu_comm_put(op->comm);
+    free(op);
+  }
+  free(p);
+}
+
+/* Take the ops on capturing streams out of *ops into one node per stream. */
+static void emu_capture_ops(struct emu_op **ops)
+{
+  while (*ops) {
+    struct emu_op **pp = ops;
+    while (*pp && !emu_stream_capturing((*pp)->stream))
+      pp = &(*pp)->next;
+    if (!*pp)
+      return;
+    struct CUstream_st *s = (*pp)->stream;
+    struct emu_plan_node *p = calloc(1, sizeof *p);
+    if (!p) {
+      emu_log("out of memory capturing a group");
+      abort();
+    }
+    struct emu_op **pt = &p->ops;
+    while (*pp) {
+      struct emu_op *op = *pp;
+      if (op->stream != s) {
+        pp = &op->next;
+        continue;
+      }
+      *pp = op->next;
+      op->next = NULL;
+      atomic_fetch_add(&op->comm->refs, 1);   /* dropped by emu_plan_destroy */
+      *pt = op;
+      pt = &op->next;
+    }
+    p->n.type = EMU_NODE_KERNEL;
+    p->n.launch = emu_plan_launch;
+    p->n.destroy = emu_plan_destroy;
+    /* An invalidated capture refuses the node (and frees it): NCCL would
+     * see the failed kernel launch; the emulator just drops it. */
+    int rc = emu_capture_add(s, &p->n);
+    if (rc != EMU_OK && emu_verbose())
+      emu_log("NCCL operation on a capturing stream not captured (error %d)", rc);
+  }
+}
+
+void emu_launch(struct emu_op *ops)
+{
+  for (struct emu_op *op = ops; op; op = op->next)
+    op->stream = emu_stream_resolve(op->stream);
+  emu_capture_ops(&ops);
+  emu_launch_now(ops);
 }
