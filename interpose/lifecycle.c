@@ -180,9 +180,27 @@ NTI_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   LIFE_EPILOGUE(res);
 }
 
+/* Arguments NCCL rejects before any bootstrap (ncclInvalidArgument): the
+ * call is recorded as the rejected call it is, with no comm id, rank or
+ * size, so that it never counts as membership of the comm its unique id
+ * names (a rank 5 of 2 would make analyze see a 6-rank comm).
+ * aux = (rank << 32) | nranks as passed. */
+static ncclResult_t init_rejected(unsigned kind, int nranks, int rank, ncclResult_t (*call)(void *), void *arg,
+                                  int *nti_errno) {
+  struct life l = {.kind = kind, .aux = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)nranks};
+  life_enter(&l);
+  errno = *nti_errno;
+  ncclResult_t res = call(arg);
+  *nti_errno = errno;
+  life_exit(&l, res);
+  return res;
+}
+
 static ncclResult_t init_rank(unsigned kind, ncclComm_t *comm, int nranks, ncclUniqueId *id, int rank,
                               ncclConfig_t *config, int nid, ncclResult_t (*call)(void *), void *arg,
                               int *nti_errno) {
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return init_rejected(kind, nranks, rank, call, arg, nti_errno);
   uint64_t cid = kind == NTR_KIND_COMM_INIT_RANK_SCALABLE ? nti_id_scalable(id, nid)
                                                           : nti_hash_bytes(id, sizeof *id);
   int nb = config_nonblocking(config, env_nonblocking());

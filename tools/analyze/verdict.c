@@ -131,6 +131,23 @@ static int follows_mismatch(const struct nta_job *job, const struct nta_cand *k)
   return 0;
 }
 
+/* Is missing collective k the effect of a collective registration that
+ * holds the ranks it names?  They wait in ncclCommWindowRegister (or
+ * DevCommCreate) on k's comm, which the rank that issued k->seq skipped:
+ * that rank is the cause (an init_hang candidate names it), whoever was
+ * first on the clock. */
+static int waits_in_registration(const struct nta_job *job, const struct nta_cand *k) {
+  if (k->cls != NTA_MISSING_COLL || !k->comm || !k->nranks)
+    return 0;
+  for (int i = 0; i < k->nranks; i++) {
+    const struct nta_proc *p = proc_of_rank(job, k->comm, k->ranks[i]);
+    const struct nta_member *m = p ? nta_member_of(k->comm, p) : NULL;
+    if (!m || !m->cs || !m->cs->blocked_since || !nta_kind_collective_reg(m->cs->blocked_kind))
+      return 0;
+  }
+  return 1;
+}
+
 static int better(const struct nta_cand *a, const struct nta_cand *b) {
   /* a before b? */
   uint64_t ta = a->t_ns, tb = b->t_ns;
@@ -223,7 +240,7 @@ void nta_decide(struct nta_job *job) {
       ok = 1;
       break;
     case NTA_MISSING_COLL: case NTA_INIT_HANG:
-      ok = !explained(job, k) && !follows_mismatch(job, k);
+      ok = !explained(job, k) && !follows_mismatch(job, k) && !waits_in_registration(job, k);
       break;
     case NTA_ENV_MISMATCH:
       ok = k->refused; /* otherwise only a hint, below */
@@ -340,7 +357,12 @@ void nta_decide(struct nta_job *job) {
   if (job->nunreadable && o + 64 < sizeof(v->summary))
     snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
              job->nunreadable, job->nunreadable > 1 ? "s" : "");
-  snprintf(v->next, sizeof(v->next), "%s", next_step(v->cls));
+  if (v->cls == NTA_INIT_HANG && v->field[0])
+    snprintf(v->next, sizeof(v->next),
+             "make every rank of the communicator call nccl%s in the same order: it is collective, "
+             "and the ranks that called it wait for the others", v->field);
+  else
+    snprintf(v->next, sizeof(v->next), "%s", next_step(v->cls));
 }
 
 static int cmp_event(const void *a, const void *b) {
