@@ -25,6 +25,9 @@
  *   p2p_peer  ring exchange: R sends to the rank after its neighbour (needs 3 ranks)
  *   window_skip R never registers the symmetric-memory window the others
  *             register (collective: they wait in it) and goes on to step 1
+ *   loader_exit R ends as the dynamic linker ends a process whose symbol is
+ *             missing: "symbol lookup error" on stderr, exit_group(127)
+ *             without exit() (no atexit, no exit record)
  *   bad_rank  R passes rank WORLD_SIZE+3 to ncclCommInitRank, which NCCL
  *             rejects (ncclInvalidArgument), and exits 1
  *
@@ -32,6 +35,7 @@
  * Single-threaded; not signal-safe.
  */
 #include <signal.h>
+#include <sys/syscall.h>
 #include "common.h"
 
 /* Application markers land on nccltrace's timeline when it is preloaded;
@@ -46,7 +50,7 @@ static void mark(const char *what, long long v) {
 static const char *const cases[] = {"none", "stall", "op", "raw_op", "shape", "order", "dtype",
                                     "redop", "root", "skip", "lazy", "exit42", "app_error", "abort",
                                     "segv", "sigkill", "group", "split", "split_skip", "p2p", "p2p_peer",
-                                    "window_skip", "bad_rank", NULL};
+                                    "window_skip", "bad_rank", "loader_exit", NULL};
 
 static __attribute__((noinline)) void inject_segfault(volatile int *p) {
   *p = 42; /* the backtrace names this function */
@@ -179,6 +183,12 @@ int main(int argc, char **argv) {
       if (me) {
         ncclCommAbort(comm);
         exit(3);
+      }
+      NCCL_CHECK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, comm, s));
+    } else if (IS("loader_exit")) {
+      if (me) {
+        fprintf(stderr, "./faults: symbol lookup error: ./faults: undefined symbol: cudaMissingCall\n");
+        syscall(SYS_exit_group, 127);
       }
       NCCL_CHECK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, comm, s));
     } else if (IS("segv") || IS("sigkill")) {

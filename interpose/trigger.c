@@ -87,13 +87,17 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   t.tsc = ntr_clock_now();
   t.lost = ntr_ring_lost(&nti_g.ring);
   cat(t.reason, 0, sizeof t.reason, reason ? reason : trig_name(trigger_kind));
-  nti_record_event(NTR_KIND_DUMP, NULL, trig_name(trigger_kind), 0, (uint64_t)trigger_kind, 0);
   char path[512];
   path[0] = 0;
   int rc = ntr_dump_write(&nti_g.ring, &t, path, sizeof path);
   char line[768];
   size_t n = cat(line, 0, sizeof line, "nccltrace: ");
   if (rc == 0) {
+    /* Only once the file is renamed into place: a dump cut short (SIGKILL
+     * mid-write leaves its .tmp) or failed is never "written" in the ring.
+     * The dump itself therefore does not list its own Dump record; its
+     * trigger block says what it is. */
+    nti_record_event(NTR_KIND_DUMP, NULL, trig_name(trigger_kind), 0, (uint64_t)trigger_kind, 0);
     n = cat(line, n, sizeof line, "dump written: ");
     n = cat(line, n, sizeof line, path);
   } else if (rc == -EBUSY) {

@@ -211,7 +211,9 @@ static const char *next_step(enum nta_class c) {
   case NTA_HEALTHY: return "nothing to fix; keep nccltrace on to catch the next failure";
   case NTA_RANK_EXIT: return "read that rank's own log/traceback for why it exited; the hung peers are victims";
   case NTA_RANK_CRASH: return "debug the crash on that rank (backtrace above, core dump); the peers' NCCL errors are effects";
-  case NTA_RANK_KILLED: return "check the kernel log (dmesg: OOM killer) and the scheduler of that host for who sent SIGKILL";
+  case NTA_RANK_KILLED: return "read that rank's stderr and exit status first (exit 127 with 'symbol lookup error' or "
+                               "'error while loading shared libraries': the dynamic linker ended it), then the kernel "
+                               "log (dmesg: OOM killer) and the scheduler of that host for who sent SIGKILL";
   case NTA_APP_ABORT: return "find why the application aborted the communicator on that rank (its error handling path)";
   case NTA_COLL_MISMATCH: return "fix the code path where ranks diverge so every rank issues the same collective at that seq";
   case NTA_P2P_MISMATCH: return "make the send and its matching receive agree (count, datatype, peer)";
