@@ -23,11 +23,19 @@
  *   split_skip R never calls ncclCommSplit (the others wait in it), exits 0
  *   p2p       ring exchange: R sends twice the count its neighbour receives
  *   p2p_peer  ring exchange: R sends to the rank after its neighbour (needs 3 ranks)
+ *   window_skip R never registers the symmetric-memory window the others
+ *             register (collective: they wait in it) and goes on to step 1
+ *   loader_exit R ends as the dynamic linker ends a process whose symbol is
+ *             missing: "symbol lookup error" on stderr, exit_group(127)
+ *             without exit() (no atexit, no exit record)
+ *   bad_rank  R passes rank WORLD_SIZE+3 to ncclCommInitRank, which NCCL
+ *             rejects (ncclInvalidArgument), and exits 1
  *
  *   examples/launch.sh 4 ./faults op --step 2 --rank 3
  * Single-threaded; not signal-safe.
  */
 #include <signal.h>
+#include <sys/syscall.h>
 #include "common.h"
 
 /* Application markers land on nccltrace's timeline when it is preloaded;
@@ -41,7 +49,8 @@ static void mark(const char *what, long long v) {
 
 static const char *const cases[] = {"none", "stall", "op", "raw_op", "shape", "order", "dtype",
                                     "redop", "root", "skip", "lazy", "exit42", "app_error", "abort",
-                                    "segv", "sigkill", "group", "split", "split_skip", "p2p", "p2p_peer", NULL};
+                                    "segv", "sigkill", "group", "split", "split_skip", "p2p", "p2p_peer",
+                                    "window_skip", "bad_rank", "loader_exit", NULL};
 
 static __attribute__((noinline)) void inject_segfault(volatile int *p) {
   *p = 42; /* the backtrace names this function */
@@ -89,6 +98,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   ncclComm_t comm, sub = NULL;
+  if (IS("bad_rank") && me) {
+    ncclResult_t r = ncclCommInitRank(&comm, ex_size, id, ex_size + 3);
+    fprintf(stderr, "rank %d: ncclCommInitRank(nranks=%d, rank=%d): %s\n", ex_rank, ex_size, ex_size + 3,
+            ncclGetErrorString(r));
+    return 1;
+  }
   NCCL_CHECK(ncclCommInitRank(&comm, ex_size, id, ex_rank));
   if (IS("split"))
     NCCL_CHECK(ncclCommSplit(comm, ex_rank % 2, ex_rank, &sub, NULL));
@@ -98,6 +113,15 @@ int main(int argc, char **argv) {
       return 0; /* leaves the communicator undestroyed, like an early return */
     }
     NCCL_CHECK(ncclCommSplit(comm, 0, ex_rank, &sub, NULL));
+  }
+  ncclWindow_t win = NULL;
+  void *wbuf = NULL;
+  if (IS("window_skip")) {
+    CUDA_CHECK(cudaMalloc(&wbuf, 1 << 16));
+    if (me)
+      fprintf(stderr, "rank %d: skipping ncclCommWindowRegister\n", ex_rank);
+    else
+      NCCL_CHECK(ncclCommWindowRegister(comm, wbuf, 1 << 16, &win, NCCL_WIN_COLL_SYMMETRIC));
   }
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreate(&s));
@@ -159,6 +183,12 @@ int main(int argc, char **argv) {
       if (me) {
         ncclCommAbort(comm);
         exit(3);
+      }
+      NCCL_CHECK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, comm, s));
+    } else if (IS("loader_exit")) {
+      if (me) {
+        fprintf(stderr, "./faults: symbol lookup error: ./faults: undefined symbol: cudaMissingCall\n");
+        syscall(SYS_exit_group, 127);
       }
       NCCL_CHECK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, comm, s));
     } else if (IS("segv") || IS("sigkill")) {

@@ -1,5 +1,6 @@
 /* lifecycle.c -- the hand-written NT_LIFE wrappers: unique ids, inits,
- * split/shrink, finalize/destroy/abort/revoke, ncclCommGetAsyncError.
+ * split/shrink, finalize/destroy/abort/revoke, ncclCommGetAsyncError,
+ * window registration and device communicators.
  *
  * Thread-safety: any thread.  Registry changes and the watchdog's use of
  * comm handles are serialized by nti_life_lock (never held across a real
@@ -179,9 +180,27 @@ NTI_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId) {
   LIFE_EPILOGUE(res);
 }
 
+/* Arguments NCCL rejects before any bootstrap (ncclInvalidArgument): the
+ * call is recorded as the rejected call it is, with no comm id, rank or
+ * size, so that it never counts as membership of the comm its unique id
+ * names (a rank 5 of 2 would make analyze see a 6-rank comm).
+ * aux = (rank << 32) | nranks as passed. */
+static ncclResult_t init_rejected(unsigned kind, int nranks, int rank, ncclResult_t (*call)(void *), void *arg,
+                                  int *nti_errno) {
+  struct life l = {.kind = kind, .aux = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)nranks};
+  life_enter(&l);
+  errno = *nti_errno;
+  ncclResult_t res = call(arg);
+  *nti_errno = errno;
+  life_exit(&l, res);
+  return res;
+}
+
 static ncclResult_t init_rank(unsigned kind, ncclComm_t *comm, int nranks, ncclUniqueId *id, int rank,
                               ncclConfig_t *config, int nid, ncclResult_t (*call)(void *), void *arg,
                               int *nti_errno) {
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return init_rejected(kind, nranks, rank, call, arg, nti_errno);
   uint64_t cid = kind == NTR_KIND_COMM_INIT_RANK_SCALABLE ? nti_id_scalable(id, nid)
                                                           : nti_hash_bytes(id, sizeof *id);
   int nb = config_nonblocking(config, env_nonblocking());
@@ -473,5 +492,79 @@ NTI_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asy
       nti_async_transition(c, *asyncError);
     __atomic_store_n(&c->async_poller, 0, __ATOMIC_RELEASE);
   }
+  LIFE_EPILOGUE(res);
+}
+
+/* Window registration and device-communicator creation are collective over
+ * the communicator (NCCL 2.28): recorded on it with ENTER and EXIT, and the
+ * comm is "blocked" meanwhile, so a rank whose peers never call them shows
+ * as waiting in them (analyze: init_hang).  aux = the window's size. */
+static ncclResult_t comm_reg_call(unsigned kind, ncclComm_t comm, uint64_t aux, ncclResult_t (*call)(void *),
+                                  void *arg, int *nti_errno) {
+  struct life l = {.kind = kind, .c = nti_comm_lookup(comm), .aux = aux};
+  life_enter(&l);
+  errno = *nti_errno;
+  ncclResult_t res = call(arg);
+  *nti_errno = errno;
+  life_exit(&l, res);
+  return res;
+}
+
+struct reg_args {
+  void *real;
+  ncclComm_t comm;
+  void *buff;
+  size_t size;
+  ncclWindow_t *winp, win;
+  int flags;
+  const ncclDevCommRequirements_t *reqs;
+  ncclDevComm_t *dev;
+  const ncclDevComm_t *cdev;
+};
+static ncclResult_t call_win_reg(void *p) {
+  struct reg_args *a = p;
+  return ((nti_fn_ncclCommWindowRegister_t)a->real)(a->comm, a->buff, a->size, a->winp, a->flags);
+}
+static ncclResult_t call_win_dereg(void *p) {
+  struct reg_args *a = p;
+  return ((nti_fn_ncclCommWindowDeregister_t)a->real)(a->comm, a->win);
+}
+static ncclResult_t call_dev_create(void *p) {
+  struct reg_args *a = p;
+  return ((nti_fn_ncclDevCommCreate_t)a->real)(a->comm, a->reqs, a->dev);
+}
+static ncclResult_t call_dev_destroy(void *p) {
+  struct reg_args *a = p;
+  return ((nti_fn_ncclDevCommDestroy_t)a->real)(a->comm, a->cdev);
+}
+
+NTI_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
+                                               int winFlags) {
+  LIFE_PROLOGUE(ncclCommWindowRegister, (comm, buff, size, win, winFlags));
+  struct reg_args a = {.real = (void *)real, .comm = comm, .buff = buff, .size = size, .winp = win,
+                       .flags = winFlags};
+  ncclResult_t res = comm_reg_call(NTR_KIND_COMM_WINDOW_REGISTER, comm, size, call_win_reg, &a, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  LIFE_PROLOGUE(ncclCommWindowDeregister, (comm, win));
+  struct reg_args a = {.real = (void *)real, .comm = comm, .win = win};
+  ncclResult_t res = comm_reg_call(NTR_KIND_COMM_WINDOW_DEREGISTER, comm, 0, call_win_dereg, &a, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs,
+                                          ncclDevComm_t *outDevComm) {
+  LIFE_PROLOGUE(ncclDevCommCreate, (comm, reqs, outDevComm));
+  struct reg_args a = {.real = (void *)real, .comm = comm, .reqs = reqs, .dev = outDevComm};
+  ncclResult_t res = comm_reg_call(NTR_KIND_DEV_COMM_CREATE, comm, 0, call_dev_create, &a, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm) {
+  LIFE_PROLOGUE(ncclDevCommDestroy, (comm, devComm));
+  struct reg_args a = {.real = (void *)real, .comm = comm, .cdev = devComm};
+  ncclResult_t res = comm_reg_call(NTR_KIND_DEV_COMM_DESTROY, comm, 0, call_dev_destroy, &a, &nti_errno);
   LIFE_EPILOGUE(res);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <nccl.h>
+#include "interpose/nccl_devapi.h"
 
 #include "recorder/format.h"
 #include "recorder/ring.h"

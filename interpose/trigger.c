@@ -32,6 +32,30 @@ static size_t cat(char *dst, size_t len, size_t cap, const char *s) {
   return len;
 }
 
+/* The reason cut to the trigger's field: when it does not fit, it ends in
+ * "..." and every parenthesis it opened is closed, so a cut text still
+ * reads as one (a lost-peer reason is longer than the field).
+ * Async-signal-safe: loops over the bytes only. */
+static void reason_fit(char *dst, size_t cap, const char *s) {
+  size_t len = cat(dst, 0, cap, s);
+  if (!s || !s[len] || cap < 8)
+    return;
+  for (;;) {
+    int open = 0;
+    for (size_t i = 0; i < len; i++)
+      open += dst[i] == '(' ? 1 : dst[i] == ')' ? -1 : 0;
+    if (open < 0)
+      open = 0;
+    if (len + 3 + (size_t)open + 1 <= cap) {
+      len = cat(dst, len, cap, "...");
+      while (open-- > 0)
+        len = cat(dst, len, cap, ")");
+      return;
+    }
+    dst[--len] = 0;
+  }
+}
+
 static void errno_text(char *buf, size_t cap, int e) {
   /* Decimal by hand: snprintf is not async-signal-safe. */
   char tmp[16];
@@ -86,14 +110,18 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   t.exit_code = exit_code;
   t.tsc = ntr_clock_now();
   t.lost = ntr_ring_lost(&nti_g.ring);
-  cat(t.reason, 0, sizeof t.reason, reason ? reason : trig_name(trigger_kind));
-  nti_record_event(NTR_KIND_DUMP, NULL, trig_name(trigger_kind), 0, (uint64_t)trigger_kind, 0);
+  reason_fit(t.reason, sizeof t.reason, reason ? reason : trig_name(trigger_kind));
   char path[512];
   path[0] = 0;
   int rc = ntr_dump_write(&nti_g.ring, &t, path, sizeof path);
   char line[768];
   size_t n = cat(line, 0, sizeof line, "nccltrace: ");
   if (rc == 0) {
+    /* Only once the file is renamed into place: a dump cut short (SIGKILL
+     * mid-write leaves its .tmp) or failed is never "written" in the ring.
+     * The dump itself therefore does not list its own Dump record; its
+     * trigger block says what it is. */
+    nti_record_event(NTR_KIND_DUMP, NULL, trig_name(trigger_kind), 0, (uint64_t)trigger_kind, 0);
     n = cat(line, n, sizeof line, "dump written: ");
     n = cat(line, n, sizeof line, path);
   } else if (rc == -EBUSY) {

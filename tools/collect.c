@@ -1,6 +1,9 @@
 /* collect.c -- `nccltrace collect [--rings R] [--dir D]`: turn the ring files
  * of processes that no longer exist into dumps (trigger "collected"), and
- * remove each ring only once its dump is safely on disk.
+ * remove each ring only once its dump is safely on disk.  A dump its process
+ * never finished (killed mid-write: `.nccltrace-....zst.tmp` left in D) is
+ * salvaged into a finished dump whose trigger reason starts "salvaged", or
+ * removed when the process's ring was collected (the ring holds more).
  *
  * Thread-safety: single-threaded command.  Not signal-safe.
  * A ring is held with a non-blocking exclusive flock while it is converted,
@@ -8,6 +11,7 @@
  * live processes and rings written on another host (a shared directory) are
  * never touched: pid numbers mean nothing across hosts.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -15,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "recorder/dump.h"
@@ -115,6 +120,72 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
   return rc;
 }
 
+/* Leftover temp files of unfinished dumps in dir: salvage what they hold.
+ * A temp file of a live process on this host is being written: left alone. */
+static int salvage_tmps(const char *dir, const char *myhost) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0;
+  int worst = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (strncmp(e->d_name, ".nccltrace-", 11) != 0 || l < 16 || strcmp(e->d_name + l - 4, ".tmp") != 0)
+      continue;
+    char path[8192], raw[4096];
+    if (snprintf(raw, sizeof raw, "%s/%s", dir, e->d_name) >= (int)sizeof raw)
+      continue;
+    ntt_esc(raw, path, sizeof path);
+    /* Only our own regular files: a temp file another user put into a
+     * shared dump directory must not become a dump of ours. */
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid()) {
+      printf("%s: not a regular file of yours: left alone\n", path);
+      continue;
+    }
+    struct ntr_image img;
+    char err[512];
+    if (ntr_image_load(raw, 1, &img, err, sizeof err)) {
+      char se[512];
+      printf("%s: unfinished dump, nothing salvageable (%s): left alone\n", path, ntt_esc(err, se, sizeof se));
+      continue;
+    }
+    if (strcmp(img.hdr.host, myhost) == 0 && kill((pid_t)img.hdr.pid, 0) == 0) {
+      printf("%s: pid %d is alive (still writing?): left alone\n", path, img.hdr.pid);
+      ntr_image_free(&img);
+      continue;
+    }
+    struct ntr_trigger trig = img.trigger;
+    if (!img.has_trigger) {
+      memset(&trig, 0, sizeof trig);
+      trig.kind = NTR_TRIG_COLLECTED;
+      trig.tsc = ntt_image_last_tsc(&img);
+    }
+    char was[sizeof trig.reason];
+    ntt_field_str(trig.reason, sizeof trig.reason, was, sizeof was);
+    /* "salvaged: <the trigger's own reason>", cut to the field */
+    char reason[sizeof trig.reason + 16];
+    snprintf(reason, sizeof reason, "salvaged: %s", was);
+    memcpy(trig.reason, reason, sizeof trig.reason - 1);
+    trig.reason[sizeof trig.reason - 1] = '\0';
+    char out[4096] = "";
+    int w = ntr_dump_write_image(dir, &img.hdr, img.comms, img.ncomms, img.stacks, img.nstacks, img.recs,
+                                 img.nrecs, &trig, out, sizeof out);
+    if (w != 0) {
+      fprintf(stderr, "nccltrace: %s: cannot write the salvaged dump into %s: %s; kept\n", path, dir, strerror(-w));
+      worst = 1;
+    } else {
+      unlink(raw);
+      printf("%s: unfinished dump of pid %d, %llu records%s -> %s\n", path, img.hdr.pid,
+             (unsigned long long)img.nrecs, img.salvaged ? " (salvaged, damaged)" : "", out);
+    }
+    ntr_image_free(&img);
+  }
+  closedir(d);
+  return worst;
+}
+
 int ntt_collect_main(int argc, char **argv) {
   static const struct option opts[] = {
       {"rings", required_argument, NULL, 'r'}, {"dir", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0}};
@@ -135,32 +206,33 @@ int ntt_collect_main(int argc, char **argv) {
     fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n");
     return NTT_EXIT_INPUT;
   }
+  /* As the recorder stores it (struct ntr_ring_header.host): 63 bytes. */
+  char host[64] = "";
+  if (gethostname(host, sizeof host) != 0)
+    snprintf(host, sizeof host, "unknown");
+  host[sizeof host - 1] = '\0';
+  int tmp_rc = salvage_tmps(dir, host);
   char **list = NULL, why[512], shown[4096];
   ntt_esc(rings, shown, sizeof shown);
   int n = ntt_list_rings(rings, named, &list, why, sizeof why);
   if (n < 0) {
     if (errno == ENOENT) {
       printf("no ring directory %s: nothing to collect\n", shown);
-      return NTT_EXIT_OK;
+      return tmp_rc;
     }
     fprintf(stderr, "nccltrace: %s: %s\n", shown, why);
     return NTT_EXIT_INPUT;
   }
   if (n == 0) {
     printf("no ring files in %s: nothing to collect\n", shown);
-    return NTT_EXIT_OK;
+    return tmp_rc;
   }
   if (mkdir_p(dir) != 0) {
     fprintf(stderr, "nccltrace: %s: %s\n", dir, strerror(errno));
     ntt_paths_free(list, n);
     return NTT_EXIT_FAIL;
   }
-  /* As the recorder stores it (struct ntr_ring_header.host): 63 bytes. */
-  char host[64] = "";
-  if (gethostname(host, sizeof host) != 0)
-    snprintf(host, sizeof host, "unknown");
-  host[sizeof host - 1] = '\0';
-  int worst = 0;
+  int worst = tmp_rc;
   for (int i = 0; i < n; i++) {
     int rc = collect_one(list[i], dir, host);
     if (rc == 2 || (rc == 1 && worst != 2))

@@ -106,11 +106,31 @@ static void print_comms(FILE *out, const struct ntr_image *img) {
   }
 }
 
+/* Ring positions are handed out to threads in blocks, so position order is
+ * not time order across threads: the listing sorts by time (position breaks
+ * ties, which keeps one thread's records in its own order). */
+static const struct ntr_record *sort_recs;
+static int by_time(const void *a, const void *b) {
+  uint64_t i = *(const uint64_t *)a, j = *(const uint64_t *)b;
+  uint64_t ti = sort_recs[i].tsc, tj = sort_recs[j].tsc;
+  if (ti != tj)
+    return ti < tj ? -1 : 1;
+  return (i > j) - (i < j);
+}
+
 static void print_records(FILE *out, const struct ntr_image *img) {
-  fprintf(out, "records (oldest first):\n  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s\n", "TIME", "COMM", "RANK", "SEQ",
-          "OP", "STATE", "RESULT");
-  for (uint64_t i = 0; i < img->nrecs; i++) {
-    const struct ntr_record *r = &img->recs[i];
+  fprintf(out, "records (oldest first, by time):\n  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s\n", "TIME", "COMM", "RANK",
+          "SEQ", "OP", "STATE", "RESULT");
+  uint64_t *order = img->nrecs ? malloc(img->nrecs * sizeof *order) : NULL;
+  for (uint64_t i = 0; order && i < img->nrecs; i++)
+    order[i] = i;
+  if (order) {
+    sort_recs = img->recs;
+    qsort(order, img->nrecs, sizeof *order, by_time);
+  }
+  for (uint64_t k = 0; k < img->nrecs; k++) {
+    /* without memory for the index: position order, as stored */
+    const struct ntr_record *r = &img->recs[order ? order[k] : k];
     char tb[48], comm[12] = "-", rank[12] = "-", op[160], seq[24] = "-";
     ntt_fmt_time(ntr_image_ns(img, r->tsc), tb, sizeof tb);
     if (r->comm_id)
@@ -123,6 +143,7 @@ static void print_records(FILE *out, const struct ntr_image *img) {
     fprintf(out, "  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s\n", tb, comm, rank, seq, op, ntt_rec_state(r),
             r->result >= 0 ? ntr_result_name(r->result) : "-");
   }
+  free(order);
 }
 
 static void print_text(FILE *out, const struct ntr_image *img) {

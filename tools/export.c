@@ -321,7 +321,8 @@ int ntt_export_main(int argc, char **argv) {
     fprintf(stderr, "nccltrace: export: cannot write %s\n", outpath);
     rc = NTT_EXIT_FAIL;
   } else if (strcmp(outpath, "-") != 0) {
-    fprintf(stderr, "nccltrace: wrote %s (%d processes, %zu events)\n", outpath, np, json_array_size(events));
+    fprintf(stderr, "nccltrace: wrote %s (%d process%s, %zu events)\n", outpath, np, np == 1 ? "" : "es",
+            json_array_size(events));
   }
   json_decref(root);
   for (int i = 0; i < np; i++)

@@ -203,6 +203,18 @@ static void forward(int sig) {
     kill((pid_t)child_pid, sig);
 }
 
+/* A relative --dir is made absolute here: the ranks may change directory,
+ * and the paths they print ("dump written: ...") must work from anywhere. */
+static void set_dir_env(const char *var, const char *dir) {
+  char cwd[PATH_MAX], abs[2 * PATH_MAX + 2];
+  if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
+    snprintf(abs, sizeof abs, "%s/%s", cwd, dir);
+    setenv(var, abs, 1);
+  } else {
+    setenv(var, dir, 1);
+  }
+}
+
 int ntt_run_main(int argc, char **argv) {
   static const struct option opts[] = {
       {"dir", required_argument, NULL, 'd'},     {"ring-dir", required_argument, NULL, 'r'},
@@ -214,8 +226,8 @@ int ntt_run_main(int argc, char **argv) {
   /* "+": stop at the first non-option, so CMD's own options stay CMD's. */
   while ((c = getopt_long(argc, argv, "+d:r:c:t:Ch", opts, NULL)) != -1) {
     switch (c) {
-    case 'd': setenv("NCCLTRACE_DIR", optarg, 1); break;
-    case 'r': setenv("NCCLTRACE_RING_DIR", optarg, 1); break;
+    case 'd': set_dir_env("NCCLTRACE_DIR", optarg); break;
+    case 'r': set_dir_env("NCCLTRACE_RING_DIR", optarg); break;
     case 'c':
       if (strcmp(optarg, "off") && strcmp(optarg, "async") && strcmp(optarg, "strict")) {
         fprintf(stderr, "nccltrace: run: --check wants off, async or strict, not '%s'\n", optarg);

@@ -10,6 +10,7 @@
  * Thread-safety: stateless.  Signal-safety: every function is.
  */
 #include <nccl.h>
+#include "interpose/nccl_devapi.h"
 
 #define NOOP_API __attribute__((visibility("default"), weak))
 

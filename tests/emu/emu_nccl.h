@@ -79,6 +79,9 @@ struct emu_shm {
    * p2p_want[1][a][b]: rank a has asked to connect for receiving from b.
    * a -> b is connected once both [0][a][b] and [1][b][a] are set. */
   _Atomic uint8_t p2p_want[2][EMU_MAX_RANKS][EMU_MAX_RANKS];
+  /* coll_reg[r]: collective registrations (windows, device comms) rank r
+   * has posted; the n-th completes once every rank posted n (emu_nccl_dev.c). */
+  _Atomic uint32_t coll_reg[EMU_MAX_RANKS];
   /* followed at emu_shm_coll_off by mailboxes */
 };
 
@@ -134,6 +137,7 @@ struct ncclComm {
    * from p.  Only the thread using the comm touches it (NCCL's rule). */
   bool p2p_conn[2][EMU_MAX_RANKS];
   uint32_t ctrl_count, split_count, shrink_count;
+  uint32_t coll_reg_count;        /* under mu: registrations this rank posted */
   struct emu_fault faults[EMU_MAX_FAULTS];
   int nfaults;
   struct emu_user_op user_ops[EMU_MAX_USER_OPS];
@@ -172,6 +176,8 @@ void emu_comm_bell(struct ncclComm *c);
 int emu_comm_cancelled(const struct ncclComm *c);
 void emu_set_last_error(struct ncclComm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *emu_get_last_error(struct ncclComm *c);
+/* Wait on c's bell until pred holds: 0, or -1 once c is aborted/revoked. */
+int emu_wait_bell(struct ncclComm *c, bool (*pred)(struct ncclComm *, void *), void *arg);
 void emu_op_finished(struct ncclComm *c);
 
 /* emu_nccl_sweep.c: once per process, remove the bootstrap segments whose
@@ -196,6 +202,13 @@ int emu_p2p_connect(struct emu_op *ops, struct ncclComm ***held);
 enum { EMU_STEP_BLOCKED = 0, EMU_STEP_PROGRESS = 1, EMU_STEP_DONE = 2 };
 int emu_op_step(struct emu_op *op, uint64_t *wake_ns);
 void emu_launch(struct emu_op *ops);
+/* The calling thread's ncclGroupStart depth (emu_nccl_api.c). */
+int emu_group_depth_now(void);
+
+/* emu_nccl_dev.c: the registrations a group posted complete at its
+ * outermost ncclGroupEnd, which waits for them here.
+ * @return ncclSuccess, or ncclInvalidUsage when a comm was aborted meanwhile. */
+ncclResult_t emu_reg_group_end(void);
 
 /* emu_nccl_red.c */
 size_t emu_dtype_size(int dtype);

@@ -317,6 +317,8 @@ EMU_API ncclResult_t pncclGroupStart(void)
   return ncclSuccess;
 }
 
+int emu_group_depth_now(void) { return emu_group_depth; }
+
 static ncclResult_t emu_group_end(bool simulate)
 {
   if (emu_group_depth == 0) {
@@ -325,7 +327,8 @@ static ncclResult_t emu_group_end(bool simulate)
   }
   if (--emu_group_depth > 0)
     return ncclSuccess;
-  ncclResult_t rc = emu_group_error;
+  ncclResult_t reg = emu_reg_group_end();
+  ncclResult_t rc = emu_group_error != ncclSuccess ? emu_group_error : reg;
   emu_group_error = ncclSuccess;
   if (rc != ncclSuccess || simulate) {
     /* The group's operations are dropped: nothing reaches a stream. */

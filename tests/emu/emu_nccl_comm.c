@@ -243,7 +243,7 @@ static uint64_t emu_fnv(uint64_t h, const void *p, size_t n)
 
 /* Wait on the shared bell until pred(arg) holds or the comm is cancelled
  * (then -1).  Bounded sleeps: the monitor and abort need no extra wake. */
-static int emu_wait_bell(struct ncclComm *c, bool (*pred)(struct ncclComm *, void *), void *arg)
+int emu_wait_bell(struct ncclComm *c, bool (*pred)(struct ncclComm *, void *), void *arg)
 {
   for (;;) {
     uint32_t snap = atomic_load_explicit(&c->shm->bell, memory_order_acquire);

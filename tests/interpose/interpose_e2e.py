@@ -552,7 +552,12 @@ def t_exports():
     rows = re.findall(r"^NT_(?:COLL|P2P|GROUP|LIFE)\((\w+),", open(ENV["def"]).read(), re.M)
     # forwarders for drop-in mode (interpose/nccl_passthrough.def, next to the table)
     passdef = os.path.join(os.path.dirname(ENV["def"]), "nccl_passthrough.def")
-    rows += re.findall(r"^NT_PASS\([^,]+, [^,]+, (\w+),", open(passdef).read(), re.M)
+    # (the name is the argument followed by the parameter list; a failure
+    # value may hold commas)
+    passrows = re.findall(r"^NT_PASS(\w*)\(.*?\b(nccl[A-Z][A-Za-z0-9]*),\s*\((?!\()", open(passdef).read(), re.M | re.S)
+    # every NCCL name also has its pnccl* profiling alias, except the NOALIAS rows
+    aliased = rows + [n for cls, n in passrows if cls != "_VOID_NOALIAS"]
+    rows += [n for _, n in passrows] + ["p" + n for n in aliased]
     want = set(rows) | {"nccltrace_mark", "nccltrace_dump", "nccltrace_version", "nccltrace_enabled",
                         "sigaction", "signal", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
                         "execl", "execlp", "execle", "fexecve", "execveat"}

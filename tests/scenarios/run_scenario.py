@@ -46,6 +46,8 @@ def parse():
     p.add_argument("--expect-signal", type=int)
     p.add_argument("--expect-error")
     p.add_argument("--expect-comm-nranks", type=int)
+    p.add_argument("--expect-text", action="append", default=[],
+                   help="a substring of the verdict's summary or next step")
     p.add_argument("--min-procs", type=int,
                    help="processes that must have left evidence (default: every rank)")
     p.add_argument("prog", nargs=argparse.REMAINDER)
@@ -174,6 +176,9 @@ def check(a, doc, log):
     if a.expect_comm_nranks is not None:
         comm = [c for c in doc.get("comms", []) if c.get("id") == v.get("comm")]
         want("verdict comm nranks", comm[0].get("nranks") if comm else None, a.expect_comm_nranks)
+    for t in a.expect_text:
+        if t not in (v.get("summary") or "") + " " + (v.get("next") or ""):
+            bad.append("verdict text lacks %r" % t)
     if a.expect_class != "healthy" and not v.get("comm") and a.expect_class not in (
             "rank_exit", "rank_crash", "rank_killed"):
         bad.append("verdict names no communicator")

@@ -383,6 +383,8 @@ int nta_detect(struct nta_job *job);
 void nta_detect_p2p(struct nta_job *job, const struct nta_comm *c);
 void nta_detect_env(struct nta_job *job, const struct nta_comm *c);
 void nta_detect_init(struct nta_job *job, const struct nta_comm *c);       /* detect_init.c */
+/* ncclCommWindowRegister / ncclDevCommCreate: collective over the comm. */
+int nta_kind_collective_reg(unsigned kind);
 void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c); /* detect_init.c */
 void nta_rank_list(const int *r, int n, char *buf, size_t len);
 const char *nta_plural(int n);

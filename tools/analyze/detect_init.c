@@ -1,6 +1,8 @@
 /* detect_init.c -- communicator creation that never completed: an init some
  * members entered and never returned from, and a split or shrink (recorded
- * on the parent) some parent ranks wait in while the others never called it.
+ * on the parent) some parent ranks wait in while the others never called it;
+ * likewise a collective registration (a symmetric-memory window, a device
+ * communicator), which NCCL 2.28 completes only once every rank called it.
  *
  * Thread-safety: single-threaded (after loading).  Not signal-safe.
  * Ranks without evidence are enumerated only up to NTA_MAX_VRANKS, from the
@@ -13,6 +15,10 @@
  * child's rank and size are known only after the call), so a split that
  * never completes is seen as parent members blocked in it; the parent's
  * other ranks never joined. */
+int nta_kind_collective_reg(unsigned kind) {
+  return kind == NTR_KIND_COMM_WINDOW_REGISTER || kind == NTR_KIND_DEV_COMM_CREATE;
+}
+
 void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
   int waiting[NTA_MAX_VRANKS], nw = 0;
   uint64_t t = 0;
@@ -21,7 +27,8 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
     const struct nta_member *m = c->ranked[i];
     const struct ntr_comm_state *cs = m->cs;
     if (!cs || !cs->blocked_since ||
-        (cs->blocked_kind != NTR_KIND_COMM_SPLIT && cs->blocked_kind != NTR_KIND_COMM_SHRINK))
+        (cs->blocked_kind != NTR_KIND_COMM_SPLIT && cs->blocked_kind != NTR_KIND_COMM_SHRINK &&
+         !nta_kind_collective_reg(cs->blocked_kind)))
       continue;
     uint64_t since = ntr_image_ns(m->proc->img, cs->blocked_since);
     if (!t || since < t)
@@ -36,6 +43,9 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
   if (!k)
     return;
   k->comm = c;
+  /* field names the registration call (the advice differs from an init's) */
+  if (nta_kind_collective_reg(kind))
+    snprintf(k->field, sizeof(k->field), "%s", ntr_kind_name(kind));
   /* Every rank of the parent that is not waiting, the first NTA_MAX_VRANKS:
    * at most NTA_MAX_VRANKS + nw steps. */
   for (int r = 0, w = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++) {

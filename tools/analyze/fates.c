@@ -131,6 +131,11 @@ void nta_detect_fates(struct nta_job *job) {
     char where[128];
     proc_where(p, where, sizeof(where));
     struct nta_cand *k = NULL;
+    /* collect's salvage of a dump its process never finished (tools/collect.c) */
+    if (p->img->has_trigger && strncmp(p->img->trigger.reason, "salvaged:", 9) == 0)
+      nta_event_add(job, ntr_image_ns(p->img, p->img->trigger.tsc), p->lrank, "salvaged",
+                    "%s: its dump was never finished (the process was killed while writing it); "
+                    "collect salvaged what the file held", where);
     if (p->fate == NTA_EXITED) {
       nta_event_add(job, p->fate_ns, p->lrank, "exit", "%s exited with code %d", where, p->exit_code);
       if (p->exit_code != 0 && (k = nta_cand_add(job, NTA_RANK_EXIT, p->fate_ns)) != NULL) {
@@ -161,11 +166,14 @@ void nta_detect_fates(struct nta_job *job) {
     } else if (p->fate == NTA_VANISHED) {
       /* one ns after its last record: the chain shows that record first */
       nta_event_add(job, p->fate_ns + 1, p->lrank, "vanished",
-                    "%s left no exit record and is gone (SIGKILL or OOM killer); last record here", where);
+                    "%s left no exit record and is gone; last record here", where);
+      /* What is known is only that no exit was recorded: SIGKILL, the OOM
+       * killer, and ends that bypass exit() all look alike here. */
       if ((k = nta_cand_add(job, NTA_RANK_KILLED, p->fate_ns)) != NULL)
         snprintf(k->summary, sizeof(k->summary),
-                 "rank %d (%s) vanished without an exit record (SIGKILL or the OOM killer)", p->lrank,
-                 where);
+                 "rank %d (%s) vanished without an exit record; causes include SIGKILL, the OOM killer and "
+                 "ends that bypass exit() (the dynamic linker's 'symbol lookup error', _exit from a vfork child)",
+                 p->lrank, where);
     }
     if (k) {
       k->proc = p;

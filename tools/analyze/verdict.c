@@ -131,6 +131,23 @@ static int follows_mismatch(const struct nta_job *job, const struct nta_cand *k)
   return 0;
 }
 
+/* Is missing collective k the effect of a collective registration that
+ * holds the ranks it names?  They wait in ncclCommWindowRegister (or
+ * DevCommCreate) on k's comm, which the rank that issued k->seq skipped:
+ * that rank is the cause (an init_hang candidate names it), whoever was
+ * first on the clock. */
+static int waits_in_registration(const struct nta_job *job, const struct nta_cand *k) {
+  if (k->cls != NTA_MISSING_COLL || !k->comm || !k->nranks)
+    return 0;
+  for (int i = 0; i < k->nranks; i++) {
+    const struct nta_proc *p = proc_of_rank(job, k->comm, k->ranks[i]);
+    const struct nta_member *m = p ? nta_member_of(k->comm, p) : NULL;
+    if (!m || !m->cs || !m->cs->blocked_since || !nta_kind_collective_reg(m->cs->blocked_kind))
+      return 0;
+  }
+  return 1;
+}
+
 static int better(const struct nta_cand *a, const struct nta_cand *b) {
   /* a before b? */
   uint64_t ta = a->t_ns, tb = b->t_ns;
@@ -194,7 +211,9 @@ static const char *next_step(enum nta_class c) {
   case NTA_HEALTHY: return "nothing to fix; keep nccltrace on to catch the next failure";
   case NTA_RANK_EXIT: return "read that rank's own log/traceback for why it exited; the hung peers are victims";
   case NTA_RANK_CRASH: return "debug the crash on that rank (backtrace above, core dump); the peers' NCCL errors are effects";
-  case NTA_RANK_KILLED: return "check the kernel log (dmesg: OOM killer) and the scheduler of that host for who sent SIGKILL";
+  case NTA_RANK_KILLED: return "read that rank's stderr and exit status first (exit 127 with 'symbol lookup error' or "
+                               "'error while loading shared libraries': the dynamic linker ended it), then the kernel "
+                               "log (dmesg: OOM killer) and the scheduler of that host for who sent SIGKILL";
   case NTA_APP_ABORT: return "find why the application aborted the communicator on that rank (its error handling path)";
   case NTA_COLL_MISMATCH: return "fix the code path where ranks diverge so every rank issues the same collective at that seq";
   case NTA_P2P_MISMATCH: return "make the send and its matching receive agree (count, datatype, peer)";
@@ -223,7 +242,7 @@ void nta_decide(struct nta_job *job) {
       ok = 1;
       break;
     case NTA_MISSING_COLL: case NTA_INIT_HANG:
-      ok = !explained(job, k) && !follows_mismatch(job, k);
+      ok = !explained(job, k) && !follows_mismatch(job, k) && !waits_in_registration(job, k);
       break;
     case NTA_ENV_MISMATCH:
       ok = k->refused; /* otherwise only a hint, below */
@@ -340,7 +359,12 @@ void nta_decide(struct nta_job *job) {
   if (job->nunreadable && o + 64 < sizeof(v->summary))
     snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
              job->nunreadable, job->nunreadable > 1 ? "s" : "");
-  snprintf(v->next, sizeof(v->next), "%s", next_step(v->cls));
+  if (v->cls == NTA_INIT_HANG && v->field[0])
+    snprintf(v->next, sizeof(v->next),
+             "make every rank of the communicator call nccl%s in the same order: it is collective, "
+             "and the ranks that called it wait for the others", v->field);
+  else
+    snprintf(v->next, sizeof(v->next), "%s", next_step(v->cls));
 }
 
 static int cmp_event(const void *a, const void *b) {
