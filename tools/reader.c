@@ -262,6 +262,8 @@ static int load_ring(const unsigned char *buf, size_t len, const char *name, int
     memcpy(img->stacks, buf + h->stack_offset, (size_t)nstack * sizeof *img->stacks);
   }
   img->nstacks = nstack;
+  if (ntt_ring_strings(img, buf, len))
+    return ntt_fail(err, errlen, name, "out of memory for the string table");
 
   struct rec_vec rv = {0};
   struct ntr_record r;
@@ -503,6 +505,7 @@ void ntr_image_free(struct ntr_image *img) {
     return;
   free(img->comms);
   free(img->stacks);
+  ntt_python_free(img);
   free(img->recs);
   img->comms = NULL;
   img->stacks = NULL;
