@@ -47,6 +47,15 @@ int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len)
     return 0;
   }
   ntt_py_frame_str(img, s->ip[0], 1, buf, len);
+  /* The innermost frame is often a thin wrapper (pynccl's NCCLLibrary,
+   * torch.distributed): its caller names the application's line. */
+  if (s->depth > 1) {
+    size_t n = strlen(buf);
+    if (n + 14 < len) {
+      memcpy(buf + n, " called from ", 13);
+      ntt_py_frame_str(img, s->ip[1], 1, buf + n + 13, len - n - 13);
+    }
+  }
   return 1;
 }
 
