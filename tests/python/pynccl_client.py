@@ -142,30 +142,44 @@ def mismatch():
         time.sleep(60)
 
 
-def worker_a(comm, out):
+BARRIER = threading.Barrier(2)
+
+
+def worker_a(out):
+    # each thread its own device and communicator (two communicators
+    # sharing a device from two threads may deadlock on real GPUs too)
+    check(CUDA.cudaSetDevice(0), "cudaSetDevice")
+    comm = Comm("a")
     for step in range(4):
         out.append(train_step(comm, step))
+    BARRIER.wait()
+    BARRIER.wait()
+    comm.destroy()
 
 
-def worker_b(comm, out):
+def worker_b(out):
+    check(CUDA.cudaSetDevice(1), "cudaSetDevice")
+    comm = Comm("b")
     for step in range(4):
         comm.fill(step)
         comm.all_reduce()
         out.append(comm.read())
+    BARRIER.wait()  # both workers alive: rank 0 dumps from here
+    if RANK == 0 and hasattr(NCCL, "nccltrace_dump"):
+        NCCL.nccltrace_dump(b"threads")
+    BARRIER.wait()
+    comm.destroy()
 
 
 def threads():
-    a, b = Comm("a"), Comm("b")
     ra, rb = [], []
-    ta = threading.Thread(target=worker_a, args=(a, ra), name="worker-a")
-    tb = threading.Thread(target=worker_b, args=(b, rb), name="worker-b")
+    ta = threading.Thread(target=worker_a, args=(ra,), name="worker-a")
+    tb = threading.Thread(target=worker_b, args=(rb,), name="worker-b")
     ta.start()
     tb.start()
     ta.join()
     tb.join()
     print("a %s b %s" % (ra, rb), flush=True)
-    a.destroy()
-    b.destroy()
 
 
 {"healthy": healthy, "mismatch": mismatch, "threads": threads}[MODE]()
