@@ -17,6 +17,7 @@ TEST:
             global scope (ctypes.CDLL(None) after loading NCCL RTLD_GLOBAL)
   threads   two Python threads issuing NCCL calls get their own stacks
   nopython  a C program: no Python call site on any record, python "none"
+  versions  every other CPython 3.10-3.14 installed: sites right, 3.10 refused
   off       NCCLTRACE_PYSTACKS=0: no call sites, state "disabled", exit 0
 Exit: 0 pass, 1 fail, 77 skip.
 """
@@ -76,9 +77,9 @@ def env_for(rank, load, traced=True, extra=None):
     return e
 
 
-def start(mode, load, traced=True, extra=None):
+def start(mode, load, traced=True, extra=None, python=None):
     iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
-    return [subprocess.Popen([sys.executable, CLIENT, mode, str(r), "3", iddir], env=env_for(r, load, traced, extra),
+    return [subprocess.Popen([python or sys.executable, CLIENT, mode, str(r), "3", iddir], env=env_for(r, load, traced, extra),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(3)]
 
 
@@ -148,6 +149,13 @@ def t_healthy():
     check(bc and site_funcs(bc[0])[:2] == ["Comm.broadcast", "healthy"], "Broadcast site %s" % bc[0]["site"])
     init = [x for x in d["records"] if x["kind"] == "CommInitRank" and x["phase"] == "enter"]
     check(init and "Comm.__init__" in site_funcs(init[0]), "CommInitRank site %s" % init[0]["site"])
+    trace = os.path.join(TMP, "trace.json")
+    tool("export", "--chrome", os.path.join(TMP, "dumps"), "-o", trace)
+    ev = json.load(open(trace))
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    sl = [e for e in ev if e.get("name", "").startswith("AllReduce") and e.get("ph") == "X"]
+    check(sl and all("in train_step" in e["args"].get("site", "") and e["args"].get("python_stack") for e in sl),
+          "chrome slices without call sites: %s" % sl[:2])
     text = tool("decode", dumps("*-r1-*-exit")[0])
     check("at pynccl_client.py:%d in Comm.all_reduce called from pynccl_client.py:%d in train_step" %
           (line_of("all_reduce", "ncclAllReduce"), line_of("train_step", "all_reduce()")) in text,
@@ -246,6 +254,42 @@ def t_nopython():
         check(d["python"]["state"] == "none" and not d["python_threads"], "python %s" % d["python"])
         check(all(x["pystack_id"] == 0 and x["site"] is None for x in d["records"]), "a C record has a Python site")
         check(not [s for s in d["stacks"] if s["kind"] == "python"], "Python stacks in a C program's dump")
+
+
+def t_versions():
+    """Every other CPython 3.11-3.14 installed here (pyenv, /usr/bin): its
+    layout (fixed offsets for 3.11/3.12, _Py_DebugOffsets for 3.13+) gives
+    the right call sites; an older one is refused in one line."""
+    found = sorted(set(glob.glob("/root/.pyenv/versions/3.*/bin/python3") + glob.glob("/usr/bin/python3.1[0-9]")))
+    ran = 0
+    for py in found:
+        p = subprocess.run([py, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True)
+        if p.returncode != 0:
+            continue
+        major, minor = map(int, p.stdout.split("."))
+        if (major, minor) < (3, 10) or (major, minor) > (3, 14):
+            continue
+        for f in dumps():
+            os.unlink(f)
+        res = finish(start("healthy", "dropin", python=py))
+        for r, (rc, o, e) in enumerate(res):
+            check(rc == 0, "%s rank %d rc %d: %s" % (py, r, rc, e))
+        d = decode(dumps("*-r0-*-exit")[0])
+        ar = [x for x in d["records"] if x["kind"] == "AllReduce"]
+        if minor < 11:
+            check(d["python"]["state"] == "unsupported" and all(x["site"] is None for x in ar), "%s: %s" % (py, d["python"]))
+            check(res[0][2].count("nccltrace: Python") == 1, "%s: no one line: %s" % (py, res[0][2]))
+        else:
+            check(d["python"]["state"] == "on", "%s: python %s, stderr %s" % (py, d["python"], res[0][2]))
+            check(ar and all(site_funcs(x)[:3] == ["Comm.all_reduce", "train_step", "healthy"] for x in ar),
+                  "%s: sites %s" % (py, ar[0]["site"]))
+            check(ar[0]["site"][0].endswith("pynccl_client.py:%d Comm.all_reduce" % line_of("all_reduce", "ncclAllReduce")),
+                  "%s: line %s" % (py, ar[0]["site"][0]))
+        ran += 1
+        print("ok %s (%d.%d)" % (py, major, minor))
+    if not ran:
+        print("skip: no other CPython installed")
+        sys.exit(77)
 
 
 def t_off():
