@@ -79,6 +79,7 @@ static int py_on; /* 1 once setup validated the layout */
 
 /* ------------------------------------------------------- safe reads -- */
 
+static pid_t self_pid;    /* ours (setup, fork child): process_vm_readv's target */
 static int use_pipe;      /* process_vm_readv refused (seccomp): write(2) probe */
 static int probe_fd[2] = {-1, -1};
 static int probe_busy;    /* atomic try-lock of the pipe */
@@ -90,7 +91,7 @@ static int safe_read(const void *addr, void *dst, size_t n) {
     return -1;
   if (!use_pipe) {
     struct iovec l = {dst, n}, r = {(void *)addr, n};
-    ssize_t got = syscall(SYS_process_vm_readv, getpid(), &l, 1UL, &r, 1UL, 0UL);
+    ssize_t got = syscall(SYS_process_vm_readv, self_pid, &l, 1UL, &r, 1UL, 0UL);
     return got == (ssize_t)n ? 0 : -1;
   }
   /* write() from a bad address is EFAULT, not SIGSEGV; the pipe then gives
@@ -149,12 +150,18 @@ static size_t put_utf8(char *out, size_t at, size_t cap, uint32_t c) {
  * max_chars characters when tail, else its first.  Compact strings only
  * (every str the compiler makes).  @return bytes written, 0 when unreadable. */
 static size_t read_str(uintptr_t obj, char *out, size_t cap, size_t max_chars, int tail) {
-  if (!type_is(obj, L.unicode_type))
-    return 0;
+  /* one read for the header: type, length and state lie in its first
+   * asciiobject bytes */
+  unsigned char hdr[64];
+  uintptr_t type;
   uint32_t state;
   intptr_t length;
-  if (safe_read((const void *)(obj + L.uni_state), &state, sizeof state) ||
-      safe_read((const void *)(obj + L.uni_length), &length, sizeof length) || length < 0)
+  if (!obj || L.uni_ascii > sizeof hdr || safe_read((const void *)obj, hdr, L.uni_ascii))
+    return 0;
+  memcpy(&type, hdr + L.ob_type, sizeof type);
+  memcpy(&state, hdr + L.uni_state, sizeof state);
+  memcpy(&length, hdr + L.uni_length, sizeof length);
+  if (type != L.unicode_type || length < 0)
     return 0;
   unsigned kind = state >> 2 & 7, compact = state >> 5 & 1, ascii = state >> 6 & 1;
   if (!compact || (kind != 1 && kind != 2 && kind != 4))
@@ -190,18 +197,75 @@ static size_t read_str(uintptr_t obj, char *out, size_t cap, size_t max_chars, i
 
 /* One frame's (file, function, line) as a frame word (strings interned in
  * the ring).  code is a checked code object.  Fault-safe reads only. */
+/* Frames seen before: (code, instruction) -> frame word, so that the
+ * outer frames of a new call site (usually known) cost a lookup.  Same
+ * scheme as the site cache below; word 0 = being filled. */
+#define FRAME_SLOTS 8192u
+static struct frame_slot {
+  uint64_t key;  /* atomic */
+  uint64_t word; /* atomic */
+} frames[FRAME_SLOTS];
+
+static uint64_t frame_key(uintptr_t code, int lasti) {
+  uint64_t k = ((uint64_t)code ^ (uint64_t)(uint32_t)lasti << 48 ^ (uint64_t)(uint32_t)lasti) * 0x9e3779b97f4a7c15ull;
+  k ^= k >> 31;
+  return k ? k : 1;
+}
+
+static uint64_t resolve_uncached(uintptr_t code, int lasti);
+
 static uint64_t resolve(uintptr_t code, int lasti) {
+  uint64_t key = frame_key(code, lasti);
+  struct frame_slot *free_slot = NULL;
+  for (uint32_t p = 0; p < 16; p++) {
+    struct frame_slot *f = &frames[(key + p) & (FRAME_SLOTS - 1)];
+    /* Acquire pairs with the release store of word below. */
+    uint64_t k = __atomic_load_n(&f->key, __ATOMIC_ACQUIRE);
+    if (k == key) {
+      uint64_t w = __atomic_load_n(&f->word, __ATOMIC_ACQUIRE);
+      if (w)
+        return w;
+      break;
+    }
+    if (k == 0) {
+      free_slot = f;
+      break;
+    }
+  }
+  uint64_t w = resolve_uncached(code, lasti);
+  uint64_t expected = 0;
+  if (free_slot && ntr_pyframe_str(w) &&
+      __atomic_compare_exchange_n(&free_slot->key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+    __atomic_store_n(&free_slot->word, w, __ATOMIC_RELEASE);
+  return w;
+}
+
+static uint64_t resolve_uncached(uintptr_t code, int lasti) {
   uintptr_t fname = 0, qname = 0, table = 0;
   int32_t first = 0;
-  if (read_ptr(code, L.co_filename, &fname) || read_ptr(code, L.co_qualname, &qname) ||
-      read_ptr(code, L.co_linetable, &table) ||
-      safe_read((const void *)(code + L.co_firstlineno), &first, sizeof first))
+  /* the fields we need lie within a few dozen bytes: one read */
+  uint32_t lo = L.co_firstlineno, hi = L.co_firstlineno + 4;
+  const uint32_t offs[3] = {L.co_filename, L.co_qualname, L.co_linetable};
+  for (int i = 0; i < 3; i++) {
+    lo = offs[i] < lo ? offs[i] : lo;
+    hi = offs[i] + 8 > hi ? offs[i] + 8 : hi;
+  }
+  unsigned char cb[256];
+  if (hi - lo > sizeof cb || safe_read((const void *)(code + lo), cb, hi - lo))
     return 0;
+  memcpy(&fname, cb + L.co_filename - lo, 8);
+  memcpy(&qname, cb + L.co_qualname - lo, 8);
+  memcpy(&table, cb + L.co_linetable - lo, 8);
+  memcpy(&first, cb + L.co_firstlineno - lo, 4);
   int line = 0;
-  intptr_t tlen = 0;
-  if (type_is(table, L.bytes_type) &&
-      safe_read((const void *)(table + L.by_size), &tlen, sizeof tlen) == 0 && tlen >= 0 &&
-      tlen < (1 << 24))
+  unsigned char th[40];
+  uintptr_t ttype = 0;
+  intptr_t tlen = -1;
+  if (table && L.by_sval <= sizeof th && safe_read((const void *)table, th, L.by_sval) == 0) {
+    memcpy(&ttype, th + L.ob_type, 8);
+    memcpy(&tlen, th + L.by_size, 8);
+  }
+  if (ttype == L.bytes_type && tlen >= 0 && tlen < (1 << 24))
     line = nti_pyline(pyline_read, (const void *)(table + L.by_sval), (size_t)tlen, first, lasti);
   char file[NTR_PYSTR_FILE_MAX], func[NTR_PYSTR_FUNC_MAX];
   size_t fl = read_str(fname, file, sizeof file, NTR_PYSTR_FILE_MAX / 2, 1);
@@ -353,6 +417,13 @@ uint32_t nti_py_site(void) {
   if (!depth)
     goto out;
   key = mix(key, depth);
+  /* final avalanche: code objects of one module lie at a fixed stride,
+   * and the slot is taken from the low bits */
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdull;
+  key ^= key >> 33;
+  key *= 0xc4ceb9fe1a85ec53ull;
+  key ^= key >> 33;
   if (!key)
     key = 1;
   struct site *slot;
@@ -373,7 +444,9 @@ out:
 }
 
 void nti_py_forget(void) {
-  memset(sites, 0, sizeof sites); /* ids of the parent's stack table */
+  memset(sites, 0, sizeof sites);   /* ids of the parent's stack table */
+  memset(frames, 0, sizeof frames); /* offsets into the parent's string table */
+  self_pid = getpid();
 }
 
 /* ---------------------------------------------------- all threads -- */
@@ -562,6 +635,7 @@ void nti_py_setup(void) {
   L.code_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyCode_Type");
   L.unicode_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyUnicode_Type");
   L.bytes_type = (uintptr_t)dlsym(RTLD_DEFAULT, "PyBytes_Type");
+  self_pid = getpid();
   /* Is process_vm_readv on ourselves allowed?  Else the pipe probe. */
   uint64_t probe = 0x1234, back = 0;
   struct iovec l = {&back, sizeof back}, r = {&probe, sizeof probe};

@@ -19,7 +19,7 @@ struct lt {
   nti_pyline_read_fn read;
   const unsigned char *src;
   size_t len, pos;          /* bytes of the table, next one to decode */
-  unsigned char buf[128];
+  unsigned char buf[256];
   size_t buf_at, buf_len;   /* buf holds src[buf_at, buf_at + buf_len) */
   int bad;
 };

@@ -4,7 +4,7 @@
  * is ours.
  *
  * Thread-safety: pure.  Signal-safety: async-signal-safe (no allocation;
- * bytes come through the caller's read function, 128 at a time, on the
+ * bytes come through the caller's read function, 256 at a time, on the
  * stack).
  */
 #ifndef NTI_PYLINE_H
