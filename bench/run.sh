@@ -117,6 +117,22 @@ kill "$coord_pid" 2>/dev/null; wait "$coord_pid" 2>/dev/null; coord_pid=""
 section "per-call overhead, NCCLTRACE_STACKS=1"
 overhead "added ns per collective call, NCCLTRACE_STACKS=1" 300 NCCLTRACE_STACKS=1
 
+section "Python call sites (bench/pysites.py: ctypes, drop-in, no-op NCCL)"
+py_row() { # the "added known/new" lines of pysites.py become rows
+  local txt k n v=FAIL
+  txt=$(python3 "$here/bench/pysites.py" "$lib" "$noop" --calls "$((calls / 10))" --rounds "$rounds" 2>&1)
+  printf '%s\n' "$txt" | tee -a "$out"
+  k=$(printf '%s\n' "$txt" | sed -n 's/^added known: *\([-0-9.]*\).*/\1/p')
+  n=$(printf '%s\n' "$txt" | sed -n 's/^added new: *\([-0-9.]*\).*/\1/p')
+  if [ -z "$k" ]; then
+    echo "FIGURE|added ns per call, Python call sites, known site|did not run|<= 150 ns|FAIL" | tee -a "$out"; failed=1; return
+  fi
+  awk -v a="$k" 'BEGIN { exit !(a <= 150) }' && v=PASS
+  echo "FIGURE|added ns per call, Python call sites, known site|$k ns|<= 150 ns|$v" | tee -a "$out"
+  echo "FIGURE|added ns per call, Python call sites, new site|$n ns|once per site|INFO" | tee -a "$out"
+}
+command -v python3 >/dev/null && py_row
+
 section "threads: 8 threads on their own communicators vs 1"
 run "$b/scale/threads" --calls "$tcalls" --rounds "$trounds" "$lib"
 

@@ -246,6 +246,7 @@ void ntr_config_load(void) {
   load_env_check();
   copy_str(ntr_cfg.secret, sizeof ntr_cfg.secret, "NCCLTRACE_SECRET", "");
   ntr_cfg.stacks = parse_bool("NCCLTRACE_STACKS", 0);
+  ntr_cfg.pystacks = parse_bool("NCCLTRACE_PYSTACKS", 1);
   copy_str(ntr_cfg.real_nccl, sizeof ntr_cfg.real_nccl, "NCCLTRACE_REAL_NCCL", "");
   ntr_cfg.dump_mode = (unsigned)parse_long("NCCLTRACE_DUMP_MODE", 0600, 0, 0777, 8);
   ntr_cfg.coord_port_offset = (int)parse_long("NCCLTRACE_COORD_PORT_OFFSET", 17, -65535, 65535, 10);

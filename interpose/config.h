@@ -29,6 +29,7 @@ struct ntr_config {
   int env_check;               /* NCCLTRACE_ENV_CHECK: off|warn|abort (warn) */
   char secret[256];            /* NCCLTRACE_SECRET ("" = derived) */
   int stacks;                  /* NCCLTRACE_STACKS (0) */
+  int pystacks;                /* NCCLTRACE_PYSTACKS (1): Python call sites and thread stacks */
   char real_nccl[1024];        /* NCCLTRACE_REAL_NCCL (drop-in mode) */
   unsigned dump_mode;          /* NCCLTRACE_DUMP_MODE (0600) */
   int coord_port_offset;       /* NCCLTRACE_COORD_PORT_OFFSET (MASTER_PORT + 17) */

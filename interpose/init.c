@@ -24,6 +24,7 @@
 
 #include "interpose/nti.h"
 #include "interpose/exchange.h"
+#include "interpose/pyframes.h"
 #include "recorder/dump.h"
 
 struct nti_global nti_g;
@@ -79,6 +80,7 @@ void nti_activate(void) {
         nti_g.dump_ready = 1;
       if (r == 0 && ntr_dump_note()[0])
         nti_say("%s", ntr_dump_note()); /* the private directory taken, and why */
+      nti_py_setup(); /* a Python process: call sites and thread stacks */
       /* Release pairs with nti_active()'s acquire: a thread that sees 1
        * sees the mapped ring; a thread that sees 0 merely passes one more
        * call through unrecorded. */
@@ -105,6 +107,7 @@ static void fork_child(void) {
   nti_tls.tid = 0; /* the child's thread has its own id */
   nti_tls.ring_cur = (struct ntr_ring_cursor){0, 0}; /* positions of the parent's ring */
   nti_watchdog_forget();
+  nti_py_forget();
   ntr_dump_reset_child();
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
   activate_lock = m; /* may have been held by another parent thread */
@@ -129,6 +132,8 @@ static void nti_init(void) {
   /* The ring itself is created at the first NCCL lifecycle call
    * (nti_activate): a launcher, a shell or a helper process that has us
    * preloaded but never uses NCCL leaves nothing behind. */
+  if (ntr_cfg.stacks)
+    nti_g.sites = NTI_SITES_NATIVE;
   nti_signals_install();
   nti_exit_install();
   nti_fork_install();

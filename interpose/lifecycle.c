@@ -43,8 +43,8 @@ static void life_enter(struct life *l) {
   uint64_t pos;
   struct ntr_record *r = nti_record_begin(&pos, l->kind, NTR_PHASE_ENTER, l->c);
   life_fill(r, l);
-  if (NTI_UNLIKELY(ntr_cfg.stacks))
-    r->stack_id = nti_stack_id();
+  if (NTI_UNLIKELY(nti_sites_on()))
+    nti_sites(r);
   l->enter_tsc = r->tsc;
   nti_record_end(r, pos, l->c);
   if (l->c) {

@@ -50,9 +50,18 @@ struct nti_global {
   int active;           /* 1: wrappers record (not disabled, ring open) */
   int disabled;         /* NCCLTRACE_DISABLE=1: pure pass-through */
   int dump_ready;       /* ntr_dump_init succeeded */
+  int sites;            /* NTI_SITES_*: call sites recorded with every call (atomic) */
   struct ntr_ring ring; /* this process's flight recorder */
 };
 extern struct nti_global nti_g;
+
+#define NTI_SITES_NATIVE 1 /* NCCLTRACE_STACKS=1 */
+#define NTI_SITES_PY 2     /* a Python process, NCCLTRACE_PYSTACKS on (pyframes.c) */
+/* Relaxed: the Python bit appears once, at activation; a call that misses
+ * it records no site.  A plain load on the hot path. */
+static inline int nti_sites_on(void) {
+  return __atomic_load_n(&nti_g.sites, __ATOMIC_RELAXED);
+}
 
 /* Is tracing on?  Acquire pairs with the release store in nti_activate: a
  * thread that sees 1 sees the mapped ring.  A plain mov on x86-64 and a
@@ -321,6 +330,7 @@ static inline struct ntr_record *nti_record_begin(uint64_t *pos, unsigned kind, 
   r->aux = 0;
   r->fp = 0;
   r->stack_id = 0;
+  r->pystack_id = 0;
   r->u.buf.sendbuf = r->u.buf.recvbuf = r->u.buf.stream = 0;
   r->tid = nti_tid();
   r->group_depth = (uint16_t)nti_tls.group_depth;
@@ -358,6 +368,10 @@ void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text,
                       uint64_t count, uint64_t aux, uint64_t seq);
 /* Stack id for NCCLTRACE_STACKS=1 (0 when off). */
 uint32_t nti_stack_id(void);
+/* The call sites nti_sites_on() asks for into r: native stack_id, Python
+ * pystack_id.  Out of line: C programs without NCCLTRACE_STACKS never call
+ * it.  Keeps errno. */
+void nti_sites(struct ntr_record *r);
 
 /* ------------------------------------------------------------- group.c -- */
 

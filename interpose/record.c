@@ -6,6 +6,7 @@
  * stores); nti_stack_id is not (libunwind may take locks).
  */
 #include "interpose/nti.h"
+#include "interpose/pyframes.h"
 #include "recorder/stack.h"
 
 static void patch(struct ntr_record *e, int result, uint16_t flags, uint64_t tsc_done) {
@@ -74,6 +75,14 @@ uint32_t nti_stack_id(void) {
   uint32_t id = ntr_stack_capture(&nti_g.ring);
   errno = saved;
   return id;
+}
+
+__attribute__((noinline)) void nti_sites(struct ntr_record *r) {
+  int s = nti_sites_on();
+  if (s & NTI_SITES_NATIVE)
+    r->stack_id = (uint16_t)nti_stack_id();
+  if (s & NTI_SITES_PY)
+    r->pystack_id = (uint16_t)nti_py_site();
 }
 
 const char *nti_kind_name(unsigned kind) {

@@ -60,7 +60,10 @@ static inline __attribute__((always_inline)) void op_record(struct nti_op *o) {
   r->count = o->count;
   r->seq = o->seq;
   r->aux = 0;
-  r->stack_id = NTI_UNLIKELY(ntr_cfg.stacks) ? nti_stack_id() : 0;
+  r->stack_id = 0;
+  r->pystack_id = 0;
+  if (NTI_UNLIKELY(nti_sites_on()))
+    nti_sites(r); /* native stack and/or Python call site */
   r->u.buf.sendbuf = (uint64_t)(uintptr_t)o->sendbuf;
   r->u.buf.recvbuf = (uint64_t)(uintptr_t)o->recvbuf;
   r->u.buf.stream = (uint64_t)(uintptr_t)o->stream;

@@ -33,7 +33,10 @@
 #define RENAME_NOREPLACE (1u << 0)
 #endif
 
-#define NTR_SECTIONS 5u
+#define NTR_SECTIONS 7u
+
+static unsigned char *put_section(unsigned char *p, uint32_t type, uint64_t len);
+static void copy_live_bytes(void *dst, const void *src, size_t len);
 #define EXTRA_MAX ((size_t)NTR_COMM_MAX * NTR_COMM_RECENT)
 
 /* Preallocated state, written by ntr_dump_init only (single-threaded, before
@@ -69,7 +72,38 @@ static size_t payload_bytes(uint32_t slots) {
   return NTR_SECTIONS * sizeof(struct ntr_section) + sizeof(struct ntr_ring_header) +
          (size_t)NTR_COMM_MAX * sizeof(struct ntr_comm_state) +
          (size_t)NTR_STACK_MAX * sizeof(struct ntr_stack) +
-         ((size_t)slots + EXTRA_MAX) * sizeof(struct ntr_record) + sizeof(struct ntr_trigger);
+         ((size_t)slots + EXTRA_MAX) * sizeof(struct ntr_record) + sizeof(struct ntr_trigger) +
+         NTR_PYTHREAD_MAX * sizeof(struct ntr_pythread) + NTR_STR_BYTES;
+}
+
+/* Set once before any dump (interpose/pyframes.c); read by dumping threads. */
+static ntr_dump_pythreads_fn pythreads_fn;
+
+void ntr_dump_set_pythreads(ntr_dump_pythreads_fn fn) {
+  /* Release pairs with the acquire load in ntr_dump_write. */
+  __atomic_store_n(&pythreads_fn, fn, __ATOMIC_RELEASE);
+}
+
+/* PYTHREADS then STRINGS at p (the threads' frames intern strings, so the
+ * table is copied after them).  @return the end. */
+static unsigned char *put_python(unsigned char *p, const struct ntr_ring *ring) {
+  ntr_dump_pythreads_fn fn = __atomic_load_n(&pythreads_fn, __ATOMIC_ACQUIRE);
+  uint32_t n = fn ? fn((struct ntr_pythread *)(void *)(p + sizeof(struct ntr_section)), NTR_PYTHREAD_MAX) : 0;
+  if (n > NTR_PYTHREAD_MAX)
+    n = NTR_PYTHREAD_MAX;
+  p = put_section(p, NTR_SEC_PYTHREADS, (uint64_t)n * sizeof(struct ntr_pythread));
+  p += (size_t)n * sizeof(struct ntr_pythread);
+  /* Relaxed: entries below str_used were written before the frames that
+   * name them were published (pystr.c); a reader validates each entry. */
+  uint32_t used = ring->strs ? __atomic_load_n(&ring->hdr->str_used, __ATOMIC_RELAXED) : 0;
+  if (used > NTR_STR_BYTES)
+    used = NTR_STR_BYTES;
+  uint32_t padded = (used + 7u) & ~7u; /* sections stay multiples of 8 long */
+  p = put_section(p, NTR_SEC_STRINGS, padded);
+  if (used)
+    copy_live_bytes(p, ring->strs, used);
+  memset(p + used, 0, padded - used);
+  return p + padded;
 }
 
 static void unmap_all(void) {
@@ -372,6 +406,14 @@ NTR_NO_TSAN static void copy_live(void *dst, const void *src, size_t len) {
     d[i] = s[i];
 }
 
+/* Byte copy of live shared memory (the string table grows while we copy). */
+NTR_NO_TSAN static void copy_live_bytes(void *dst, const void *src, size_t len) {
+  const volatile unsigned char *s = src;
+  unsigned char *d = dst;
+  for (size_t i = 0; i < len; i++)
+    d[i] = s[i];
+}
+
 static unsigned char *put_section(unsigned char *p, uint32_t type, uint64_t len) {
   struct ntr_section sec = {.type = type, .reserved = 0, .length = len};
   memcpy(p, &sec, sizeof sec);
@@ -529,6 +571,8 @@ int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, 
   memcpy(p, &t, sizeof t);
   p += sizeof t;
 
+  p = put_python(p, ring);
+
   size_t len = (size_t)(p - g.payload);
   struct ntr_dump_preamble pre;
   const void *data;
@@ -554,14 +598,16 @@ int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
                          const struct ntr_comm_state *comms, uint32_t ncomms,
                          const struct ntr_stack *stacks, uint32_t nstacks,
                          const struct ntr_record *recs, uint64_t nrecs,
+                         const char *strs, uint32_t str_len,
                          const struct ntr_trigger *trig, char *path, size_t path_len) {
   if (!dir || !*dir || !hdr || !trig || (ncomms && !comms) || (nstacks && !stacks) ||
-      (nrecs && !recs) || ncomms > NTR_COMM_MAX || nstacks > NTR_STACK_MAX ||
-      nrecs > (UINT64_MAX / 2) / sizeof(struct ntr_record))
+      (nrecs && !recs) || (str_len && !strs) || ncomms > NTR_COMM_MAX || nstacks > NTR_STACK_MAX ||
+      str_len > NTR_STR_BYTES || nrecs > (UINT64_MAX / 2) / sizeof(struct ntr_record))
     return -EINVAL;
+  uint32_t padded = (str_len + 7u) & ~7u;
   size_t len = NTR_SECTIONS * sizeof(struct ntr_section) + sizeof *hdr +
                (size_t)ncomms * sizeof *comms + (size_t)nstacks * sizeof *stacks +
-               (size_t)nrecs * sizeof *recs + sizeof *trig;
+               (size_t)nrecs * sizeof *recs + sizeof *trig + padded;
   unsigned char *payload = malloc(len);
   size_t out_cap = ZSTD_compressBound(len);
   unsigned char *out = ZSTD_isError(out_cap) ? NULL : malloc(out_cap);
@@ -588,6 +634,13 @@ int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
     p += (size_t)nrecs * sizeof *recs;
     p = put_section(p, NTR_SEC_TRIGGER, sizeof *trig);
     memcpy(p, trig, sizeof *trig);
+    p += sizeof *trig;
+    /* no Python threads: the process is gone; its string table stays */
+    p = put_section(p, NTR_SEC_PYTHREADS, 0);
+    p = put_section(p, NTR_SEC_STRINGS, padded);
+    if (str_len)
+      memcpy(p, strs, str_len);
+    memset(p + str_len, 0, padded - str_len);
 
     struct ntr_dump_preamble pre;
     const void *data;

@@ -56,11 +56,18 @@ const char *ntr_dump_signal_name(int signo);
 int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig,
                    char *path, size_t path_len);
 
+/* The Python threads of the process for a dump: fills out[0..max) and
+ * returns how many.  Called by the dumping thread, possibly in a signal
+ * handler: it must be async-signal-safe (interpose/pyframes.c is). */
+typedef uint32_t (*ntr_dump_pythreads_fn)(struct ntr_pythread *out, uint32_t max);
+void ntr_dump_set_pythreads(ntr_dump_pythreads_fn fn);
+
 /* Same, from an already-read image (nccltrace collect): hdr/comms/stacks/records
  * as a reader produced them.  Not signal-safe (allocates). */
 int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
                          const struct ntr_comm_state *comms, uint32_t ncomms,
                          const struct ntr_stack *stacks, uint32_t nstacks,
                          const struct ntr_record *recs, uint64_t nrecs,
+                         const char *strs, uint32_t str_len,
                          const struct ntr_trigger *trig, char *path, size_t path_len);
 #endif

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NTR_FORMAT_VERSION 1u
+#define NTR_FORMAT_VERSION 2u
 
 #define NTR_RING_MAGIC "NCTRRING" /* 8 bytes, no NUL stored */
 #define NTR_DUMP_MAGIC "NCTRDUMP"
@@ -30,6 +30,9 @@
 #define NTR_ENV_BYTES 8192u           /* NCCL_* / CUDA_* environment text */
 #define NTR_BT_DEPTH 48u              /* fatal-signal backtrace frames */
 #define NTR_SYM_BYTES 64u             /* bytes per symbolized frame name */
+#define NTR_STR_BYTES 262144u         /* Python (file, function) string table */
+#define NTR_PYTHREAD_MAX 100u         /* Python threads in a dump */
+#define NTR_PYTHREAD_DEPTH 100u       /* frames per Python thread in a dump */
 
 /* ---------------------------------------------------------------- kinds -- */
 
@@ -122,7 +125,8 @@ struct ntr_record {
   uint16_t group_depth;
   uint16_t flags;     /* enum ntr_record_flag */
   uint32_t fp;        /* fingerprint hash (ntr_fp_*); 0 when not applicable */
-  uint32_t stack_id;  /* index+1 into the stack table, 0 = none */
+  uint16_t stack_id;  /* native stack (NCCLTRACE_STACKS): index+1 into the stack table, 0 = none */
+  uint16_t pystack_id; /* Python call site: index+1 into the stack table, 0 = none */
   uint32_t prev_gap;  /* position - position of the previous record of the same comm written
                          by an application thread; 0: none or unknown (interpose/nti.h) */
   uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error */
@@ -176,18 +180,65 @@ _Static_assert(sizeof(struct ntr_comm_state) == 192 + NTR_COMM_RECENT * 128, "co
 
 /* --------------------------------------------------------------- stacks -- */
 
+/* One deduplicated stack, innermost frame first.  kind says what ip[]
+ * holds: instruction pointers (native) or Python frames, each
+ * NTR_PYFRAME(line, string-table offset) (see ntr_pystr below). */
+enum ntr_stack_kind { NTR_STACK_NATIVE = 0, NTR_STACK_PYTHON = 1 };
 struct ntr_stack {
   uint64_t hash;           /* 0 = free slot */
-  uint32_t depth, reserved;
+  uint32_t depth, kind;    /* enum ntr_stack_kind */
   uint64_t ip[NTR_STACK_DEPTH];
 };
 _Static_assert(sizeof(struct ntr_stack) == 16 + 8 * NTR_STACK_DEPTH, "stack layout");
+
+/* A Python frame word: line (upper 32 bits, 0 = unknown) and offset + 1 of
+ * its (file, function) entry in the string table (lower 32, 0 = unknown). */
+static inline uint64_t ntr_pyframe(uint32_t line, uint32_t str_off1) {
+  return (uint64_t)line << 32 | str_off1;
+}
+static inline uint32_t ntr_pyframe_line(uint64_t w) { return (uint32_t)(w >> 32); }
+static inline uint32_t ntr_pyframe_str(uint64_t w) { return (uint32_t)w; }
+
+/* String table entry, 4-byte aligned: the header, then file_len bytes of
+ * the file name, a NUL, func_len bytes of the (qualified) function name, a
+ * NUL.  Entries are appended, never changed; the used part of the table
+ * (str_used bytes) is what a dump's STRINGS section holds.  Readers check
+ * both lengths and both NULs against the table's end. */
+struct ntr_pystr {
+  uint16_t file_len, func_len;
+};
+#define NTR_PYSTR_FILE_MAX 240u
+#define NTR_PYSTR_FUNC_MAX 120u
+
+/* A Python thread's stack as a dump saw it (dump section PYTHREADS). */
+enum ntr_pythread_flag {
+  NTR_PYT_TRUNCATED = 1u << 0, /* more than NTR_PYTHREAD_DEPTH frames */
+  NTR_PYT_DUMPER = 1u << 1,    /* the thread that wrote the dump */
+};
+struct ntr_pythread {
+  uint32_t tid;            /* kernel thread id (native_thread_id), 0 unknown */
+  uint32_t depth;          /* frames used, <= NTR_PYTHREAD_DEPTH */
+  uint32_t flags;          /* enum ntr_pythread_flag */
+  uint32_t reserved;
+  uint64_t thread_id;      /* pthread_t of the thread (Python's threading.get_ident()) */
+  char name[16];           /* /proc/self/task/<tid>/comm, NUL-padded */
+  uint64_t frame[NTR_PYTHREAD_DEPTH]; /* ntr_pyframe words, innermost first */
+};
+_Static_assert(sizeof(struct ntr_pythread) == 40 + 8 * NTR_PYTHREAD_DEPTH, "pythread layout");
 
 /* ------------------------------------------------------------- ring file -- */
 
 enum ntr_proc_state { NTR_PROC_RUNNING = 0, NTR_PROC_EXITED = 1, NTR_PROC_SIGNALED = 2, NTR_PROC_EXEC = 3 };
 
-/* The ring file: [header 16 KiB][comm table][stack table][slots].  Offsets are
+/* Python call-site capture of the process (ring header py_state). */
+enum ntr_py_state {
+  NTR_PY_NONE = 0,        /* no Python in the process (or not looked yet) */
+  NTR_PY_ON = 1,          /* call sites and thread stacks captured */
+  NTR_PY_UNSUPPORTED = 2, /* a Python this version cannot read: capture off */
+  NTR_PY_DISABLED = 3,    /* NCCLTRACE_PYSTACKS=0 */
+};
+
+/* The ring file: [header 16 KiB][comm table][stack table][strings][slots].  Offsets are
  * absolute file offsets; readers validate each against file_size. */
 struct ntr_ring_header {
   char magic[8];            /* NTR_RING_MAGIC */
@@ -227,6 +278,13 @@ struct ntr_ring_header {
   /* environment: "NAME=VALUE\0NAME=VALUE\0...", NCCL_*, CUDA_* and launcher ranks only */
   uint32_t env_len, reserved1;
   char env[NTR_ENV_BYTES];
+
+  /* Python: string table of the Python stacks (ntr_pystr entries) */
+  uint64_t str_offset;      /* absolute file offset */
+  uint32_t str_size;        /* NTR_STR_BYTES */
+  uint32_t str_used;        /* bytes handed out (atomic); may pass str_size for a moment */
+  uint32_t py_version;      /* PY_VERSION_HEX of the interpreter seen, 0 none */
+  uint32_t py_state;        /* enum ntr_py_state */
 };
 /* The header occupies the first NTR_RING_HEADER_BYTES of the file; the comm
  * table starts at comm_offset (>= that). */
@@ -257,6 +315,8 @@ enum ntr_section_type {
   NTR_SEC_STACKS = 3,   /* stack_count x struct ntr_stack */
   NTR_SEC_RECORDS = 4,  /* n x struct ntr_record, oldest first, deduplicated */
   NTR_SEC_TRIGGER = 5,  /* struct ntr_trigger */
+  NTR_SEC_PYTHREADS = 6, /* n x struct ntr_pythread: every Python thread at the dump */
+  NTR_SEC_STRINGS = 7,  /* the used part of the string table (ntr_pystr entries), zero-padded to 8 */
 };
 
 struct ntr_section {

@@ -19,6 +19,10 @@ struct ntr_image {
   uint32_t ncomms;
   struct ntr_stack *stacks;
   uint32_t nstacks;
+  char *strs;                   /* Python string table (ntr_pystr entries), str_len bytes */
+  uint32_t str_len;
+  struct ntr_pythread *pythreads; /* dumps: every Python thread's stack at the dump */
+  uint32_t npythreads;
   struct ntr_record *recs;      /* committed records, oldest first, deduplicated by position */
   uint64_t nrecs;
   int has_trigger;
@@ -36,6 +40,12 @@ int ntr_image_load(const char *path, int salvage, struct ntr_image *img, char *e
 int ntr_image_load_mem(const void *buf, size_t len, const char *name, int salvage,
                        struct ntr_image *img, char *err, size_t errlen);
 void ntr_image_free(struct ntr_image *img);
+
+/* A Python frame word of img (ntr_pyframe) resolved: file and function
+ * point into img->strs (NUL-terminated, not yet escaped).  @return 0, or -1
+ * when the word names no valid entry (then both are "?"). */
+int ntr_image_pyframe(const struct ntr_image *img, uint64_t word, const char **file,
+                      const char **func, uint32_t *line);
 
 /* Names for the tools (from interpose/nccl_api.def and nccl.h values). */
 const char *ntr_kind_name(unsigned kind);       /* "AllReduce", "Send", "CommInitRank", "Mark" */

@@ -62,14 +62,16 @@ static void read_exe(char *out, size_t cap) {
   ntr_strlcpy(out, program_invocation_short_name ? program_invocation_short_name : "?", cap);
 }
 
-/* Layout: [header 16 KiB][comm table][stack table][slots], each section page
+/* Layout: [header 16 KiB][comm table][stack table][strings][slots], each section page
  * aligned so a reader can map them independently. */
 void ntr_ring_layout(struct ntr_ring_header *h, uint32_t slots) {
   h->comm_offset = NTR_RING_HEADER_BYTES;
   h->stack_offset =
       ALIGN_UP(h->comm_offset + (uint64_t)NTR_COMM_MAX * sizeof(struct ntr_comm_state), PAGE);
-  h->slot_offset =
+  h->str_offset =
       ALIGN_UP(h->stack_offset + (uint64_t)NTR_STACK_MAX * sizeof(struct ntr_stack), PAGE);
+  h->str_size = NTR_STR_BYTES;
+  h->slot_offset = ALIGN_UP(h->str_offset + NTR_STR_BYTES, PAGE);
   h->file_size = ALIGN_UP(h->slot_offset + (uint64_t)slots * sizeof(struct ntr_record), PAGE);
 }
 
@@ -117,6 +119,8 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   h->comm_offset = tmp.comm_offset;
   h->stack_offset = tmp.stack_offset;
   h->slot_offset = tmp.slot_offset;
+  h->str_offset = tmp.str_offset;
+  h->str_size = tmp.str_size;
   h->file_size = tmp.file_size;
   if (clocks) {
     h->tsc_base = clocks->tsc_base;
@@ -131,6 +135,7 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   ring->comms = (struct ntr_comm_state *)((char *)map + h->comm_offset);
   ring->stacks = (struct ntr_stack *)((char *)map + h->stack_offset);
   ring->slots = (struct ntr_record *)((char *)map + h->slot_offset);
+  ring->strs = (char *)map + h->str_offset;
   ring->mask = slots - 1;
   /* A block is at most 1/64 of the ring: threads' blocks never share a
    * lap's slots, and a small ring is not all holes. */
@@ -214,6 +219,7 @@ void ntr_ring_close(struct ntr_ring *ring, int remove) {
   ring->comms = NULL;
   ring->stacks = NULL;
   ring->slots = NULL;
+  ring->strs = NULL;
 }
 
 struct ntr_comm_state *ntr_ring_comm_alloc(struct ntr_ring *ring) {

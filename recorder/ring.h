@@ -61,12 +61,15 @@
 /* Buckets of the in-process stack index (recorder/stack.c): twice the table
  * so linear probing stays short. */
 #define NTR_STACK_INDEX (2u * NTR_STACK_MAX)
+/* Buckets of the in-process string index (recorder/pystr.c). */
+#define NTR_STR_INDEX 8192u
 
 struct ntr_ring {
   struct ntr_ring_header *hdr;   /* start of the mapping */
   struct ntr_comm_state *comms;  /* hdr + comm_offset */
   struct ntr_stack *stacks;      /* hdr + stack_offset */
   struct ntr_record *slots;      /* hdr + slot_offset */
+  char *strs;                    /* hdr + str_offset: the Python string table */
   uint64_t mask;                 /* slot_count - 1 */
   uint32_t block;                /* positions per thread block: NTR_RING_BLOCK, less in small rings */
   size_t map_size;
@@ -81,6 +84,8 @@ struct ntr_ring {
    * (stack.c).  Process-local, not in the file: readers only need stacks[]
    * in allocation order.  Zeroed with the ring (open, fork child). */
   uint16_t stack_index[NTR_STACK_INDEX];
+  /* Same for strs[]: bucket -> entry offset + 1 (pystr.c). */
+  uint32_t str_index[NTR_STR_INDEX];
 };
 
 struct ntr_ring_config {

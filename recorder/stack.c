@@ -12,11 +12,17 @@
 #include "recorder/symbolize.h"
 
 uint32_t ntr_stack_intern(struct ntr_ring *ring, const uint64_t *ip, uint32_t depth) {
+  return ntr_stack_intern_kind(ring, NTR_STACK_NATIVE, ip, depth);
+}
+
+uint32_t ntr_stack_intern_kind(struct ntr_ring *ring, uint32_t kind, const uint64_t *ip,
+                               uint32_t depth) {
   if (!ring->hdr || depth == 0)
     return 0;
   if (depth > NTR_STACK_DEPTH)
     depth = NTR_STACK_DEPTH;
-  uint64_t h = XXH64(ip, depth * sizeof *ip, 0);
+  /* the kind is the seed: equal words of two kinds are two stacks */
+  uint64_t h = XXH64(ip, depth * sizeof *ip, kind);
   if (h == 0)
     h = 1; /* 0 marks an entry whose content is not published yet */
 
@@ -37,7 +43,7 @@ uint32_t ntr_stack_intern(struct ntr_ring *ring, const uint64_t *ip, uint32_t de
         }
         struct ntr_stack *e = &ring->stacks[s];
         e->depth = depth;
-        e->reserved = 0;
+        e->kind = kind;
         memcpy(e->ip, ip, depth * sizeof *ip);
         if (depth < NTR_STACK_DEPTH)
           memset(e->ip + depth, 0, (NTR_STACK_DEPTH - depth) * sizeof *ip);
@@ -53,7 +59,7 @@ uint32_t ntr_stack_intern(struct ntr_ring *ring, const uint64_t *ip, uint32_t de
       v = expected; /* another thread took this bucket first: compare with its entry */
     }
     const struct ntr_stack *e = &ring->stacks[v - 1];
-    if (__atomic_load_n(&e->hash, __ATOMIC_ACQUIRE) == h && e->depth == depth &&
+    if (__atomic_load_n(&e->hash, __ATOMIC_ACQUIRE) == h && e->depth == depth && e->kind == kind &&
         memcmp(e->ip, ip, depth * sizeof *ip) == 0)
       return v; /* if we allocated an entry too, it stays as an unused duplicate */
   }

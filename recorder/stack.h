@@ -27,6 +27,11 @@ uint32_t ntr_stack_capture(struct ntr_ring *ring);
 /* Same for a given ip list (used by ntr_stack_capture; tests use it to
  * exercise deduplication and the full table). */
 uint32_t ntr_stack_intern(struct ntr_ring *ring, const uint64_t *ip, uint32_t depth);
+/* Same for a stack of any kind (enum ntr_stack_kind; Python frames come from
+ * interpose/pyframes.c).  Lock-free and async-signal-safe (atomics, plain
+ * stores, XXH64). */
+uint32_t ntr_stack_intern_kind(struct ntr_ring *ring, uint32_t kind, const uint64_t *ip,
+                               uint32_t depth);
 
 /* Backtrace of the faulting thread into hdr->bt_ip[], bt_sym[] ("func+0xoff";
  * "object+0xoff" when the object has no symbol for it, "?" when not even

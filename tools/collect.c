@@ -103,7 +103,7 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
     char out[4096] = "";
     fill_trigger(&img, &trig);
     int w = ntr_dump_write_image(dir, &img.hdr, img.comms, img.ncomms, img.stacks, img.nstacks, img.recs,
-                                 img.nrecs, &trig, out, sizeof out);
+                                 img.nrecs, img.strs, img.str_len, &trig, out, sizeof out);
     if (w != 0) {
       fprintf(stderr, "nccltrace: %s: cannot write a dump into %s: %s; ring kept\n", sr, dir, strerror(-w));
       rc = 1;

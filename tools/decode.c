@@ -140,8 +140,35 @@ static void print_records(FILE *out, const struct ntr_image *img) {
     if (r->seq)
       snprintf(seq, sizeof seq, "%llu", (unsigned long long)r->seq);
     ntt_fmt_op(r, op, sizeof op);
-    fprintf(out, "  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s\n", tb, comm, rank, seq, op, ntt_rec_state(r),
-            r->result >= 0 ? ntr_result_name(r->result) : "-");
+    char site[NTR_PYSTR_FILE_MAX + NTR_PYSTR_FUNC_MAX + 40] = "";
+    if (ntt_py_site(img, r->pystack_id, site + 4, sizeof site - 4))
+      memcpy(site, " at ", 4);
+    fprintf(out, "  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s%s\n", tb, comm, rank, seq, op, ntt_rec_state(r),
+            r->result >= 0 ? ntr_result_name(r->result) : "-", site);
+  }
+}
+
+/* The Python call sites (each distinct stack once) and the threads. */
+static void print_python(FILE *out, const struct ntr_image *img) {
+  int any = 0;
+  for (uint32_t i = 0; i < img->nstacks; i++) {
+    const struct ntr_stack *s = ntt_py_stack(img, i + 1);
+    if (!s)
+      continue;
+    if (!any++)
+      fprintf(out, "Python call sites (innermost frame first):\n");
+    fprintf(out, "  site %u:\n", i + 1);
+    for (uint32_t k = 0; k < s->depth && k < NTR_STACK_DEPTH; k++) {
+      char b[NTR_PYSTR_FILE_MAX + NTR_PYSTR_FUNC_MAX + 32];
+      ntt_py_frame_str(img, s->ip[k], 0, b, sizeof b);
+      fprintf(out, "    %s\n", b);
+    }
+  }
+  if (img->npythreads) {
+    fprintf(out, "Python threads (at the dump):\n");
+    ntt_print_pythreads(out, img, "  ");
+  } else if (img->is_dump && img->hdr.py_state == NTR_PY_ON) {
+    fprintf(out, "Python threads: none readable at the dump\n");
   }
   free(order);
 }
@@ -151,6 +178,7 @@ static void print_text(FILE *out, const struct ntr_image *img) {
   print_backtrace(out, &img->hdr);
   print_comms(out, img);
   print_records(out, img);
+  print_python(out, img);
 }
 
 int ntt_decode_main(int argc, char **argv) {

@@ -104,7 +104,7 @@ static const char *instant_cat(unsigned kind) {
   }
 }
 
-static json_t *rec_args(const struct ntr_record *r) {
+static json_t *rec_args(const struct ntr_image *img, const struct ntr_record *r) {
   json_t *a = json_object();
   json_object_set_new(a, "pos", ntt_json_u64(r->commit - 1));
   if (r->comm_id)
@@ -124,6 +124,11 @@ static json_t *rec_args(const struct ntr_record *r) {
   }
   if (ntt_rec_has_text(r))
     json_object_set_new(a, "text", ntt_json_str(r->u.text, sizeof r->u.text));
+  char site[512];
+  if (ntt_py_site(img, r->pystack_id, site, sizeof site)) {
+    json_object_set_new(a, "site", ntt_json_str(site, sizeof site));
+    json_object_set_new(a, "python_stack", ntt_pystack_json(img, r->pystack_id));
+  }
   return a;
 }
 
@@ -154,12 +159,12 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
     if (r->result > 0 && r->result != 7 && r->kind < NTR_KIND_FIRST_TRACER_EVENT) {
       snprintf(op, sizeof op, "%s -> %s", ntr_kind_name(r->kind), ntr_result_name(r->result));
       add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:o}", "name", op, "cat", "error", "ph", "i", "ts",
-                              us(t, t0), "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(r)));
+                              us(t, t0), "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(img, r)));
     }
     ntt_fmt_op(r, op, sizeof op);
     int coll = ntr_kind_is_collective(r->kind), p2p = ntr_kind_is_p2p(r->kind);
     if (coll || p2p) {
-      json_t *args = rec_args(r);
+      json_t *args = rec_args(img, r);
       uint64_t end = t;
       if (r->tsc_done) {
         end = ntr_image_ns(img, r->tsc_done);
@@ -185,7 +190,7 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
       for (uint64_t k = i + 1; k < img->nrecs && !x; k++)
         if (img->recs[k].kind == r->kind && img->recs[k].tid == r->tid && img->recs[k].phase == NTR_PHASE_EXIT)
           x = &img->recs[k];
-      json_t *args = rec_args(x ? x : r);
+      json_t *args = rec_args(img, x ? x : r);
       if (x) {
         end = ntr_image_ns(img, x->tsc);
         if (!tid)
@@ -203,7 +208,7 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
     if (!cat || (r->phase == NTR_PHASE_EXIT && (r->kind == NTR_KIND_COMM_ABORT || r->kind == NTR_KIND_COMM_REVOKE)))
       continue;
     add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:o}", "name", op, "cat", cat, "ph", "i", "ts", us(t, t0),
-                            "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(r)));
+                            "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(img, r)));
   }
   for (int i = 0; i < p->ntrig; i++) {
     char kb[32];

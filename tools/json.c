@@ -182,6 +182,8 @@ json_t *ntt_record_json(const struct ntr_image *img, const struct ntr_record *r)
   snprintf(fp, sizeof fp, "%08x", r->fp);
   set(o, "fp", json_string(fp));
   set(o, "stack_id", json_integer(r->stack_id));
+  set(o, "pystack_id", json_integer(r->pystack_id));
+  set(o, "site", ntt_pystack_json(img, r->pystack_id));
   set(o, "text", ntt_rec_has_text(r) ? ntt_json_str(r->u.text, sizeof r->u.text) : json_null());
   set(o, "aux", ntt_json_u64(r->aux));
   return o;
@@ -193,6 +195,14 @@ static json_t *stacks_json(const struct ntr_image *img) {
     const struct ntr_stack *s = &img->stacks[i];
     json_t *o = json_object(), *ips = json_array();
     set(o, "id", json_integer((json_int_t)i + 1));
+    if (s->kind == NTR_STACK_PYTHON) {
+      json_decref(ips);
+      set(o, "kind", json_string("python"));
+      set(o, "frames", ntt_pystack_json(img, i + 1));
+      json_array_append_new(a, o);
+      continue;
+    }
+    set(o, "kind", json_string("native"));
     for (uint32_t k = 0; k < s->depth && k < NTR_STACK_DEPTH; k++) {
       char ip[24];
       snprintf(ip, sizeof ip, "0x%llx", (unsigned long long)s->ip[k]);
@@ -219,6 +229,15 @@ json_t *ntt_image_json(const struct ntr_image *img) {
     json_array_append_new(comms, comm_json(img, &img->comms[i], now));
   set(o, "comms", comms);
   set(o, "stacks", stacks_json(img));
+  json_t *py = json_object();
+  char ver[32] = "";
+  if (img->hdr.py_version)
+    snprintf(ver, sizeof ver, "%u.%u.%u", img->hdr.py_version >> 24, img->hdr.py_version >> 16 & 0xff,
+             img->hdr.py_version >> 8 & 0xff);
+  set(py, "version", ver[0] ? json_string(ver) : json_null());
+  set(py, "state", json_string(ntt_py_state_name(img->hdr.py_state)));
+  set(o, "python", py);
+  set(o, "python_threads", ntt_pythreads_json(img));
   json_t *recs = json_array();
   for (uint64_t i = 0; i < img->nrecs; i++)
     json_array_append_new(recs, ntt_record_json(img, &img->recs[i]));

@@ -78,6 +78,21 @@ json_t *ntt_json_u64(uint64_t v);   /* integer; values above INT64_MAX as their 
 json_t *ntt_image_json(const struct ntr_image *img);
 json_t *ntt_record_json(const struct ntr_image *img, const struct ntr_record *r);
 
+/* ---- Python call sites (pyfmt.c) -------------------------------------- */
+/* The Python stack with this id (a record's pystack_id), NULL when none. */
+const struct ntr_stack *ntt_py_stack(const struct ntr_image *img, uint32_t id);
+/* One frame: "path/train.py:87 bad_branch", or with short_file
+ * "train.py:87 in bad_branch"; control bytes replaced. */
+void ntt_py_frame_str(const struct ntr_image *img, uint64_t word, int short_file, char *buf, size_t len);
+/* Innermost frame of stack id, short form.  @return 0 (buf "") when none. */
+int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len);
+/* ["file:line function", ...] innermost first, or JSON null. */
+json_t *ntt_pystack_json(const struct ntr_image *img, uint32_t id);
+/* The dump's Python threads (docs/decode-json.md). */
+json_t *ntt_pythreads_json(const struct ntr_image *img);
+void ntt_print_pythreads(FILE *out, const struct ntr_image *img, const char *indent);
+const char *ntt_py_state_name(uint32_t state); /* "on", "unsupported", ... */
+
 /* ---- inputs (inputs.c) -------------------------------------------------- */
 /* Expand files and directories (recursively: *.zst dumps and *.ring files)
  * into a sorted list of paths.  Missing paths are reported on stderr and

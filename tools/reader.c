@@ -326,6 +326,8 @@ static int load_ring(struct src *in, const char *name, int salvage, struct ntr_i
     memcpy(img->stacks, b, (size_t)nstack * sizeof *img->stacks);
   }
   img->nstacks = nstack;
+  if (ntt_ring_strings(img, buf, len))
+    return ntt_fail(err, errlen, name, "out of memory for the string table");
 
   struct rec_vec rv = {0};
   struct ntr_record r;
@@ -608,6 +610,7 @@ void ntr_image_free(struct ntr_image *img) {
     return;
   free(img->comms);
   free(img->stacks);
+  ntt_python_free(img);
   free(img->recs);
   img->comms = NULL;
   img->stacks = NULL;

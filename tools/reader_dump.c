@@ -125,6 +125,13 @@ static int take_section(struct walk *w, uint32_t type, const unsigned char *p, u
   case NTR_SEC_STACKS: unit = sizeof(struct ntr_stack); seen = &w->have_stacks; break;
   case NTR_SEC_RECORDS: unit = sizeof(struct ntr_record); seen = &w->have_records; break;
   case NTR_SEC_TRIGGER: unit = sizeof(struct ntr_trigger); seen = &img->has_trigger; break;
+  case NTR_SEC_STRINGS:
+  case NTR_SEC_PYTHREADS:
+    if (ntt_take_python(img, type, p, (size_t)n) == 0 || salvage)
+      return 0;
+    snprintf(why, whylen, "%s section of %llu bytes is invalid", type == NTR_SEC_STRINGS ? "STRINGS" : "PYTHREADS",
+             (unsigned long long)n);
+    return -1;
   default: return 0; /* a later minor revision's section: skip it */
   }
   if (*seen) {
@@ -310,6 +317,7 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
   if (!raw && !salvage) {
     free(img->comms);
     free(img->stacks);
+    ntt_python_free(img);
     img->comms = NULL;
     img->stacks = NULL;
     img->ncomms = img->nstacks = 0;

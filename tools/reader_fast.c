@@ -77,7 +77,7 @@ static int fs_read(struct fstream *s, void *dst, size_t n) {
 }
 
 static int fast_sections(struct fstream *s, const struct ntr_dump_preamble *pre, struct ntr_image *img) {
-  int have[6] = {0};
+  int have[8] = {0};
   for (uint32_t k = 0; k < pre->section_count; k++) {
     struct ntr_section sec;
     if (fs_read(s, &sec, sizeof sec) || s->total > pre->payload_size)
@@ -86,6 +86,14 @@ static int fast_sections(struct fstream *s, const struct ntr_dump_preamble *pre,
     if (sec.length > left)
       return -1;
     size_t n = (size_t)sec.length;
+    if (sec.type == NTR_SEC_STRINGS || sec.type == NTR_SEC_PYTHREADS) {
+      void *tmp = n ? malloc(n) : NULL;
+      int bad = (n && !tmp) || fs_read(s, tmp, n) || ntt_take_python(img, sec.type, tmp, n);
+      free(tmp);
+      if (bad)
+        return -1;
+      continue;
+    }
     if (sec.type < 1 || sec.type > 5) {
       if (fs_read(s, NULL, n))
         return -1;
@@ -201,6 +209,11 @@ int ntt_shot_load(const struct ntr_dump_preamble *pre, const unsigned char *src,
     const unsigned char *body = lb->p + off;
     size_t len = (size_t)sec.length;
     off += len;
+    if (sec.type == NTR_SEC_STRINGS || sec.type == NTR_SEC_PYTHREADS) {
+      if (ntt_take_python(img, sec.type, body, len))
+        goto bad;
+      continue;
+    }
     if (sec.type < 1 || sec.type > 5)
       continue;
     if (have[sec.type]++)

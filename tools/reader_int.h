@@ -49,6 +49,13 @@ uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n);
 /* Drop free comm slots, clamp stack depths. */
 void ntt_image_tidy(struct ntr_image *img);
 
+/* reader_py.c.  A STRINGS or PYTHREADS section of a dump (other types: 0,
+ * nothing taken); the string table of a ring file in buf.  @return 0, or
+ * -1 (a duplicate, a bad size, out of memory). */
+int ntt_take_python(struct ntr_image *img, uint32_t type, const void *body, size_t len);
+int ntt_ring_strings(struct ntr_image *img, const unsigned char *buf, size_t len);
+void ntt_python_free(struct ntr_image *img);
+
 /* reader_fast.c.  A valid dump (preamble already checked, strict, not raw)
  * decompressed in one call into lb (records borrowed in place), or in one
  * streaming pass.  @return 0, or -1 having taken nothing: img's comms and

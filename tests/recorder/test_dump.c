@@ -40,6 +40,8 @@ struct parsed {
   struct ntr_record *recs;
   size_t nrecs;
   struct ntr_trigger *trig;
+  char *strs;
+  uint32_t str_len;
 };
 
 static unsigned char *read_file(const char *path, size_t *len) {
@@ -64,7 +66,7 @@ static void parse_dump(const char *path, struct parsed *d) {
   CHECK(!memcmp(pre.magic, NTR_DUMP_MAGIC, 8));
   CHECK_EQ(pre.version, NTR_FORMAT_VERSION);
   CHECK_EQ(pre.preamble_size, 64);
-  CHECK_EQ(pre.section_count, 5);
+  CHECK_EQ(pre.section_count, 7);
   CHECK_EQ(pre.flags & 1, 0); /* compressed */
   CHECK_EQ(flen, sizeof pre + pre.compressed_size);
   CHECK_EQ(ZSTD_getFrameContentSize(file + 64, pre.compressed_size), pre.payload_size);
@@ -110,11 +112,19 @@ static void parse_dump(const char *path, struct parsed *d) {
       CHECK_EQ(sec.length, sizeof(struct ntr_trigger));
       d->trig = body;
       break;
+    case NTR_SEC_PYTHREADS:
+      CHECK_EQ(sec.length % sizeof(struct ntr_pythread), 0);
+      break;
+    case NTR_SEC_STRINGS:
+      CHECK_EQ(sec.length % 8, 0);
+      d->strs = body;
+      d->str_len = (uint32_t)sec.length;
+      break;
     }
     off += sec.length;
     want++;
   }
-  CHECK_EQ(want, NTR_SEC_TRIGGER + 1);
+  CHECK_EQ(want, NTR_SEC_STRINGS + 1);
   CHECK_EQ(off, d->len);
 }
 
@@ -268,7 +278,7 @@ int main(void) {
   /* image writer: same payload from the parsed parts */
   char path2[1200];
   CHECK_EQ(ntr_dump_write_image(dumps, d.hdr, d.comms, (uint32_t)d.ncomms, d.stacks,
-                                (uint32_t)d.nstacks, d.recs, d.nrecs, d.trig, path2,
+                                (uint32_t)d.nstacks, d.recs, d.nrecs, d.strs, d.str_len, d.trig, path2,
                                 sizeof path2),
            0);
   CHECK(strcmp(path, path2) != 0); /* n = 0 existed: not replaced */

@@ -19,7 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from toolcheck import check, failures, finish, run  # noqa: E402,F401
 
 NT, MKFIX = sys.argv[1], sys.argv[2]
-TOP = ["file", "format", "version", "header", "env", "trigger", "backtrace", "comms", "records"]
+TOP = ["file", "format", "version", "header", "env", "trigger", "backtrace", "comms", "records", "stacks",
+       "python", "python_threads"]
 HEADER = ["host", "pid", "ppid", "exe", "rank", "local_rank", "world_size", "local_world_size", "job",
           "nccl_version", "tracer_version", "proc_state", "exit_code", "signo", "lost", "torn", "dropped",
           "slot_count", "real_base_ns", "tsc_hz"]
@@ -27,7 +28,7 @@ COMM = ["id", "parent", "rank", "nranks", "lifecycle", "async_error", "coll_seq"
         "last_completed", "blocked_kind", "blocked_for_ns", "nonblocking"]
 RECORD = ["pos", "t_ns", "t_done_ns", "comm", "rank", "nranks", "kind", "phase", "seq", "count", "dtype",
           "redop", "root", "peer", "result", "completed", "flags", "group_depth", "group_id", "tid", "fp",
-          "stack_id", "text", "aux"]
+          "stack_id", "pystack_id", "site", "text", "aux"]
 BASE = 1700000000000000000
 
 
@@ -38,7 +39,7 @@ def check_keys(obj, keys, where):
 
 def check_canonical(doc, fmt, path):
     check_keys(doc, TOP, fmt)
-    check(doc["file"] == path and doc["format"] == fmt and doc["version"] == 1, fmt + " file/format/version")
+    check(doc["file"] == path and doc["format"] == fmt and doc["version"] == 2, fmt + " file/format/version")
     h = doc["header"]
     check_keys(h, HEADER, fmt + " header")
     check(h["job"] == "job-test" and h["exe"] == "fixture" and h["world_size"] == 2 and h["nccl_version"] == 22809,

@@ -37,6 +37,7 @@
 #define NTA_ANALYZE_H
 #include <stdint.h>
 #include <stdio.h>
+#include <jansson.h>
 #include "recorder/reader.h"
 
 /* Entry point for `nccltrace analyze ...` (argv[0] is "analyze"). */
@@ -60,7 +61,9 @@ struct nta_fp {
   uint16_t op;                  /* ntr_kind_fp_op(kind) (Bcast == Broadcast) */
   uint16_t flags;               /* NTR_REC_IN_GROUP / STRICT_REFUSED / ... of the record */
   uint8_t dtype;
-  uint8_t pad[7];
+  uint8_t pad0;
+  uint16_t pystack;             /* the record's Python call site (pystack_id in the process's latest image) */
+  uint8_t pad[4];
 };
 
 /* The collectives of one member, compact (reduce.c writes, ops.c reads):
@@ -103,6 +106,7 @@ struct nta_op {
   unsigned op;                  /* ntr_kind_fp_op(kind) */
   int dtype, redop, peer, result;
   unsigned flags;
+  unsigned pystack;             /* Python call site: stack id in the member's process image, 0 none */
 };
 
 /* What one (comm id, comm rank) of one process left, reduced from its
@@ -237,6 +241,8 @@ struct nta_verdict {
   int exit_code, signo, error;  /* as applicable */
   int has_exit, has_signal, has_error;
   uint64_t t_ns;                /* when the cause happened */
+  const struct nta_proc *stack_proc; /* the faulty call's Python call site: stack_id of */
+  uint32_t stack_id;            /* stack_proc's image, 0 none (verdict.stack) */
   char summary[1024];
   char next[512];               /* what to do next, one line */
 };
@@ -256,6 +262,8 @@ struct nta_cand {
   int noise;                    /* launcher SIGTERM / SIGINT: an effect unless alone */
   int refused;                  /* env_mismatch that failed the comm's init (NCCLTRACE_ENV_CHECK=abort):
                                  * a cause, and the deaths after that failed init are its effects */
+  const struct nta_proc *stack_proc; /* as in nta_verdict */
+  uint32_t stack_id;
   char summary[1024];
 };
 
@@ -411,4 +419,15 @@ const char *nta_fate_name(enum nta_fate f);
 void nta_blocked_in(const struct nta_member *m, char *buf, size_t len);
 void nta_member_state(const struct nta_member *m, char *buf, size_t len);
 void nta_comm_hex(uint64_t id, char out[17]);
+/* pysite.c: Python call sites in reports. */
+/* " at train.py:80 in train_step" for a call of m's process, "" when none. */
+void nta_site_text(const struct nta_proc *p, unsigned pystack, char *buf, size_t len);
+/* The collective m is blocked in (or last issued without tracking).
+ * @return 1 with *o, 0 when none is known. */
+int nta_blocked_op(const struct nta_member *m, struct nta_op *o);
+/* ["file:line function", ...] of stack id in p's image, or JSON null. */
+json_t *nta_stack_json(const struct nta_proc *p, unsigned pystack);
+/* Every rank's Python threads from its last dump (hangs and exits). */
+void nta_report_pythreads(const struct nta_job *job, FILE *out);
+json_t *nta_pythreads_json(const struct nta_proc *p);
 #endif

@@ -276,7 +276,7 @@ static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
   for (int i = 0; i < nr && k->nranks < NTA_MAX_VRANKS; i++)
     if (grp[i] >= 0 && (tie || grp[i] != maj))
       k->ranks[k->nranks++] = c->ranked[i]->rank;
-  char hex[17], a[160], b[160], ra[256], rb[256];
+  char hex[17], a[400], b[400], ra[256], rb[256];
   nta_comm_hex(c->id, hex);
   int other[NTA_MAX_VRANKS] = {0}, no = 0, cul[NTA_MAX_VRANKS] = {0}, nc = 0;
   int cg = grp[culprit];
@@ -288,6 +288,12 @@ static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
   }
   nta_describe_op(&ops[culprit], a, sizeof(a));
   nta_describe_op(&ops[lead[maj]], b, sizeof(b));
+  nta_site_text(c->ranked[culprit]->proc, ops[culprit].pystack, a + strlen(a), sizeof(a) - strlen(a));
+  nta_site_text(c->ranked[lead[maj]]->proc, ops[lead[maj]].pystack, b + strlen(b), sizeof(b) - strlen(b));
+  if (ops[culprit].pystack) {
+    k->stack_proc = c->ranked[culprit]->proc;
+    k->stack_id = ops[culprit].pystack;
+  }
   nta_rank_list(cul, nc, ra, sizeof(ra));
   nta_rank_list(other, no, rb, sizeof(rb));
   int in_group = (ops[culprit].flags | ops[lead[maj]].flags) & NTR_REC_IN_GROUP;

@@ -185,6 +185,7 @@ static void fill_fp(const struct nta_proc *p, uint32_t fpi, struct nta_op *o) {
   o->peer = f->peer;
   o->result = f->result;
   o->flags = f->flags;
+  o->pystack = f->pystack;
 }
 
 void nta_coll_at(const struct nta_member *m, uint64_t i, struct nta_op *o) {

@@ -127,7 +127,8 @@ static int push_ptr(const struct ntr_record ***v, uint64_t *n, uint64_t *cap, co
 
 /* One multiply-xorshift: a training loop has a handful of fingerprints. */
 static uint32_t fp_hash(const struct nta_fp *f) {
-  uint64_t a = f->count ^ ((uint64_t)f->op << 48 | (uint64_t)f->dtype << 40 | (uint64_t)f->flags << 24);
+  uint64_t a = f->count ^ ((uint64_t)f->op << 48 | (uint64_t)f->dtype << 40 | (uint64_t)f->flags << 24 |
+                            (uint64_t)f->pystack << 8);
   uint64_t b = (uint64_t)(uint32_t)f->redop ^ (uint64_t)(uint32_t)f->peer << 32 ^ (uint64_t)(uint32_t)f->result << 13;
   uint64_t h = (a ^ b * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
   return (uint32_t)(h >> 32);
@@ -145,6 +146,7 @@ static uint32_t intern(struct red *R, const struct ntr_record *r) {
   f.op = (uint16_t)ntr_kind_fp_op(r->kind);
   f.flags = r->flags & (uint16_t)~(NTR_REC_COMPLETED | NTR_REC_NO_TRACKING);
   f.dtype = r->dtype;
+  f.pystack = r->pystack_id;
   if (2 * (p->nfps + 1) > R->fhcap) {
     uint32_t cap = R->fhcap ? 2 * R->fhcap : 64;
     uint32_t *h = malloc(cap * sizeof *h);
@@ -190,7 +192,7 @@ static uint32_t intern_fast(struct red *R, const struct ntr_record *r) {
   if (c != UINT32_MAX) {
     const struct nta_fp *f = &R->p->fps[c];
     if (f->count == r->count && f->op == ntr_kind_fp_op(r->kind) && f->dtype == r->dtype && f->redop == r->redop &&
-        f->peer == r->peer && f->result == r->result &&
+        f->peer == r->peer && f->result == r->result && f->pystack == r->pystack_id &&
         f->flags == (r->flags & (uint16_t)~(NTR_REC_COMPLETED | NTR_REC_NO_TRACKING)))
       return c;
   }

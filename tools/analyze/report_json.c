@@ -48,6 +48,8 @@ static json_t *verdict_json(const struct nta_job *job) {
   }
   json_object_set_new(o, "t_ns", v->t_ns ? json_integer((json_int_t)v->t_ns) : json_null());
   json_object_set_new(o, "summary", str(v->summary, sizeof(v->summary)));
+  if (v->stack_proc && v->stack_id)
+    json_object_set_new(o, "stack", nta_stack_json(v->stack_proc, v->stack_id));
   json_object_set_new(o, "next", json_string(v->next));
   return o;
 }
@@ -69,6 +71,7 @@ static json_t *procs_json(const struct nta_job *job) {
     json_object_set_new(o, "lost", json_integer((json_int_t)p->lost));
     json_object_set_new(o, "first_ns", json_integer((json_int_t)p->first_ns));
     json_object_set_new(o, "last_ns", json_integer((json_int_t)p->last_ns));
+    json_object_set_new(o, "python_threads", nta_pythreads_json(p));
     json_array_append_new(a, o);
   }
   return a;
@@ -111,6 +114,8 @@ static json_t *comms_json(const struct nta_job *job, int *budget) {
       json_object_set_new(x, "last_completed", json_integer((json_int_t)m->completed));
       json_object_set_new(x, "blocked_in", strcmp(b, "-") ? json_string(b) : json_null());
       json_object_set_new(x, "state", json_string(st));
+      struct nta_op bo;
+      json_object_set_new(x, "stack", nta_blocked_op(m, &bo) ? nta_stack_json(m->proc, bo.pystack) : json_null());
       json_array_append_new(mem, x);
     }
     json_object_set_new(o, "members", mem);

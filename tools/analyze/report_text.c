@@ -141,6 +141,8 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
     if (unlisted)
       fprintf(out, "  (%d more ranks without evidence, not listed)\n", unlisted);
   }
+  if (v->cls != NTA_HEALTHY)
+    nta_report_pythreads(job, out);
   fprintf(out, "\nevidence (oldest first):\n");
   for (int i = 0; i < job->nev; i++) {
     const struct nta_event *e = &job->ev[i];

@@ -320,6 +320,8 @@ void nta_decide(struct nta_job *job) {
     } else {
       v->comm = pick->comm;
       memcpy(v->ranks, pick->ranks, sizeof(v->ranks));
+      v->stack_proc = pick->stack_proc;
+      v->stack_id = pick->stack_id;
       v->nranks = pick->nranks;
     }
     if (pick->cls == NTA_RANK_EXIT) {

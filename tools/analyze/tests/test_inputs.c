@@ -30,7 +30,7 @@ static void write_dump(const char *dir, struct ntr_image *img) {
   h->head = img->nrecs;
   h->comm_count = img->ncomms;
   char path[1024];
-  int rc = ntr_dump_write_image(dir, h, img->comms, img->ncomms, NULL, 0, img->recs, img->nrecs, &img->trigger,
+  int rc = ntr_dump_write_image(dir, h, img->comms, img->ncomms, NULL, 0, img->recs, img->nrecs, NULL, 0, &img->trigger,
                                 path, sizeof(path));
   TB_CHECK(rc == 0, "dump write in %s: %d", dir, rc);
 }
