@@ -171,7 +171,7 @@ static int salvage_tmps(const char *dir, const char *myhost) {
     trig.reason[sizeof trig.reason - 1] = '\0';
     char out[4096] = "";
     int w = ntr_dump_write_image(dir, &img.hdr, img.comms, img.ncomms, img.stacks, img.nstacks, img.recs,
-                                 img.nrecs, &trig, out, sizeof out);
+                                 img.nrecs, img.strs, img.str_len, &trig, out, sizeof out);
     if (w != 0) {
       fprintf(stderr, "nccltrace: %s: cannot write the salvaged dump into %s: %s; kept\n", path, dir, strerror(-w));
       worst = 1;

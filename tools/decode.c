@@ -146,6 +146,7 @@ static void print_records(FILE *out, const struct ntr_image *img) {
     fprintf(out, "  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s%s\n", tb, comm, rank, seq, op, ntt_rec_state(r),
             r->result >= 0 ? ntr_result_name(r->result) : "-", site);
   }
+  free(order);
 }
 
 /* The Python call sites (each distinct stack once) and the threads. */
@@ -170,7 +171,6 @@ static void print_python(FILE *out, const struct ntr_image *img) {
   } else if (img->is_dump && img->hdr.py_state == NTR_PY_ON) {
     fprintf(out, "Python threads: none readable at the dump\n");
   }
-  free(order);
 }
 
 static void print_text(FILE *out, const struct ntr_image *img) {

@@ -326,8 +326,12 @@ static int load_ring(struct src *in, const char *name, int salvage, struct ntr_i
     memcpy(img->stacks, b, (size_t)nstack * sizeof *img->stacks);
   }
   img->nstacks = nstack;
-  if (ntt_ring_strings(img, buf, len))
-    return ntt_fail(err, errlen, name, "out of memory for the string table");
+  size_t nstr = ntt_ring_strings_span(h, len);
+  if (nstr) {
+    const unsigned char *a, *b;
+    if (src_window(in, h->str_offset, nstr, &a, &b) || ntt_ring_strings(img, b, nstr))
+      return ntt_fail(err, errlen, name, "out of memory for the string table");
+  }
 
   struct rec_vec rv = {0};
   struct ntr_record r;

@@ -50,10 +50,13 @@ uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n);
 void ntt_image_tidy(struct ntr_image *img);
 
 /* reader_py.c.  A STRINGS or PYTHREADS section of a dump (other types: 0,
- * nothing taken); the string table of a ring file in buf.  @return 0, or
- * -1 (a duplicate, a bad size, out of memory). */
+ * nothing taken); the string table of a ring file: its used bytes that lie
+ * inside a file of len bytes (0: none), then those bytes, read from
+ * h->str_offset, taken into img.  @return 0, or -1 (a duplicate, a bad
+ * size, out of memory). */
 int ntt_take_python(struct ntr_image *img, uint32_t type, const void *body, size_t len);
-int ntt_ring_strings(struct ntr_image *img, const unsigned char *buf, size_t len);
+size_t ntt_ring_strings_span(const struct ntr_ring_header *h, size_t len);
+int ntt_ring_strings(struct ntr_image *img, const unsigned char *table, size_t used);
 void ntt_python_free(struct ntr_image *img);
 
 /* reader_fast.c.  A valid dump (preamble already checked, strict, not raw)

@@ -42,16 +42,21 @@ int ntt_take_python(struct ntr_image *img, uint32_t type, const void *body, size
   return 0;
 }
 
-int ntt_ring_strings(struct ntr_image *img, const unsigned char *buf, size_t len) {
-  const struct ntr_ring_header *h = &img->hdr;
+size_t ntt_ring_strings_span(const struct ntr_ring_header *h, size_t len) {
   uint64_t used = h->str_used < h->str_size ? h->str_used : h->str_size;
   if (used > NTR_STR_BYTES)
     used = NTR_STR_BYTES;
   if (!used || !h->str_offset || h->str_offset > len || used > len - h->str_offset)
     return 0; /* no table, or not inside the file: frames then resolve to "?" */
-  if (!(img->strs = malloc((size_t)used)))
+  return (size_t)used;
+}
+
+int ntt_ring_strings(struct ntr_image *img, const unsigned char *table, size_t used) {
+  if (!used)
+    return 0;
+  if (!(img->strs = malloc(used)))
     return -1;
-  memcpy(img->strs, buf + h->str_offset, (size_t)used);
+  memcpy(img->strs, table, used);
   img->str_len = (uint32_t)used;
   return 0;
 }
