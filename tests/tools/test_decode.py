@@ -38,7 +38,7 @@ def check_keys(obj, keys, where):
 
 def check_canonical(doc, fmt, path):
     check_keys(doc, TOP, fmt)
-    check(doc["file"] == path and doc["format"] == fmt and doc["version"] == 1, fmt + " file/format/version")
+    check(doc["file"] == path and doc["format"] == fmt and doc["version"] == 2, fmt + " file/format/version")
     h = doc["header"]
     check_keys(h, HEADER, fmt + " header")
     check(h["job"] == "job-test" and h["exe"] == "fixture" and h["world_size"] == 2 and h["nccl_version"] == 22809,
