@@ -170,8 +170,20 @@ def check_replays(a, dumps, env, log):
         n = sum(1 for line in out.splitlines() if "GraphLaunch(graph" in line and "completed" in line)
         log.append("replays in %s: %d completed" % (f, n))
         good = good and rc == 0 and n == a.expect_replays
+    trace = os.path.join(dumps, "..", "trace.json")
+    rc, out, err = run([a.nccltrace, "export", "--chrome", dumps, "-o", trace], env, 30)
+    try:
+        with open(trace) as f:
+            doc = json.load(f)
+        ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+        slices = [e for e in ev if e.get("cat") == "graph_replay" and e.get("ph") == "X"]
+    except (OSError, ValueError, KeyError):
+        slices = []
+    log.append("export --chrome: %d graph replay slices" % len(slices))
+    good = good and len(slices) == a.ranks * a.expect_replays
     if not good:
-        log.append("MISMATCH replays: want %d completed in each of %d exit dumps" % (a.expect_replays, a.ranks))
+        log.append("MISMATCH replays: want %d completed in each of %d exit dumps, as many slices" %
+                   (a.expect_replays, a.ranks))
     return good
 
 
