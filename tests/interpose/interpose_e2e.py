@@ -553,6 +553,9 @@ def t_exports():
     # forwarders for drop-in mode (interpose/nccl_passthrough.def, next to the table)
     passdef = os.path.join(os.path.dirname(ENV["def"]), "nccl_passthrough.def")
     rows += re.findall(r"^NT_PASS\([^,]+, [^,]+, (\w+),", open(passdef).read(), re.M)
+    # the CUDA graph entry points (interpose/cuda_graph.def)
+    graphdef = os.path.join(os.path.dirname(ENV["def"]), "cuda_graph.def")
+    rows += re.findall(r"^NTG\((\w+),", open(graphdef).read(), re.M)
     want = set(rows) | {"nccltrace_mark", "nccltrace_dump", "nccltrace_version", "nccltrace_enabled",
                         "sigaction", "signal", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
                         "execl", "execlp", "execle", "fexecve", "execveat"}
