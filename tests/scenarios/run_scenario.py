@@ -51,6 +51,8 @@ def parse():
     p.add_argument("--expect-comm-nranks", type=int)
     p.add_argument("--expect-replays", type=int)
     p.add_argument("--expect-blocked-in")
+    p.add_argument("--expect-timeout", action="store_true",
+                   help="the evidence holds a watchdog timeout on every rank")
     p.add_argument("--min-procs", type=int,
                    help="processes that must have left evidence (default: every rank)")
     p.add_argument("prog", nargs=argparse.REMAINDER)
@@ -202,10 +204,14 @@ def check(a, doc, log):
         exp = sorted(int(x) for x in a.expect_ranks.split(",") if x != "")
         want("ranks", sorted(v.get("ranks", [])), exp)
     want("exit_code", v.get("exit_code"), a.expect_exit_code)
+    if a.expect_timeout:
+        tr = sorted(set(e.get("rank") for e in doc.get("evidence", []) if e.get("kind") == "timeout"))
+        want("ranks with a watchdog timeout", len(tr), a.ranks)
     if a.expect_blocked_in is not None:
         comm = [c for c in doc.get("comms", []) if c.get("id") == v.get("comm")] or doc.get("comms", [])[:1]
+        dead = v.get("ranks", []) if str(v.get("class", "")).startswith("rank_") else []
         got = sorted(set(m.get("blocked_in") for m in (comm[0].get("members", []) if comm else [])
-                         if m.get("rank") not in v.get("ranks", [])))
+                         if m.get("rank") not in dead))
         want("survivors' blocked_in", got, [a.expect_blocked_in])
     want("signal", v.get("signal"), a.expect_signal)
     want("error", v.get("error"), a.expect_error)

@@ -51,6 +51,44 @@ void nta_replay_op(const struct nta_replays *g, char *buf, size_t len) {
     snprintf(buf, len, "%s", op);
 }
 
+/* Every rank launched replay n and none saw it complete, with proof that
+ * it stayed stuck (a watchdog timeout, or the processes are gone): a stall
+ * in that replay. */
+static void replay_stall(struct nta_job *job, const struct nta_comm *c) {
+  if (c->nranked != c->nranks || !c->nranked)
+    return;
+  const struct nta_replays *g0 = NULL;
+  uint64_t n = 0, t = 0;
+  int proof = 0;
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    uint64_t pn;
+    const struct nta_replays *g = nta_replay_pending(m, &pn);
+    if (!g || (g0 && (g->seq_first != g0->seq_first || g->seq_last != g0->seq_last || pn != n)))
+      return;
+    g0 = g;
+    n = pn;
+    if (g->pending_ns > t)
+      t = g->pending_ns;
+    proof |= m->proc->timeout_ns != 0 || (m->proc->fate != NTA_ALIVE && m->proc->fate != NTA_EXECED);
+  }
+  if (!proof)
+    return;
+  struct nta_cand *k = nta_cand_add(job, NTA_STALL, t);
+  if (!k)
+    return;
+  k->comm = c;
+  k->seq = g0->seq_first;
+  k->replay = n;
+  nta_replay_op(g0, k->replay_op, sizeof k->replay_op);
+  for (int i = 0; i < c->nranked && k->nranks < NTA_MAX_VRANKS; i++)
+    k->ranks[k->nranks++] = c->ranked[i]->rank;
+  char hex[17];
+  nta_comm_hex(c->id, hex);
+  snprintf(k->summary, sizeof k->summary, "stall on comm %s: all %d ranks launched %s in graph replay %llu and none completed",
+           hex, c->nranks, k->replay_op, (unsigned long long)n);
+}
+
 /* The first replay some rank never launched while another waits in it:
  * over the replays members are blocked in, the lowest with a rank behind. */
 void nta_detect_replays(struct nta_job *job, const struct nta_comm *c) {
@@ -73,8 +111,10 @@ void nta_detect_replays(struct nta_job *job, const struct nta_comm *c) {
       n = pn;
     }
   }
-  if (!wg)
+  if (!wg) {
+    replay_stall(job, c);
     return;
+  }
   int missing[NTA_MAX_VRANKS], nm = 0, waiting[NTA_MAX_VRANKS], nw = 0;
   for (int i = 0; i < c->nranked; i++) {
     const struct nta_member *m = c->ranked[i];
