@@ -192,6 +192,19 @@ struct __attribute__((aligned(64))) nti_comm {
     int p2p;
     int replay;                   /* a graph launch (graph.c): counts in cs->replays_done */
   } pend[NTI_EVQ];
+  /* Ops a nonblocking comm accepted with ncclInProgress: NCCL enqueues
+   * them later, from its own thread, so they are evented once the comm
+   * reports ncclSuccess (nti_complete_flush_deferred).  NCCL refuses the
+   * next op before that, so a handful per comm is enough. */
+#define NTI_DEFER 8
+  struct nti_deferred {
+    void *stream;
+    uint64_t seq, pos_first, pos, tsc;
+    uint32_t tid, group_id;
+    int p2p;
+  } defer[NTI_DEFER];
+  uint32_t ndefer;                /* entries in defer[] (under defer_lock; atomic for the quick test) */
+  uint32_t defer_lock;            /* spin flag: app thread adding, a poller flushing */
   uint64_t pend_tail;             /* producers (atomic) */
   uint64_t pend_head;             /* watchdog only */
   uint64_t timeout_reported_pos;  /* watchdog only: position + 1 of the op last reported */
@@ -412,6 +425,14 @@ void nti_complete_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t
  * pos_first..pos of this thread and group complete with the event. */
 void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first,
                               uint64_t pos, uint64_t tsc, int p2p);
+/* An op or group the comm accepted with ncclInProgress: not evented yet
+ * (its work is not on the stream); evented by the flush. */
+void nti_complete_defer(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                        uint64_t tsc, int p2p);
+/* The comm reported ncclSuccess: its deferred ops are enqueued now; event
+ * them.  Any thread (the application's ncclCommGetAsyncError, the
+ * watchdog's poll). */
+void nti_complete_flush_deferred(struct nti_comm *c);
 /* 1 when ops of this comm get completion events (driver loaded, context
  * known): otherwise records carry NTR_REC_NO_TRACKING from the start. */
 static inline int nti_tracked(const struct nti_comm *c) {

@@ -217,7 +217,7 @@ static void ev_fill(struct nti_comm *c, unsigned want) {
 /* --------------------------------------------------------- pending ops -- */
 
 static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, uint64_t pos_first,
-                     uint64_t pos, uint64_t tsc, int p2p, int replay) {
+                     uint64_t pos, uint64_t tsc, int p2p, int replay, uint32_t tid, uint32_t gid) {
   uint64_t t = __atomic_load_n(&c->pend_tail, __ATOMIC_RELAXED);
   for (;;) {
     struct nti_pending *cell = &c->pend[t & (NTI_EVQ - 1)];
@@ -232,8 +232,8 @@ static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, u
         cell->pos = pos;
         cell->pos_first = pos_first;
         cell->stream = (uint64_t)(uintptr_t)stream;
-        cell->tid = nti_tid();
-        cell->group_id = nti_tls.group_id;
+        cell->tid = tid;
+        cell->group_id = gid;
         cell->tsc = tsc;
         cell->p2p = p2p;
         cell->replay = replay;
@@ -249,8 +249,10 @@ static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, u
   }
 }
 
-static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
-                  uint64_t tsc, int p2p, int replay) {
+/* tid, gid: the thread and group whose records [pos_first, pos] are
+ * (complete_records matches them). */
+static void track_as(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                     uint64_t tsc, int p2p, int replay, uint32_t tid, uint32_t gid) {
   if (!cu_ready() || !ctx_of(c))
     return; /* the record already says NTR_REC_NO_TRACKING */
   int cap = capture_state(stream);
@@ -280,10 +282,48 @@ static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_f
    * work, not a potentially unsafe call, whatever other threads capture. */
   cu_result rr = cu.event_record(ev, stream);
   (void)rr;
-  if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p, replay) < 0) {
+  if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p, replay, tid, gid) < 0) {
     /* Rare: the event leaks (the watchdog creates new ones). */
     nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
   }
+}
+
+static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                  uint64_t tsc, int p2p, int replay) {
+  track_as(c, stream, seq, pos_first, pos, tsc, p2p, replay, nti_tid(), nti_tls.group_id);
+}
+
+void nti_complete_defer(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                        uint64_t tsc, int p2p) {
+  /* Acquire pairs with the flusher's release of the flag. */
+  while (__atomic_exchange_n(&c->defer_lock, 1, __ATOMIC_ACQUIRE))
+    ; /* held only for a copy of a few entries */
+  uint32_t n = c->ndefer;
+  if (n < NTI_DEFER) {
+    c->defer[n] = (struct nti_deferred){stream, seq, pos_first, pos, tsc, nti_tid(), nti_tls.group_id, p2p};
+    __atomic_store_n(&c->ndefer, n + 1, __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&c->defer_lock, 0, __ATOMIC_RELEASE);
+  if (n >= NTI_DEFER)
+    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
+}
+
+void nti_complete_flush_deferred(struct nti_comm *c) {
+  struct nti_deferred got[NTI_DEFER];
+  if (!__atomic_load_n(&c->ndefer, __ATOMIC_RELAXED))
+    return;
+  while (__atomic_exchange_n(&c->defer_lock, 1, __ATOMIC_ACQUIRE))
+    ;
+  uint32_t n = c->ndefer;
+  memcpy(got, c->defer, n * sizeof got[0]);
+  __atomic_store_n(&c->ndefer, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->defer_lock, 0, __ATOMIC_RELEASE);
+  /* NCCL has put the work on the streams: an event recorded now follows
+   * it (and maybe later work of the application: completion is then seen
+   * late, never early).  The stream's capture state is checked in track. */
+  for (uint32_t i = 0; i < n; i++)
+    track_as(c, got[i].stream, got[i].seq, got[i].pos_first, got[i].pos, got[i].tsc, got[i].p2p, 0, got[i].tid,
+             got[i].group_id);
 }
 
 void nti_complete_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc,
