@@ -44,6 +44,7 @@ fi
 b=$build/bench
 targets="bench/overhead bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
   bench/scale/analyze_bench bench/scale/coord_bench bench/scale/agg_bench bench/scale/mem_bench
+  bench/scale/graph_bench
   tools/nccltrace interpose/libnccltrace.so examples/healthy"
 [ -n "$(ls "$build"/bench/scale/mpi_allgather 2>/dev/null)" ] && targets="$targets bench/scale/mpi_allgather"
 # shellcheck disable=SC2086
@@ -93,11 +94,11 @@ overhead() { # NAME TARGET_NS ENV...
 if [ $quick = 1 ]; then
   calls=500000; rounds=3; trounds=3; tcalls=300000; scalls=500; srounds=3
   ana="--ranks 16,64,256 --recs 2048 --big-ranks 256 --big-recs 65536 --reps 1"
-  coordsecs=2; aggsecs=2; memrounds=1
+  coordsecs=2; aggsecs=2; memrounds=1; glaunches=5000; grounds=3
 else
   calls=2000000; rounds=7; trounds=5; tcalls=1000000; scalls=2000; srounds=5
   ana="--ranks 64,256,1024 --recs 4096 --big-ranks 1024 --big-recs 65536 --reps 3"
-  coordsecs=4; aggsecs=4; memrounds=3
+  coordsecs=4; aggsecs=4; memrounds=3; glaunches=20000; grounds=5
 fi
 
 printf 'nccltrace benchmarks on %s: %s CPUs, %s, %s\n' "$(hostname)" "$(nproc)" \
@@ -132,6 +133,9 @@ py_row() { # the "added known/new" lines of pysites.py become rows
   echo "FIGURE|added ns per call, Python call sites, new site|$n ns|once per site|INFO" | tee -a "$out"
 }
 command -v python3 >/dev/null && py_row
+
+section "CUDA graph launches, with and without NCCL calls in the graph (emulator; callgrind)"
+run "$b/scale/graph_bench" --launches "$glaunches" --rounds "$grounds" --callgrind "$lib" "$build/tests/emu"
 
 section "threads: 8 threads on their own communicators vs 1"
 run "$b/scale/threads" --calls "$tcalls" --rounds "$trounds" "$lib"

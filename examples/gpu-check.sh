@@ -11,6 +11,11 @@
 #      faults on 1 GPU are only testable on the emulator (meson test);
 #   4. a 1-GPU torchrun job (examples/torch/train.py) when torch is
 #      installed: verdict healthy;
+#   4b. examples/graph.c, 1 rank per GPU (up to 4): the torch.cuda.graph
+#      pattern (eager AllReduces in flight, a global-mode capture of an
+#      AllReduce held 300 ms, 50 replays checked) against the real CUDA
+#      capture rules: the job passes, the verdict is healthy, and the exit
+#      dumps show 50 completed graph replays per rank;
 #   5. the per-call overhead of the tracer on the real libnccl
 #      (bench/overhead: 1-rank in-place AllReduce, which NCCL completes on
 #      the host, so the difference is the tracer's own cost plus its CUDA
@@ -30,7 +35,7 @@ if [ "${1:-}" = "--emulator" ]; then
   if [ $# != 2 ] || [ ! -d "$2/tests/emu" ]; then echo "usage: $0 --emulator BUILDDIR" >&2; exit 2; fi
   b=$(cd "$2" && pwd)
   emu=$b/tests/emu
-  for f in tools/nccltrace interpose/libnccltrace.so examples/healthy examples/faults bench/overhead; do
+  for f in tools/nccltrace interpose/libnccltrace.so examples/healthy examples/faults examples/graph bench/overhead; do
     [ -e "$b/$f" ] || { echo "SKIP: $b/$f is not built"; exit 77; }
   done
   export NCCLEMU_DEVICES=${NCCLEMU_DEVICES:-2}
@@ -60,7 +65,8 @@ if [ -z "$emu" ]; then
   ntr_install_deps
   b=$src/build-gpu
   [ -f "$b/build.ninja" ] || meson setup "$b" "$@" >/dev/null
-  ninja -C "$b" tools/nccltrace interpose/libnccltrace.so examples/healthy examples/faults bench/overhead >/dev/null
+  ninja -C "$b" tools/nccltrace interpose/libnccltrace.so examples/healthy examples/faults examples/graph \
+    bench/overhead >/dev/null
 fi
 nt=$b/tools/nccltrace
 # The NCCL under test first (the real one; the emulator only with --emulator).
@@ -132,6 +138,15 @@ if [ "$ngpu" -ge 2 ]; then
 else
   echo "== op_mismatch: SKIP (1 GPU: NCCL refuses two ranks of one communicator on one GPU)"
 fi
+
+# CUDA graphs: the capture must survive the tracer, every replay be seen.
+check graph "$n" 60 healthy completed=1 -- "$b"/examples/graph 50
+reps=0
+for f in "$out"/graph/dumps/*exit.zst; do
+  [ -e "$f" ] && reps=$((reps + $("$nt" decode "$f" | grep -c 'GraphLaunch(graph .*completed')))
+done
+if [ "$reps" = $((50 * n)) ]; then echo "   graph replays: $reps completed (50 per rank): PASS"
+else echo "   graph replays: $reps completed, want $((50 * n)): FAIL"; fails=$((fails + 1)); fi
 
 echo "== torchrun, 1 GPU: examples/torch/train.py"
 if [ -n "$emu" ]; then

@@ -9,6 +9,9 @@
  * capture, and cudaStreamEndCapture fails: this program then exits 1.
  *
  *   examples/launch.sh 3 ./graph [REPLAYS]     (default 50)
+ * Faults, for the scenario tests (set on one rank, RANKENV_<r>):
+ *   GRAPH_EXIT_AT=N   _exit(7) just before launching replay N;
+ *   GRAPH_OP=allgather capture an AllGather instead of the AllReduce.
  * Single-threaded; not signal-safe.
  */
 #include "common.h"
@@ -62,9 +65,14 @@ int main(int argc, char **argv) {
   for (int i = 0; i < EAGER_OPS; i++)
     NCCL_CHECK(ncclAllReduce(e_buf, e_buf, EAGER_COUNT, ncclFloat32, ncclSum, comm, eager));
 
+  const char *exit_at = getenv("GRAPH_EXIT_AT"), *op = getenv("GRAPH_OP");
+  int gather = op && strcmp(op, "allgather") == 0;
   cudaGraph_t graph;
   CUDA_CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
-  NCCL_CHECK(ncclAllReduce(g_in, g_out, GRAPH_COUNT, ncclFloat32, ncclSum, comm, cap));
+  if (gather) /* a different collective than the peers': same bytes moved per rank */
+    NCCL_CHECK(ncclAllGather(g_in, g_out, GRAPH_COUNT / ex_size, ncclFloat32, comm, cap));
+  else
+    NCCL_CHECK(ncclAllReduce(g_in, g_out, GRAPH_COUNT, ncclFloat32, ncclSum, comm, cap));
   ex_sleep_ms(300);
   cudaError_t end = cudaStreamEndCapture(cap, &graph);
   if (end != cudaSuccess) {
@@ -85,6 +93,8 @@ int main(int argc, char **argv) {
   for (int k = 1; k <= replays && !bad; k++) {
     fill(h, GRAPH_COUNT, (float)(ex_rank + k));
     CUDA_CHECK(cudaMemcpy(g_in, h, GRAPH_COUNT * sizeof(float), cudaMemcpyHostToDevice));
+    if (exit_at && atoi(exit_at) == k)
+      _exit(7);
     CUDA_CHECK(cudaGraphLaunch(exec, cap));
     ex_wait(cap, comm);
     CUDA_CHECK(cudaMemcpy(h, g_out, GRAPH_COUNT * sizeof(float), cudaMemcpyDeviceToHost));

@@ -151,7 +151,7 @@ void nti_group_reset(void) {
 
 /* After the outermost End was accepted: the group's ops are on their
  * streams now; mark them enqueued and event them. */
-static void group_launched(void) {
+static void group_launched(ncclResult_t res) {
   struct nti_tls *t = &nti_tls;
   for (int i = 0; i < t->group_nops; i++) {
     struct nti_group_op *g = &t->group_ops[i];
@@ -161,8 +161,14 @@ static void group_launched(void) {
         __atomic_store_n(&g->comm->cs->last_enqueued, g->seq, __ATOMIC_RELEASE);
       __atomic_store_n(&g->comm->cs->last_enqueue_tsc, g->tsc, __ATOMIC_RELAXED);
     }
-    nti_complete_track_group(g->comm, g->stream, g->p2p_only ? 0 : g->seq, g->pos_first, g->pos,
-                             g->tsc, g->p2p_only);
+    /* ncclInProgress: NCCL launches the group from its own thread later;
+     * evented once the comm says ncclSuccess. */
+    if (res == ncclInProgress && g->comm->nonblocking && nti_tracked(g->comm))
+      nti_complete_defer(g->comm, g->stream, g->p2p_only ? 0 : g->seq, g->pos_first, g->pos, g->tsc,
+                         g->p2p_only);
+    else
+      nti_complete_track_group(g->comm, g->stream, g->p2p_only ? 0 : g->seq, g->pos_first, g->pos,
+                               g->tsc, g->p2p_only);
   }
   if (t->group_overflow) {
     static int said;
@@ -279,7 +285,7 @@ static ncclResult_t group_end(unsigned kind, ncclSimInfo_t *sim) {
   group_record(kind, res, (int)nti_tls.group_depth);
   if (outermost) {
     if (!send && (res == ncclSuccess || res == ncclInProgress))
-      group_launched();
+      group_launched(res);
     nti_tls.group_nops = 0;
     nti_tls.group_overflow = 0;
     nti_tls.group_id = 0;

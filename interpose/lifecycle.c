@@ -447,6 +447,8 @@ NTI_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 
 void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
   struct ntr_comm_state *cs = c->cs;
+  if (now == ncclSuccess)
+    nti_complete_flush_deferred(c); /* ops accepted with ncclInProgress are on their streams now */
   int32_t old = __atomic_load_n(&cs->async_error, __ATOMIC_ACQUIRE);
   if (old == (int32_t)now)
     return;

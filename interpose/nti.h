@@ -200,7 +200,21 @@ struct __attribute__((aligned(64))) nti_comm {
     uint64_t stream;
     uint32_t tid, group_id;       /* which records of [pos_first, pos] are ours */
     int p2p;
+    int replay;                   /* a graph launch (graph.c): counts in cs->replays_done */
   } pend[NTI_EVQ];
+  /* Ops a nonblocking comm accepted with ncclInProgress: NCCL enqueues
+   * them later, from its own thread, so they are evented once the comm
+   * reports ncclSuccess (nti_complete_flush_deferred).  NCCL refuses the
+   * next op before that, so a handful per comm is enough. */
+#define NTI_DEFER 8
+  struct nti_deferred {
+    void *stream;
+    uint64_t seq, pos_first, pos, tsc;
+    uint32_t tid, group_id;
+    int p2p;
+  } defer[NTI_DEFER];
+  uint32_t ndefer;                /* entries in defer[] (under defer_lock; atomic for the quick test) */
+  uint32_t defer_lock;            /* spin flag: app thread adding, a poller flushing */
   uint64_t pend_tail;             /* producers (atomic) */
   uint64_t pend_head;             /* watchdog only */
   uint64_t timeout_reported_pos;  /* watchdog only: position + 1 of the op last reported */
@@ -355,6 +369,8 @@ static inline void nti_record_end(struct ntr_record *r, uint64_t pos, const stru
 /* Set the result of a record committed before the call, in the ring slot
  * and in the comm's recent[] copy, if they still hold that position. */
 void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_comm *c, int result);
+/* Set aux of a committed record, as nti_record_patch does the rest. */
+void nti_record_patch_aux(uint64_t pos, const struct nti_comm *c, uint64_t aux);
 /* Patch a committed record (ring slot and recent[] copy) if it still holds
  * position pos: result (NTI_KEEP_RESULT = leave), flags OR'ed, tsc_done
  * (0 = leave).  Async-signal-safe. */
@@ -424,6 +440,14 @@ void nti_complete_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t
  * pos_first..pos of this thread and group complete with the event. */
 void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first,
                               uint64_t pos, uint64_t tsc, int p2p);
+/* An op or group the comm accepted with ncclInProgress: not evented yet
+ * (its work is not on the stream); evented by the flush. */
+void nti_complete_defer(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                        uint64_t tsc, int p2p);
+/* The comm reported ncclSuccess: its deferred ops are enqueued now; event
+ * them.  Any thread (the application's ncclCommGetAsyncError, the
+ * watchdog's poll). */
+void nti_complete_flush_deferred(struct nti_comm *c);
 /* 1 when ops of this comm get completion events (driver loaded, context
  * known): otherwise records carry NTR_REC_NO_TRACKING from the start. */
 static inline int nti_tracked(const struct nti_comm *c) {
@@ -437,6 +461,16 @@ static inline int nti_recent_passed(const struct nti_comm *c, uint64_t pos) {
 }
 /* Is the stream capturing?  1 yes, 0 no or unknown. */
 int nti_stream_capturing(void *stream);
+/* The capture id of a capturing stream (and the graph being built, NULL
+ * when the driver does not say).  @return 1 capturing, 0 not or unknown. */
+int nti_capture_id(void *stream, uint64_t *id, void **graph);
+/* A replay's completion event (graph.c): seq = the last captured collective
+ * of c in the graph (0: only send/recv). */
+void nti_complete_track_replay(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc);
+/* graph.c: the records [pos_first, pos] of this thread's op or group on
+ * (c, stream) were captured: join them to their capture's graph entry, mark
+ * them captured with the capture id. */
+void nti_graph_note_captured(struct nti_comm *c, void *stream, uint64_t pos_first, uint64_t pos);
 /* Per-comm event pool filled at init exit (app thread, context current). */
 void nti_watchdog_comm_ready(struct nti_comm *c);
 void nti_watchdog_start(void);

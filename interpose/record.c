@@ -44,6 +44,25 @@ void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16
   }
 }
 
+void nti_record_patch_aux(uint64_t pos, const struct nti_comm *c, uint64_t aux) {
+  if (!nti_active())
+    return;
+  struct ntr_record *r = &nti_g.ring.slots[pos & nti_g.ring.mask];
+  if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == pos + 1)
+    __atomic_store_n(&r->aux, aux, __ATOMIC_RELAXED);
+  if (!c)
+    return;
+  struct ntr_comm_state *cs = c->cs;
+  uint64_t n = __atomic_load_n(&cs->rec_count, __ATOMIC_ACQUIRE);
+  for (uint64_t k = 0; k < NTR_COMM_RECENT && k < n; k++) {
+    struct ntr_record *e = &cs->recent[(n - 1 - k) & (NTR_COMM_RECENT - 1)];
+    if (__atomic_load_n(&e->commit, __ATOMIC_ACQUIRE) == pos + 1) {
+      __atomic_store_n(&e->aux, aux, __ATOMIC_RELAXED);
+      return;
+    }
+  }
+}
+
 void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_comm *c, int result) {
   (void)r;
   nti_record_patch(pos, c, result, 0, 0);
@@ -104,6 +123,7 @@ const char *nti_kind_name(unsigned kind) {
   switch (kind) {
   case NTR_KIND_MARK: return "Mark";
   case NTR_KIND_TIMEOUT: return "Timeout";
+  case NTR_KIND_GRAPH_LAUNCH: return "GraphLaunch";
   default: return "Event";
   }
 }

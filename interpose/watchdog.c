@@ -53,6 +53,11 @@ static struct {
   cu_result (*ctx_set)(void *);
   /* Optional (CUDA >= 10.1; older drivers have no capture modes). */
   cu_result (*exchange_capture_mode)(int *);
+  /* Optional: the capture id (and graph) of a capturing stream; the newest
+   * spelling the driver has (_v3: CUDA 12.3, _v2: 11.3, plain: 10.1). */
+  cu_result (*capture_info_v3)(void *, int *, uint64_t *, void **, const void **, const void **, size_t *);
+  cu_result (*capture_info_v2)(void *, int *, uint64_t *, void **, const void **, size_t *);
+  cu_result (*capture_info)(void *, int *, uint64_t *);
 } cu;
 
 static pthread_t wd_thread;
@@ -93,6 +98,9 @@ static void load_driver(void) {
   SYM(ctx_get, "cuCtxGetCurrent");
   SYM(ctx_set, "cuCtxSetCurrent");
   SYM(exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
+  SYM(capture_info_v3, "cuStreamGetCaptureInfo_v3");
+  SYM(capture_info_v2, "cuStreamGetCaptureInfo_v2");
+  SYM(capture_info, "cuStreamGetCaptureInfo");
 #undef SYM
   if (!cu.event_create || !cu.event_record || !cu.event_query || !cu.event_destroy ||
       !cu.stream_is_capturing || !cu.ctx_get || !cu.ctx_set) {
@@ -128,6 +136,33 @@ static int capture_state(void *stream) {
 
 int nti_stream_capturing(void *stream) {
   return capture_state(stream) > 0;
+}
+
+/* cuStreamGetCaptureInfo is a query made for this: CUDA lists it among the
+ * calls that are legal on a capturing stream (it is how a library joins a
+ * capture), it is not one of the potentially unsafe calls of
+ * cuThreadExchangeStreamCaptureMode, and it neither waits for nor adds
+ * work.  So it is safe in every mode, on the capturing thread (the wrapper
+ * of a captured NCCL call, of cudaStreamEndCapture) as on any other. */
+int nti_capture_id(void *stream, uint64_t *id, void **graph) {
+  int st = 0;
+  uint64_t cid = 0;
+  void *g = NULL;
+  cu_result rc = -1;
+  if (!cu_ready())
+    return 0;
+  if (cu.capture_info_v3)
+    rc = cu.capture_info_v3(stream, &st, &cid, &g, NULL, NULL, NULL);
+  else if (cu.capture_info_v2)
+    rc = cu.capture_info_v2(stream, &st, &cid, &g, NULL, NULL);
+  else if (cu.capture_info)
+    rc = cu.capture_info(stream, &st, &cid);
+  if (rc != 0 || st != 1) /* CU_STREAM_CAPTURE_STATUS_ACTIVE */
+    return 0;
+  *id = cid;
+  if (graph)
+    *graph = g;
+  return 1;
 }
 
 /* ---------------------------------------------------------- event pool -- */
@@ -182,7 +217,7 @@ static void ev_fill(struct nti_comm *c, unsigned want) {
 /* --------------------------------------------------------- pending ops -- */
 
 static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, uint64_t pos_first,
-                     uint64_t pos, uint64_t tsc, int p2p) {
+                     uint64_t pos, uint64_t tsc, int p2p, int replay, uint32_t tid, uint32_t gid) {
   uint64_t t = __atomic_load_n(&c->pend_tail, __ATOMIC_RELAXED);
   for (;;) {
     struct nti_pending *cell = &c->pend[t & (NTI_EVQ - 1)];
@@ -197,10 +232,11 @@ static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, u
         cell->pos = pos;
         cell->pos_first = pos_first;
         cell->stream = (uint64_t)(uintptr_t)stream;
-        cell->tid = nti_tid();
-        cell->group_id = nti_tls.group_id;
+        cell->tid = tid;
+        cell->group_id = gid;
         cell->tsc = tsc;
         cell->p2p = p2p;
+        cell->replay = replay;
         /* Release pairs with the watchdog's acquire: the fields are set. */
         __atomic_store_n(&cell->turn, t + 1, __ATOMIC_RELEASE);
         return 0;
@@ -213,8 +249,10 @@ static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, u
   }
 }
 
-static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
-                  uint64_t tsc, int p2p) {
+/* tid, gid: the thread and group whose records [pos_first, pos] are
+ * (complete_records matches them). */
+static void track_as(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                     uint64_t tsc, int p2p, int replay, uint32_t tid, uint32_t gid) {
   if (!cu_ready() || !ctx_of(c))
     return; /* the record already says NTR_REC_NO_TRACKING */
   int cap = capture_state(stream);
@@ -222,8 +260,15 @@ static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_f
     /* Work captured into a graph runs when the graph is launched, maybe
      * never, maybe many times; and an event recorded in a capture would be
      * a captured event, which the watchdog could not query
-     * (CUDA_ERROR_CAPTURED_EVENT).  Unknown state: no event either. */
-    nti_record_patch(pos, c, NTI_KEEP_RESULT, cap > 0 ? NTR_REC_CAPTURED : NTR_REC_NO_TRACKING, 0);
+     * (CUDA_ERROR_CAPTURED_EVENT).  Captured calls join their capture's
+     * graph entry (graph.c), which events each launch instead.  Unknown
+     * state: no event either. */
+    if (cap > 0 && !replay)
+      nti_graph_note_captured(c, stream, pos_first, pos);
+    else if (cap > 0)
+      nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_CAPTURED, 0);
+    else
+      nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
     return;
   }
   void *ev = ev_take(c);
@@ -237,21 +282,63 @@ static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_f
    * work, not a potentially unsafe call, whatever other threads capture. */
   cu_result rr = cu.event_record(ev, stream);
   (void)rr;
-  if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p) < 0) {
+  if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p, replay, tid, gid) < 0) {
     /* Rare: the event leaks (the watchdog creates new ones). */
     nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
   }
 }
 
+static void track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                  uint64_t tsc, int p2p, int replay) {
+  track_as(c, stream, seq, pos_first, pos, tsc, p2p, replay, nti_tid(), nti_tls.group_id);
+}
+
+void nti_complete_defer(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                        uint64_t tsc, int p2p) {
+  /* Acquire pairs with the flusher's release of the flag. */
+  while (__atomic_exchange_n(&c->defer_lock, 1, __ATOMIC_ACQUIRE))
+    ; /* held only for a copy of a few entries */
+  uint32_t n = c->ndefer;
+  if (n < NTI_DEFER) {
+    c->defer[n] = (struct nti_deferred){stream, seq, pos_first, pos, tsc, nti_tid(), nti_tls.group_id, p2p};
+    __atomic_store_n(&c->ndefer, n + 1, __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&c->defer_lock, 0, __ATOMIC_RELEASE);
+  if (n >= NTI_DEFER)
+    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
+}
+
+void nti_complete_flush_deferred(struct nti_comm *c) {
+  struct nti_deferred got[NTI_DEFER];
+  if (!__atomic_load_n(&c->ndefer, __ATOMIC_RELAXED))
+    return;
+  while (__atomic_exchange_n(&c->defer_lock, 1, __ATOMIC_ACQUIRE))
+    ;
+  uint32_t n = c->ndefer;
+  memcpy(got, c->defer, n * sizeof got[0]);
+  __atomic_store_n(&c->ndefer, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->defer_lock, 0, __ATOMIC_RELEASE);
+  /* NCCL has put the work on the streams: an event recorded now follows
+   * it (and maybe later work of the application: completion is then seen
+   * late, never early).  The stream's capture state is checked in track. */
+  for (uint32_t i = 0; i < n; i++)
+    track_as(c, got[i].stream, got[i].seq, got[i].pos_first, got[i].pos, got[i].tsc, got[i].p2p, 0, got[i].tid,
+             got[i].group_id);
+}
+
 void nti_complete_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc,
                         int p2p, struct ntr_record *r) {
   (void)r;
-  track(c, stream, seq, pos, pos, tsc, p2p);
+  track(c, stream, seq, pos, pos, tsc, p2p, 0);
+}
+
+void nti_complete_track_replay(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc) {
+  track(c, stream, seq, pos, pos, tsc, seq == 0, 1);
 }
 
 void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first,
                               uint64_t pos, uint64_t tsc, int p2p) {
-  track(c, stream, seq, pos_first, pos, tsc, p2p);
+  track(c, stream, seq, pos_first, pos, tsc, p2p, 0);
 }
 
 /* The event of a group stands for every op of that group on its (comm,
@@ -311,6 +398,22 @@ static void timeout_report(struct nti_comm *c, uint64_t seq, const char *op, dou
   nti_trigger_dump(NTR_TRIG_TIMEOUT, reason);
 }
 
+/* A replay that did not finish: named by the first captured call of this
+ * comm in the graph and the replay number, "AllReduce #5 in graph replay 31"
+ * (the TIMEOUT record: text = that op, seq = its seq, count = the replay). */
+static void replay_timeout_report(struct nti_comm *c, const struct ntr_record *g, double waited) {
+  struct ntr_comm_state *cs = c->cs;
+  const char *op = nti_kind_name((unsigned)g->redop);
+  uint64_t seq = g->u.buf.sendbuf;
+  char reason[96];
+  snprintf(reason, sizeof reason, "timeout: comm %016llx rank %d %s #%llu in graph replay %llu not complete after %.0f s",
+           (unsigned long long)cs->comm_id, cs->rank, op, (unsigned long long)seq, (unsigned long long)g->count,
+           waited);
+  nti_say("%s", reason);
+  nti_record_event(NTR_KIND_TIMEOUT, c, op, g->count, (uint64_t)waited, seq);
+  nti_trigger_dump(NTR_TRIG_TIMEOUT, reason);
+}
+
 static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   void *ctx = ctx_of(c);
   if (!cu_ready() || !ctx)
@@ -331,13 +434,19 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
        * first op that has not finished. */
       if (tmo && now > cell->tsc && now - cell->tsc > tmo && cell->pos + 1 > c->timeout_reported_pos) {
         c->timeout_reported_pos = cell->pos + 1;
-        struct ntr_record *r = &nti_g.ring.slots[cell->pos & nti_g.ring.mask];
-        unsigned kind = __atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == cell->pos + 1 ? r->kind : 0;
-        timeout_report(c, cell->seq, kind ? nti_kind_name(kind) : "op", secs(now - cell->tsc));
+        struct ntr_record r;
+        unsigned kind = ntr_ring_read_slot(&nti_g.ring.slots[cell->pos & nti_g.ring.mask], &r) == cell->pos + 1
+                            ? r.kind : 0;
+        if (kind == NTR_KIND_GRAPH_LAUNCH)
+          replay_timeout_report(c, &r, secs(now - cell->tsc));
+        else
+          timeout_report(c, cell->seq, kind ? nti_kind_name(kind) : "op", secs(now - cell->tsc));
       }
       break;
     }
     if (q == 0) {
+      if (cell->replay) /* single writer: the watchdog (or the exit pass after it stopped) */
+        __atomic_store_n(&c->cs->replays_done, c->cs->replays_done + 1, __ATOMIC_RELAXED);
       if (!cell->p2p) {
         uint64_t cur = __atomic_load_n(&c->cs->last_completed, __ATOMIC_RELAXED);
         if (cell->seq > cur)
@@ -367,10 +476,11 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
 
 static int is_op(unsigned kind) {
 #define NT_COLL(name, KIND, ...) kind == NTR_KIND_##KIND ||
+  /* replays too: published like ops (graph.c), copied like ops */
 #define NT_P2P NT_COLL
 #define NT_GROUP(...)
 #define NT_LIFE(...)
-  return
+  return kind == NTR_KIND_GRAPH_LAUNCH ||
 #include "interpose/nccl_api.def"
       0;
 #undef NT_COLL

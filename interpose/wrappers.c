@@ -195,7 +195,12 @@ static inline __attribute__((always_inline)) void op_post(struct nti_op *o, nccl
    * driver may set errno: the application gets NCCL's. */
   if (nti_tracked(c)) {
     int saved = errno;
-    nti_complete_track(c, o->stream, p2p ? 0 : o->seq, o->pos, o->tsc, p2p, o->rec);
+    /* ncclInProgress on a nonblocking comm: NCCL enqueues from its own
+     * thread later; an event recorded now would precede the work. */
+    if (NTI_UNLIKELY(res == ncclInProgress))
+      nti_complete_defer(c, o->stream, p2p ? 0 : o->seq, o->pos, o->pos, o->tsc, p2p);
+    else
+      nti_complete_track(c, o->stream, p2p ? 0 : o->seq, o->pos, o->tsc, p2p, o->rec);
     errno = saved;
   }
 }

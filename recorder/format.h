@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NTR_FORMAT_VERSION 2u
+#define NTR_FORMAT_VERSION 2u /* 2: Python call sites (stack kinds, string table, PYTHREADS); CUDA graph records (GRAPH_*), comm replay counters */
 
 #define NTR_RING_MAGIC "NCTRRING" /* 8 bytes, no NUL stored */
 #define NTR_DUMP_MAGIC "NCTRDUMP"
@@ -63,6 +63,20 @@ enum ntr_kind {
   NTR_KIND_STRICT_BLOCK,     /* strict mode refused a call (returned ncclInvalidUsage) */
   NTR_KIND_NOTE,             /* free text from the tracer */
   NTR_KIND_EXEC,             /* exec family: ENTER text = path tail, count = path length; EXIT (failed): aux = errno */
+  /* CUDA graphs holding NCCL calls (interpose/graph.c, docs/dump-format.md):
+   * one record per (graph, communicator), all with the same layout --
+   * seq = the last captured collective seq of that comm in the graph,
+   * u.buf.sendbuf = the first one, peer = how many NCCL calls of that comm it
+   * holds, redop = enum ntr_kind of its first call, fp = the fingerprint of
+   * its captured calls in order, aux = the graph id (the CUDA capture id of
+   * the capture that made it), u.buf.recvbuf = the graph (CAPTURE,
+   * GRAPH_DESTROY) or exec (INSTANTIATE, LAUNCH, EXEC_DESTROY) handle,
+   * result = the CUDA call's result. */
+  NTR_KIND_GRAPH_CAPTURE,    /* EVENT: a capture ended; u.buf.stream = captured stream */
+  NTR_KIND_GRAPH_INSTANTIATE,/* EVENT: an exec made (or updated) from the graph; count = graph handle */
+  NTR_KIND_GRAPH_LAUNCH,     /* CALL: a replay; count = replay number on this rank (1, 2, ...),
+                                u.buf.stream = launch stream; completion as for collectives */
+  NTR_KIND_GRAPH_DESTROY,    /* EVENT: exec or graph destroyed; count = replays so far, dtype = 1 exec, 0 graph */
   NTR_KIND_COUNT
 };
 
@@ -172,7 +186,9 @@ struct ntr_comm_state {
   uint32_t flags;          /* NTR_REC_NONBLOCKING, ... */
   uint32_t init_kind;      /* which init created it (enum ntr_kind) */
   uint64_t aux;            /* split: color<<32|key; shrink: excluded count */
-  uint8_t reserved[72];
+  uint64_t replays;        /* graph launches holding this comm's captured calls (atomic) */
+  uint64_t replays_done;   /* of those, completed (watchdog) */
+  uint8_t reserved[56];
   struct ntr_record recent[NTR_COMM_RECENT]; /* last records of this comm, by rec_count & mask */
 };
 _Static_assert(offsetof(struct ntr_comm_state, recent) == 192, "comm state layout");

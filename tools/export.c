@@ -135,6 +135,48 @@ static json_t *rec_args(const struct ntr_image *img, const struct ntr_record *r)
 /* A NULL event (json_pack failed on a hostile string) is dropped. */
 static void add_event(json_t *ev, json_t *o) { json_array_append_new(ev, o); }
 
+/* A CUDA graph replay: a slice from launch to completion on a track of its
+ * launch stream (after the comm tracks), one per stream of the process. */
+#define EXP_STREAMS 16
+static void export_replay(json_t *ev, const struct ntr_image *img, const struct ntr_record *r, int pid, const char *op,
+                          uint64_t t, uint64_t t0, uint64_t t_end) {
+  static uint64_t streams[EXP_STREAMS];
+  static const struct ntr_image *streams_of;
+  static int nstreams;
+  if (streams_of != img) { /* a new process: its own tracks */
+    streams_of = img;
+    nstreams = 0;
+  }
+  int k = 0;
+  while (k < nstreams && streams[k] != r->u.buf.stream)
+    k++;
+  if (k == nstreams && nstreams < EXP_STREAMS) {
+    streams[nstreams++] = r->u.buf.stream;
+    char name[64];
+    snprintf(name, sizeof name, "stream 0x%llx (graph replays)", (unsigned long long)r->u.buf.stream);
+    add_event(ev, meta("thread_name", pid, (int)img->ncomms + 1 + k, "name", json_string(name)));
+  }
+  if (k == EXP_STREAMS)
+    k = EXP_STREAMS - 1; /* more streams than tracks: the last track is shared */
+  int tid = (int)img->ncomms + 1 + k;
+  json_t *args = rec_args(img, r);
+  uint64_t end = t;
+  if (r->tsc_done)
+    end = ntr_image_ns(img, r->tsc_done);
+  else if (r->flags & (NTR_REC_NO_TRACKING | NTR_REC_CAPTURED))
+    json_object_set_new(args, "tracking", json_string("off"));
+  else if (r->result > 0)
+    json_object_set_new(args, "enqueued", json_false());
+  else {
+    end = t_end > t ? t_end : t;
+    json_object_set_new(args, "incomplete", json_true());
+  }
+  json_object_set_new(args, "replay", json_integer((json_int_t)r->count));
+  json_object_set_new(args, "graph", json_integer((json_int_t)r->aux));
+  add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", op, "cat", "graph_replay", "ph", "X", "ts",
+                          us(t, t0), "dur", dur_us(end, t), "pid", pid, "tid", tid, "args", args));
+}
+
 /* The events of one process. */
 static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t t_end) {
   const struct ntr_image *img = &p->img;
@@ -162,6 +204,10 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
                               us(t, t0), "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(img, r)));
     }
     ntt_fmt_op(r, op, sizeof op);
+    if (r->kind == NTR_KIND_GRAPH_LAUNCH) {
+      export_replay(ev, img, r, pid, op, t, t0, t_end);
+      continue;
+    }
     int coll = ntr_kind_is_collective(r->kind), p2p = ntr_kind_is_p2p(r->kind);
     if (coll || p2p) {
       json_t *args = rec_args(img, r);

@@ -120,7 +120,7 @@ const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len)
 }
 
 const char *ntt_rec_state(const struct ntr_record *r) {
-  if (!ntr_kind_is_collective(r->kind) && !ntr_kind_is_p2p(r->kind))
+  if (!ntr_kind_is_collective(r->kind) && !ntr_kind_is_p2p(r->kind) && r->kind != NTR_KIND_GRAPH_LAUNCH)
     return "-";
   if (r->flags & NTR_REC_STRICT_REFUSED)
     return "refused";
@@ -208,6 +208,12 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
   case NTR_KIND_STRICT_BLOCK:
     snprintf(buf, len, "StrictBlock(seq=%llu)", (unsigned long long)r->seq);
     return;
+  case NTR_KIND_GRAPH_CAPTURE:
+  case NTR_KIND_GRAPH_INSTANTIATE:
+  case NTR_KIND_GRAPH_LAUNCH:
+  case NTR_KIND_GRAPH_DESTROY:
+    ntt_fmt_graph(r, buf, len);
+    return;
   default:
     break;
   }
@@ -215,6 +221,39 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
     snprintf(buf, len, "%s(rank=%d, nranks=%d)%s", k, r->rank, r->nranks, phase_suffix(r->phase));
   else
     snprintf(buf, len, "%s()%s", k, phase_suffix(r->phase));
+}
+
+/* "GraphLaunch(graph 3, replay 31: AllReduce #5, 1 call)" and friends:
+ * the graph id, what it holds on this comm, and the handle. */
+void ntt_fmt_graph(const struct ntr_record *r, char *buf, size_t len) {
+  char calls[96];
+  unsigned long long first = (unsigned long long)r->u.buf.sendbuf, last = (unsigned long long)r->seq;
+  const char *op = r->redop > 0 && r->redop < NTR_KIND_COUNT ? ntr_kind_name((unsigned)r->redop) : "?";
+  if (first && last > first)
+    snprintf(calls, sizeof calls, "%s #%llu..#%llu, %d calls", op, first, last, r->peer);
+  else if (first)
+    snprintf(calls, sizeof calls, "%s #%llu%s", op, first, r->peer > 1 ? ", more calls" : "");
+  else
+    snprintf(calls, sizeof calls, "%s, %d calls", op, r->peer);
+  unsigned long long id = (unsigned long long)r->aux, h = (unsigned long long)r->u.buf.recvbuf;
+  switch (r->kind) {
+  case NTR_KIND_GRAPH_CAPTURE:
+    if (r->result)
+      snprintf(buf, len, "GraphCapture(graph %llu: %s; capture failed, CUDA error %d)", id, calls, r->result);
+    else
+      snprintf(buf, len, "GraphCapture(graph %llu: %s; cudaGraph_t 0x%llx)", id, calls, h);
+    return;
+  case NTR_KIND_GRAPH_INSTANTIATE:
+    snprintf(buf, len, "GraphInstantiate(graph %llu: %s; exec 0x%llx)", id, calls, h);
+    return;
+  case NTR_KIND_GRAPH_LAUNCH:
+    snprintf(buf, len, "GraphLaunch(graph %llu replay %llu: %s)", id, (unsigned long long)r->count, calls);
+    return;
+  default:
+    snprintf(buf, len, "GraphDestroy(graph %llu, %s 0x%llx, after %llu replays)", id, r->dtype == 1 ? "exec" : "graph",
+             h, (unsigned long long)r->count);
+    return;
+  }
 }
 
 uint64_t ntt_wall_now_ns(void) {

@@ -34,6 +34,10 @@ static const char *const kind_names[NTR_KIND_COUNT] = {
     [NTR_KIND_STRICT_BLOCK] = "StrictBlock",
     [NTR_KIND_NOTE] = "Note",
     [NTR_KIND_EXEC] = "Exec",
+    [NTR_KIND_GRAPH_CAPTURE] = "GraphCapture",
+    [NTR_KIND_GRAPH_INSTANTIATE] = "GraphInstantiate",
+    [NTR_KIND_GRAPH_LAUNCH] = "GraphLaunch",
+    [NTR_KIND_GRAPH_DESTROY] = "GraphDestroy",
 };
 
 static const unsigned char kind_class[NTR_KIND_COUNT] = {

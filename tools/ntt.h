@@ -34,6 +34,7 @@ void ntt_fmt_time(uint64_t real_ns, char *buf, size_t len);
 /* Human description of a record: "AllReduce(count=64, float32, sum)",
  * "Send(count=8, float32, peer=1)", "Mark(step=1234)", "CommInitRank(nranks=4) enter". */
 void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len);
+void ntt_fmt_graph(const struct ntr_record *r, char *buf, size_t len); /* GRAPH_* records */
 /* "completed", "pending", "untracked", "captured", "refused" or "-" (not an op). */
 const char *ntt_rec_state(const struct ntr_record *r);
 /* 1 when the record carries NUL-padded text in u.text (MARK, MISMATCH, ...). */

@@ -84,9 +84,15 @@ static void show_image(const struct ntr_image *img) {
       fmt_secs(now > since ? now - since : 1, s, sizeof s);
       snprintf(blocked, sizeof blocked, "%s for %s", ntr_kind_name(c->blocked_kind), s);
     }
-    printf("  %08llx  %-9s  %-11s  %8llu  %9llu  %-10s  %-28s  %s\n", (unsigned long long)(c->comm_id >> 32), rk,
+    /* CUDA graph replays holding this comm's captured calls, live:
+     * launched and completed (interpose/graph.c). */
+    char reps[64] = "";
+    if (c->replays)
+      snprintf(reps, sizeof reps, "  graph replays %llu (%llu done)", (unsigned long long)c->replays,
+               (unsigned long long)c->replays_done);
+    printf("  %08llx  %-9s  %-11s  %8llu  %9llu  %-10s  %-28s  %s%s\n", (unsigned long long)(c->comm_id >> 32), rk,
            ntt_lifecycle_name(c->lifecycle), (unsigned long long)c->last_enqueued,
-           (unsigned long long)c->last_completed, age, blocked, ntr_result_name(c->async_error));
+           (unsigned long long)c->last_completed, age, blocked, ntr_result_name(c->async_error), reps);
   }
 }
 

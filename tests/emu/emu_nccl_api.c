@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 /* Thread-local group state, as NCCL's ncclGroupDepth/ncclGroupError. */
 static __thread int emu_group_depth;
@@ -319,6 +320,76 @@ EMU_API ncclResult_t pncclGroupStart(void)
 
 int emu_group_depth_now(void) { return emu_group_depth; }
 
+/* NCCLEMU_NB_DEFER_MS=N: NCCL launches a nonblocking communicator's group
+ * from a helper thread (group.cc, groupLaunchNonBlocking) and its GroupEnd
+ * returns ncclInProgress before the work is on the stream; the comm says
+ * ncclInProgress until it is.  Modeled on demand: the ops reach their
+ * streams N ms later, from a thread.  0 (default): enqueued at once. */
+struct emu_nb_job {
+  struct emu_op *ops;
+  int ms;
+};
+
+static void *emu_nb_launch(void *arg)
+{
+  struct emu_nb_job *j = arg;
+  struct timespec ts = { j->ms / 1000, (long)(j->ms % 1000) * 1000000L };
+  nanosleep(&ts, NULL);
+  struct ncclComm *c = j->ops->comm;
+  struct ncclComm **held;
+  int nheld = emu_p2p_connect(j->ops, &held);
+  emu_launch(j->ops);
+  for (int i = 0; i < nheld; i++)
+    emu_comm_put(held[i]);
+  free(held);
+  int expect = ncclInProgress;
+  atomic_compare_exchange_strong(&c->async_err, &expect, ncclSuccess);
+  emu_comm_put(c);
+  free(j);
+  return NULL;
+}
+
+static int emu_nb_defer(struct emu_op *ops)
+{
+  static int ms = -1;
+  if (ms < 0) {
+    const char *e = getenv("NCCLEMU_NB_DEFER_MS");
+    ms = e ? atoi(e) : 0;
+    if (ms < 0)
+      ms = 0;
+  }
+  struct ncclComm *c = ops->comm;
+  if (!ms || !emu_comm_valid(c) || c->blocking)
+    return 0;
+  for (struct emu_op *o = ops; o; o = o->next)
+    if (o->comm != c)
+      return 0;   /* one communicator per deferred group: enough for the tests */
+  struct emu_nb_job *j = malloc(sizeof *j);
+  if (!j)
+    return 0;
+  j->ops = ops;
+  j->ms = ms;
+  int expect = ncclSuccess;
+  if (!atomic_compare_exchange_strong(&c->async_err, &expect, ncclInProgress)) {
+    free(j);
+    return 0;
+  }
+  atomic_fetch_add(&c->refs, 1);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &a, emu_nb_launch, j);
+  pthread_attr_destroy(&a);
+  if (rc != 0) {
+    atomic_store(&c->async_err, ncclSuccess);
+    emu_comm_put(c);
+    free(j);
+    return 0;
+  }
+  return 1;
+}
+
 static ncclResult_t emu_group_end(bool simulate)
 {
   if (emu_group_depth == 0) {
@@ -338,6 +409,8 @@ static ncclResult_t emu_group_end(bool simulate)
   struct emu_op *ops = emu_group_head;
   emu_group_head = NULL;
   emu_group_tail = &emu_group_head;
+  if (ops && emu_nb_defer(ops))
+    return ncclInProgress;
   if (ops) {
     struct ncclComm **held;
     int nheld = emu_p2p_connect(ops, &held);

@@ -497,6 +497,36 @@ def t_asyncerr():
     check(c["async_error"] == "ncclRemoteError", "comm async_error %s" % c["async_error"])
 
 
+def t_nbdefer():
+    """A nonblocking comm whose enqueue NCCL defers (ncclInProgress): the
+    ops never run (stall:1 and :2), so neither may be marked completed -- an
+    event recorded when the call returned, before the work reached the
+    stream, would have completed at once."""
+    env = base_env()
+    env["NCCLEMU_FAULT"] = "stall:1,stall:2"
+    env["NCCLEMU_NB_DEFER_MS"] = "100"
+    out = finish(start_ranks("nbdefer", 1, env))
+    check(out[0][0] == 0 and "nb issued" in out[0][1], "nbdefer rank failed: %s" % (out[0],))
+    d = decode(next(iter(dumps("*-exit")), None) or fail("no exit dump: %s" % dumps()))
+    ops = [x for x in calls(d) if x["kind"] == "AllReduce" and x["count"] in (4, 8)]
+    check(len(ops) == 2, "AllReduce records: %s" % ops)
+    done = [x for x in ops if "completed" in x["flags"]]
+    check(not done, "ops NCCL had not enqueued were marked completed: %s" % done)
+    nb = [c for c in d["comms"] if c["last_enqueued"] == 2]
+    check(nb and nb[0]["last_completed"] == 0, "nonblocking comm state: %s" % d["comms"])
+    # the same without the stall: both are evented once enqueued, and complete
+    for f in dumps():
+        os.unlink(f)
+    del env["NCCLEMU_FAULT"]
+    out = finish(start_ranks("nbdefer", 1, env))
+    check(out[0][0] == 0 and "nb issued" in out[0][1], "nbdefer rank failed: %s" % (out[0],))
+    d = decode(next(iter(dumps("*-exit")), None) or fail("no exit dump: %s" % dumps()))
+    ops = [x for x in calls(d) if x["kind"] == "AllReduce" and x["count"] in (4, 8)]
+    check(len(ops) == 2 and all("completed" in x["flags"] for x in ops), "deferred ops not completed: %s" % ops)
+    nb = [c for c in d["comms"] if c["last_enqueued"] == 2]
+    check(nb and nb[0]["last_completed"] == 2, "nonblocking comm state: %s" % d["comms"])
+
+
 def t_disable():
     outs = []
     for pre in (False, True):
@@ -558,6 +588,9 @@ def t_exports():
     # every NCCL name also has its pnccl* profiling alias, except the NOALIAS rows
     aliased = rows + [n for cls, n in passrows if cls != "_VOID_NOALIAS"]
     rows += [n for _, n in passrows] + ["p" + n for n in aliased]
+    # the CUDA graph entry points (interpose/cuda_graph.def)
+    graphdef = os.path.join(os.path.dirname(ENV["def"]), "cuda_graph.def")
+    rows += re.findall(r"^NTG\((\w+),", open(graphdef).read(), re.M)
     want = set(rows) | {"nccltrace_mark", "nccltrace_dump", "nccltrace_version", "nccltrace_enabled",
                         "sigaction", "signal", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
                         "execl", "execlp", "execle", "fexecve", "execveat"}

@@ -23,6 +23,9 @@
  *   execfail 5 collectives; every exec family member on a path that does
  *            not exist (fexecve on fd -1), printing "HOW rc errno"; then 5
  *            more collectives and a normal exit (0)
+ *   nbdefer  a nonblocking comm: one AllReduce outside a group and one in a
+ *            group, each polled to ncclSuccess (NCCLEMU_NB_DEFER_MS makes
+ *            NCCL's enqueue late), "nb issued", 300 ms, then _exit(0)
  *   uid      no communicator: one ncclGetUniqueId, exit 0 (what "exec"
  *            runs when it execs this program)
  *   usr1storm 5 collectives, then raise(SIGUSR1) 40 times (each one asks
@@ -285,6 +288,23 @@ int main(int argc, char **argv) {
     printf("strict after ok\n");
     NCCL(ncclCommDestroy(c.comm));
     return 0;
+  }
+  if (!strcmp(mode, "nbdefer")) {
+    ncclUniqueId id1 = share_id(dir, "id1", c.rank, 20);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t nb;
+    NCCL(ncclCommInitRankConfig(&nb, c.nranks, id1, c.rank, &cfg));
+    wait_async(nb);
+    NCCL(ncclAllReduce(c.a, c.b, 4, ncclFloat, ncclSum, nb, c.s));
+    wait_async(nb);
+    NCCL(ncclGroupStart());
+    NCCL(ncclAllReduce(c.a, c.b, 8, ncclFloat, ncclSum, nb, c.s));
+    NCCL(ncclGroupEnd());
+    wait_async(nb);
+    say("nb issued\n");
+    sleep_ms(300);
+    _exit(0);
   }
   if (!strcmp(mode, "hang")) {
     allreduces(&c, 2);

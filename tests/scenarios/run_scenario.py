@@ -13,7 +13,10 @@ launcher itself runs in its own session that is killed on a runaway.
       --emu-libdir DIR --ranks N [--timeout S] [--env K=V]... [--rank-env R:K=V]...
       [--expect-class C] [--expect-field F] [--expect-seq N] [--expect-ranks 1,2]
       [--expect-exit-code N] [--expect-signal N] [--expect-error NAME]
-      [--expect-comm-nranks N] [--min-procs N] -- PROG [ARGS...]
+      [--expect-comm-nranks N] [--min-procs N] [--expect-replays N]
+      [--expect-blocked-in TEXT] -- PROG [ARGS...]
+--expect-replays: `nccltrace decode` of every rank's dump shows N graph
+replays; --expect-blocked-in: every surviving member's blocked_in is TEXT.
 Set NCCLTRACE_SCENARIO_KEEP=1 to keep the temporary directory.
 """
 import argparse
@@ -48,6 +51,10 @@ def parse():
     p.add_argument("--expect-comm-nranks", type=int)
     p.add_argument("--expect-text", action="append", default=[],
                    help="a substring of the verdict's summary or next step")
+    p.add_argument("--expect-replays", type=int)
+    p.add_argument("--expect-blocked-in")
+    p.add_argument("--expect-timeout", action="store_true",
+                   help="the evidence holds a watchdog timeout on every rank")
     p.add_argument("--min-procs", type=int,
                    help="processes that must have left evidence (default: every rank)")
     p.add_argument("prog", nargs=argparse.REMAINDER)
@@ -135,6 +142,8 @@ def main():
             doc = None
         if doc is not None:
             ok = check(a, doc, log) and rc == 0
+            if a.expect_replays is not None:
+                ok = check_replays(a, dumps, tenv, log) and ok
             if pre is not None:
                 same = (pre.get("class"), sorted(pre.get("ranks", []))) == (
                     doc["verdict"].get("class"), sorted(doc["verdict"].get("ranks", [])))
@@ -156,6 +165,32 @@ def main():
     return 0 if ok else 1
 
 
+def check_replays(a, dumps, env, log):
+    """Every rank's exit dump shows the graph's replays, once each."""
+    files = sorted(f for f in os.listdir(dumps) if f.endswith("exit.zst")) if os.path.isdir(dumps) else []
+    good = len(files) == a.ranks
+    for f in files:
+        rc, out, err = run([a.nccltrace, "decode", os.path.join(dumps, f)], env, 30)
+        n = sum(1 for line in out.splitlines() if "GraphLaunch(graph" in line and "completed" in line)
+        log.append("replays in %s: %d completed" % (f, n))
+        good = good and rc == 0 and n == a.expect_replays
+    trace = os.path.join(dumps, "..", "trace.json")
+    rc, out, err = run([a.nccltrace, "export", "--chrome", dumps, "-o", trace], env, 30)
+    try:
+        with open(trace) as f:
+            doc = json.load(f)
+        ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+        slices = [e for e in ev if e.get("cat") == "graph_replay" and e.get("ph") == "X"]
+    except (OSError, ValueError, KeyError):
+        slices = []
+    log.append("export --chrome: %d graph replay slices" % len(slices))
+    good = good and len(slices) == a.ranks * a.expect_replays
+    if not good:
+        log.append("MISMATCH replays: want %d completed in each of %d exit dumps, as many slices" %
+                   (a.expect_replays, a.ranks))
+    return good
+
+
 def check(a, doc, log):
     v = doc.get("verdict", {})
     bad = []
@@ -171,6 +206,15 @@ def check(a, doc, log):
         exp = sorted(int(x) for x in a.expect_ranks.split(",") if x != "")
         want("ranks", sorted(v.get("ranks", [])), exp)
     want("exit_code", v.get("exit_code"), a.expect_exit_code)
+    if a.expect_timeout:
+        tr = sorted(set(e.get("rank") for e in doc.get("evidence", []) if e.get("kind") == "timeout"))
+        want("ranks with a watchdog timeout", len(tr), a.ranks)
+    if a.expect_blocked_in is not None:
+        comm = [c for c in doc.get("comms", []) if c.get("id") == v.get("comm")] or doc.get("comms", [])[:1]
+        dead = v.get("ranks", []) if str(v.get("class", "")).startswith("rank_") else []
+        got = sorted(set(m.get("blocked_in") for m in (comm[0].get("members", []) if comm else [])
+                         if m.get("rank") not in dead))
+        want("survivors' blocked_in", got, [a.expect_blocked_in])
     want("signal", v.get("signal"), a.expect_signal)
     want("error", v.get("error"), a.expect_error)
     if a.expect_comm_nranks is not None:

@@ -109,6 +109,34 @@ struct nta_op {
   unsigned pystack;             /* Python call site: stack id in the member's process image, 0 none */
 };
 
+/* The launches of one CUDA graph on one member (GRAPH_LAUNCH records,
+ * reduce.c).  Across ranks a graph is known by the collective seqs it
+ * captured (the same on every rank), never by the local capture id. */
+#define NTA_GRAPHS 4            /* graphs followed per member */
+struct nta_mdata;
+struct nta_comm;
+struct nta_job;
+struct nta_replays {
+  uint64_t seq_first, seq_last; /* captured collective seqs of this comm (0: only send/recv) */
+  uint32_t first_kind, ncalls, fp;
+  uint64_t launched;            /* highest replay number launched */
+  uint64_t completed;           /* highest replay number completed */
+  uint64_t completed_ns;        /* when that one completed */
+  uint64_t pending;             /* lowest launched and not completed (tracked), 0 none */
+  uint64_t pending_ns;
+};
+/* The graph member m is blocked in a replay of (*n: that replay), the
+ * oldest; NULL when none.  A completion seen only once the comm had failed
+ * (an async error, ncclCommAbort) is the abort draining the stream, not the
+ * peers arriving: that replay still counts as blocked. */
+struct nta_member;
+const struct nta_replays *nta_replay_pending(const struct nta_member *m, uint64_t *n);
+/* The graph of d with these captured seqs, NULL when it launched none. */
+const struct nta_replays *nta_replay_find(const struct nta_mdata *d, uint64_t first, uint64_t last);
+void nta_detect_replays(struct nta_job *job, const struct nta_comm *c);   /* detect_replay.c */
+/* "AllReduce #5" (the graph's first call on the comm), "Send" for send/recv only. */
+void nta_replay_op(const struct nta_replays *g, char *buf, size_t len);
+
 /* What one (comm id, comm rank) of one process left, reduced from its
  * records (reduce.c); owned by the process, read through nta_member.d. */
 struct nta_mdata {
@@ -130,6 +158,9 @@ struct nta_mdata {
   uint64_t first_ns;
   uint64_t init_enter_ns, init_fail_ns, abort_ns;
   int tracking;
+  struct nta_replays gr[NTA_GRAPHS];
+  int ngr;
+  uint64_t nreplays;            /* GRAPH_LAUNCH records (every graph) */
 };
 
 /* Bump allocation for the compact calls, in 64 MiB mappings advised for
@@ -233,6 +264,7 @@ const char *nta_class_name(enum nta_class c);
 
 struct nta_verdict {
   enum nta_class cls;
+  uint64_t replay;              /* the graph replay the verdict names, 0 none */
   const struct nta_comm *comm;  /* NULL when none applies */
   uint64_t seq;                 /* 0 when none */
   char field[64];               /* mismatch field or env variable, "" none */
@@ -260,6 +292,8 @@ struct nta_cand {
   int exit_code, signo, error;
   int victim;                   /* the process was itself stuck first: an effect */
   int noise;                    /* launcher SIGTERM / SIGINT: an effect unless alone */
+  uint64_t replay;              /* missing_collective of a graph replay: its number (seq: the graph's first call) */
+  char replay_op[48];           /* "AllReduce #5": what that replay runs first */
   int refused;                  /* env_mismatch that failed the comm's init (NCCLTRACE_ENV_CHECK=abort):
                                  * a cause, and the deaths after that failed init are its effects */
   const struct nta_proc *stack_proc; /* as in nta_verdict */

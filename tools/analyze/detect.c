@@ -516,6 +516,7 @@ int nta_detect(struct nta_job *job) {
     detect_mismatch(job, c);
     nta_detect_p2p(job, c);
     detect_missing(job, c);
+    nta_detect_replays(job, c);
     nta_detect_env(job, c);
     detect_stall(job, c);
   }

@@ -233,6 +233,42 @@ static int keep(struct red *R, const struct ntr_record *r) {
   return 0;
 }
 
+/* A launch of a graph (GRAPH_LAUNCH, format.h).  A launch into a capture
+ * (a child node, no replay) or one CUDA refused is no replay. */
+static void replay_take(struct nta_mdata *d, const struct nta_proc *p, const struct ntr_record *r) {
+  if (r->phase != NTR_PHASE_CALL || (r->flags & NTR_REC_CAPTURED) || (r->result != 0 && r->result != -1) ||
+      !r->count)
+    return;
+  d->nreplays++;
+  struct nta_replays *g = NULL;
+  for (int i = 0; i < d->ngr && !g; i++)
+    if (d->gr[i].seq_first == r->u.buf.sendbuf && d->gr[i].seq_last == r->seq)
+      g = &d->gr[i];
+  if (!g) {
+    if (d->ngr == NTA_GRAPHS)
+      return;
+    g = &d->gr[d->ngr++];
+    memset(g, 0, sizeof *g);
+    g->seq_first = r->u.buf.sendbuf;
+    g->seq_last = r->seq;
+    g->first_kind = (uint32_t)r->redop;
+    g->ncalls = (uint32_t)r->peer;
+    g->fp = r->fp;
+  }
+  uint64_t n = r->count;
+  if (n > g->launched)
+    g->launched = n;
+  if ((r->flags & NTR_REC_COMPLETED) && r->tsc_done) {
+    if (n > g->completed) {
+      g->completed = n;
+      g->completed_ns = nta_ns(p, r->tsc_done);
+    }
+  } else if (!(r->flags & NTR_REC_NO_TRACKING) && (!g->pending || n < g->pending)) {
+    g->pending = n;
+    g->pending_ns = nta_ns(p, r->tsc);
+  }
+}
+
 /* One record of the union, in position order.  Mirrors what the analysis
  * used to read from the full records: which (comm, rank) pairs are members,
  * in which order, and per member its calls and lifecycle times. */
@@ -282,6 +318,10 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
   }
   if (r->phase == NTR_PHASE_EXIT)
     return 0;
+  if (r->kind == NTR_KIND_GRAPH_LAUNCH) {
+    replay_take(&s->d, p, r);
+    return 0;
+  }
   if (ntr_kind_is_collective(r->kind)) {
     /* Strict-mode refusals are kept: what the application called is the
      * evidence, whether or not NCCL ever saw it. */

@@ -34,6 +34,8 @@ static json_t *verdict_json(const struct nta_job *job) {
   json_object_set_new(o, "field", v->field[0] ? json_string(v->field) : json_null());
   json_object_set_new(o, "comm", v->comm ? hexid(v->comm->id) : json_null());
   json_object_set_new(o, "seq", v->seq ? json_integer((json_int_t)v->seq) : json_null());
+  if (v->replay) /* a CUDA graph replay (docs/analyze.md) */
+    json_object_set_new(o, "replay", json_integer((json_int_t)v->replay));
   json_t *r = json_array();
   for (int i = 0; i < v->nranks; i++)
     json_array_append_new(r, json_integer(v->ranks[i]));

@@ -54,6 +54,14 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
     snprintf(buf, len, "%s", ntr_kind_name(m->cs && m->cs->init_kind ? m->cs->init_kind : NTR_KIND_COMM_INIT_RANK));
     return;
   }
+  uint64_t rn;
+  const struct nta_replays *g = nta_replay_pending(m, &rn);
+  if (g) {
+    nta_replay_op(g, buf, len);
+    size_t n = strlen(buf);
+    snprintf(buf + n, len - n, " in graph replay %llu", (unsigned long long)rn);
+    return;
+  }
   if (!m->tracking && m->ncolls) {
     /* No completion events: say where it last was, and that it is a guess. */
     struct nta_op o;

@@ -198,7 +198,11 @@ static void place_in_comm(const struct nta_job *job, const struct nta_cand *k, s
   if (wait) {
     char hex[17];
     nta_comm_hex(best->id, hex);
-    if (wait->cls == NTA_MISSING_COLL)
+    if (wait->cls == NTA_MISSING_COLL && wait->replay) {
+      snprintf(ctx, ctxlen, "; the others then waited in %s in graph replay %llu on comm %s", wait->replay_op,
+               (unsigned long long)wait->replay, hex);
+      v->replay = wait->replay;
+    } else if (wait->cls == NTA_MISSING_COLL)
       snprintf(ctx, ctxlen, "; the others then waited in collective seq %llu on comm %s",
                (unsigned long long)wait->seq, hex);
     else
@@ -284,21 +288,27 @@ void nta_decide(struct nta_job *job) {
   }
   if (!pick) {
     v->cls = NTA_HEALTHY;
-    unsigned long long ncoll = 0, np2p = 0;
+    unsigned long long ncoll = 0, np2p = 0, nrep = 0;
     for (int ci = 0; ci < job->ncomms; ci++)
       for (int i = 0; i < job->comms[ci].nmembers; i++) {
         ncoll += job->comms[ci].members[i].ncolls;
         np2p += job->comms[ci].members[i].np2p;
+        nrep += job->comms[ci].members[i].d->nreplays;
       }
+    char reps[64] = "";
+    if (nrep)
+      snprintf(reps, sizeof reps, " and %llu graph replays", nrep);
     snprintf(v->summary, sizeof(v->summary),
-             "healthy: %d process%s, %d communicator%s, %llu collective and %llu send/recv calls recorded, "
+             "healthy: %d process%s, %d communicator%s, %llu collective and %llu send/recv calls%s recorded, "
              "no fault found",
-             job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll, np2p);
+             job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll, np2p, reps);
   } else {
     v->cls = pick->cls;
     v->t_ns = pick->t_ns;
     if (!v->seq)
       v->seq = pick->seq;
+    if (pick->replay)
+      v->replay = pick->replay;
     snprintf(v->field, sizeof(v->field), "%s", pick->field);
     char ctx[256] = "";
     if (pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)) {
