@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NTR_FORMAT_VERSION 1u
+#define NTR_FORMAT_VERSION 2u /* 2: clock offset in the header, lateness in comm state, STRAGGLER and DEV_ARRIVE */
 
 #define NTR_RING_MAGIC "NCTRRING" /* 8 bytes, no NUL stored */
 #define NTR_DUMP_MAGIC "NCTRDUMP"
@@ -60,6 +60,10 @@ enum ntr_kind {
   NTR_KIND_STRICT_BLOCK,     /* strict mode refused a call (returned ncclInvalidUsage) */
   NTR_KIND_NOTE,             /* free text from the tracer */
   NTR_KIND_EXEC,             /* exec family: ENTER text = path tail, count = path length; EXIT (failed): aux = errno */
+  NTR_KIND_STRAGGLER,        /* coordinator: peer = the late rank, aux = median lateness us, count = late
+                                collectives, seq = window (0: one long stall; then count = its seq) */
+  NTR_KIND_DEV_ARRIVE,       /* watchdog: the stream reached collective seq (start event done) at tsc;
+                                count = tsc of the call, aux = ring position of its CALL record */
   NTR_KIND_COUNT
 };
 
@@ -168,7 +172,13 @@ struct ntr_comm_state {
   uint32_t flags;          /* NTR_REC_NONBLOCKING, ... */
   uint32_t init_kind;      /* which init created it (enum ntr_kind) */
   uint64_t aux;            /* split: color<<32|key; shrink: excluded count */
-  uint8_t reserved[72];
+  /* Lateness as the coordinator measured it (async/strict checks), written
+   * by the exchange client thread; 0 until the first report. */
+  uint32_t late_med_us;    /* this rank's median arrival after the earliest rank, us */
+  uint32_t late_window;    /* collectives that median covers */
+  uint32_t late_last;      /* of those, how many this rank arrived last at */
+  uint32_t late_reserved;
+  uint8_t reserved[56];
   struct ntr_record recent[NTR_COMM_RECENT]; /* last records of this comm, by rec_count & mask */
 };
 _Static_assert(offsetof(struct ntr_comm_state, recent) == 192, "comm state layout");
@@ -227,6 +237,17 @@ struct ntr_ring_header {
   /* environment: "NAME=VALUE\0NAME=VALUE\0...", NCCL_*, CUDA_* and launcher ranks only */
   uint32_t env_len, reserved1;
   char env[NTR_ENV_BYTES];
+
+  /* Clock offset to the coordinator (check async/strict), from the round
+   * trip with the smallest RTT: coordinator realtime = this realtime -
+   * clock_offset_ns, within +-clock_uncert_ns.  clock_samples 0: none yet.
+   * Written by the exchange client thread (plain stores; clock_samples
+   * last, release). */
+  int64_t clock_offset_ns;
+  uint64_t clock_uncert_ns;
+  uint64_t clock_sync_tsc;  /* when the estimate was taken (tsc) */
+  uint32_t clock_samples;   /* round trips the estimate chose from */
+  uint32_t reserved2;
 };
 /* The header occupies the first NTR_RING_HEADER_BYTES of the file; the comm
  * table starts at comm_offset (>= that). */

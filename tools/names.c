@@ -34,6 +34,8 @@ static const char *const kind_names[NTR_KIND_COUNT] = {
     [NTR_KIND_STRICT_BLOCK] = "StrictBlock",
     [NTR_KIND_NOTE] = "Note",
     [NTR_KIND_EXEC] = "Exec",
+    [NTR_KIND_STRAGGLER] = "Straggler",
+    [NTR_KIND_DEV_ARRIVE] = "DeviceArrive",
 };
 
 static const unsigned char kind_class[NTR_KIND_COUNT] = {
