@@ -95,6 +95,8 @@ static void on_verdict(const struct ntx_msg *m) {
   };
   ntx_cl_record_event(kinds[kind], m->u.verdict.comm_id, m->u.verdict.seq, m->u.verdict.peer,
                (uint64_t)m->u.verdict.aux, m->u.verdict.field);
+  if (kind == NTX_V_STRAGGLER)
+    nti_start_boost(m->u.verdict.comm_id); /* its device arrivals, at every collective from now on */
   if (kind == NTX_V_MISMATCH || kind == NTX_V_P2P_MISMATCH)
     nti_trigger_dump(NTR_TRIG_MISMATCH, text);
   else if (kind == NTX_V_PEER_LOST)
