@@ -22,9 +22,10 @@ NT, MKFIX = sys.argv[1], sys.argv[2]
 TOP = ["file", "format", "version", "header", "env", "trigger", "backtrace", "comms", "records"]
 HEADER = ["host", "pid", "ppid", "exe", "rank", "local_rank", "world_size", "local_world_size", "job",
           "nccl_version", "tracer_version", "proc_state", "exit_code", "signo", "lost", "torn", "dropped",
-          "slot_count", "real_base_ns", "tsc_hz"]
+          "slot_count", "real_base_ns", "tsc_hz", "clock_offset_ns", "clock_uncertainty_ns"]
 COMM = ["id", "parent", "rank", "nranks", "lifecycle", "async_error", "coll_seq", "last_enqueued",
-        "last_completed", "blocked_kind", "blocked_for_ns", "nonblocking"]
+        "last_completed", "blocked_kind", "blocked_for_ns", "nonblocking", "lateness_median_ms", "lateness_last",
+        "lateness_window"]
 RECORD = ["pos", "t_ns", "t_done_ns", "comm", "rank", "nranks", "kind", "phase", "seq", "count", "dtype",
           "redop", "root", "peer", "result", "completed", "flags", "group_depth", "group_id", "tid", "fp",
           "stack_id", "text", "aux"]
@@ -38,7 +39,7 @@ def check_keys(obj, keys, where):
 
 def check_canonical(doc, fmt, path):
     check_keys(doc, TOP, fmt)
-    check(doc["file"] == path and doc["format"] == fmt and doc["version"] == 1, fmt + " file/format/version")
+    check(doc["file"] == path and doc["format"] == fmt and doc["version"] == 2, fmt + " file/format/version")
     h = doc["header"]
     check_keys(h, HEADER, fmt + " header")
     check(h["job"] == "job-test" and h["exe"] == "fixture" and h["world_size"] == 2 and h["nccl_version"] == 22809,
