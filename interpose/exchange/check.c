@@ -482,6 +482,7 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
   cl->ncomms++;
   int fresh = m->state == M_NONE;
   m->client = (int32_t)id;
+  m->clk_offset = cl->clk_offset;
   m->gen = cl->gen;
   m->state = M_ACTIVE;
   if (!fresh)

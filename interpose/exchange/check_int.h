@@ -51,6 +51,7 @@ struct member {
   uint32_t gen;
   uint8_t state;
   uint64_t last_seq;
+  int64_t clk_offset;     /* its client's clock offset (ntx_check_client_clock), on the fingerprint's path */
   uint64_t env_digest;
 };
 

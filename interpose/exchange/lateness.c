@@ -15,11 +15,11 @@
  * straggler_ms is a straggler: every member is told, at most every
  * straggler_every_s per comm while it lasts.  One arrival stall_s or more
  * after the others is told at once.  Each rank's own median lateness
- * (arrival - earliest arrival seen so far for that seq) goes into a small
- * log histogram per member and is sent to that rank every
+ * (arrival - earliest arrival seen so far for that seq) is a streaming
+ * estimate, one word per member, sent to that rank every
  * lateness_every_s, for `nccltrace status`.
  *
- * Cost per fingerprint: a few compares and one histogram increment; per
+ * Cost per fingerprint: a few compares and one word updated; per
  * complete seq: one window entry and one counter; the median of a window
  * is computed at most once a second per comm, only while a rank is last
  * at most of the window.  Memory per comm: 8 bytes per window entry and
@@ -31,7 +31,6 @@
 
 #include "interpose/exchange/check_int.h"
 
-#define NB 48        /* histogram buckets: half octaves of 64 us units, up to ~1000 s */
 #define MIN_JUDGE 50 /* complete seqs before a window is judged */
 
 struct ntx_late {
@@ -39,30 +38,12 @@ struct ntx_late {
   int32_t *rank;       /* window entries: who was last */
   uint32_t *late_us;   /* ... and by how much after the others */
   uint32_t *last_cnt;  /* per rank: entries of the window it was last at */
-  uint16_t *hist;      /* per rank: NB buckets of its own lateness */
-  uint32_t *hist_n;    /* per rank: samples in its histogram */
+  uint32_t *med_us;    /* per rank: running median of its own lateness, us */
   double eval_t, reported_t, told_t, stall_t;
   uint64_t last_seq;   /* newest seq entered */
   int dirty;           /* new samples since the last per-rank report */
   int said_clock;
 };
-
-static unsigned bucket_of(uint64_t us) {
-  uint64_t x = (us >> 6) + 1;
-  unsigned msb = 63u - (unsigned)__builtin_clzll(x);
-  unsigned b = 2 * msb + (msb ? (unsigned)((x >> (msb - 1)) & 1) : 0);
-  return b < NB ? b : NB - 1;
-}
-
-/* The middle of bucket b, us. */
-static double bucket_us(unsigned b) {
-  unsigned msb = b / 2;
-  if (!msb)
-    return 32.0;
-  double unit = (double)(1ull << msb);
-  double lo = unit * (1.0 + 0.5 * (b & 1));
-  return (lo + unit * 0.25 - 1.0) * 64.0;
-}
 
 static struct ntx_late *late_get(struct ntx_check *c, struct comm *cm) {
   if (cm->late)
@@ -75,9 +56,8 @@ static struct ntx_late *late_get(struct ntx_check *c, struct comm *cm) {
   l->rank = calloc(l->window, sizeof *l->rank);
   l->late_us = calloc(l->window, sizeof *l->late_us);
   l->last_cnt = calloc(nr, sizeof *l->last_cnt);
-  l->hist = calloc(nr * NB, sizeof *l->hist);
-  l->hist_n = calloc(nr, sizeof *l->hist_n);
-  if (!l->rank || !l->late_us || !l->last_cnt || !l->hist || !l->hist_n) {
+  l->med_us = calloc(nr, sizeof *l->med_us);
+  if (!l->rank || !l->late_us || !l->last_cnt || !l->med_us) {
     cm->late = l;
     ntx_late_free(cm);
     return NULL;
@@ -94,8 +74,7 @@ void ntx_late_free(struct comm *cm) {
   free(l->rank);
   free(l->late_us);
   free(l->last_cnt);
-  free(l->hist);
-  free(l->hist_n);
+  free(l->med_us);
   free(l);
   cm->late = NULL;
 }
@@ -103,9 +82,13 @@ void ntx_late_free(struct comm *cm) {
 void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns) {
   if (id >= c->lim.max_clients || !c->clients[id].active)
     return;
-  c->clients[id].clk_offset = offset_ns;
-  c->clients[id].clk_uncert = uncert_ns;
-  c->clients[id].clk_known = 1;
+  struct client *cl = &c->clients[id];
+  cl->clk_offset = offset_ns;
+  cl->clk_uncert = uncert_ns;
+  cl->clk_known = 1;
+  for (uint32_t i = 0; i < cl->ncomms; i++) /* where each fingerprint looks it up */
+    if (cl->comms[i].cm && cl->comms[i].rank >= 0 && cl->comms[i].rank < cl->comms[i].cm->nranks)
+      cl->comms[i].cm->m[cl->comms[i].rank].clk_offset = offset_ns;
 }
 
 void ntx_late_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, uint32_t id, int32_t rank,
@@ -115,8 +98,8 @@ void ntx_late_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, uint3
   struct ntx_late *l = late_get(c, cm);
   if (!l)
     return;
-  const struct client *cl = &c->clients[id];
-  uint64_t t = t_ns - (uint64_t)cl->clk_offset; /* on our clock; wraps consistently */
+  (void)id;
+  uint64_t t = t_ns - (uint64_t)cm->m[rank].clk_offset; /* on our clock; wraps consistently */
   if (!s->timed || t < s->t_first)
     s->t_first = t;
   if (!s->timed || t > s->t_last) {
@@ -127,13 +110,16 @@ void ntx_late_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, uint3
     s->t_second = t;
   }
   s->timed++;
-  uint16_t *h = &l->hist[(size_t)rank * NB];
-  h[bucket_of((t - s->t_first) / 1000)]++;
-  if (++l->hist_n[rank] >= l->window) { /* forget the older half: a median of about one window */
-    l->hist_n[rank] = 0;
-    for (unsigned b = 0; b < NB; b++)
-      l->hist_n[rank] += h[b] = (uint16_t)(h[b] / 2);
-  }
+  /* A streaming median (one word per rank, no history): step towards
+   * each sample by a sixteenth of the estimate, at least 50 us; it settles
+   * where half the samples fall on each side. */
+  uint64_t x = (t - s->t_first) / 1000;
+  uint32_t *m = &l->med_us[rank];
+  uint32_t step = *m / 16 > 50 ? *m / 16 : 50;
+  if (x > *m)
+    *m = x - *m < step ? (uint32_t)x : *m + step;
+  else if (x < *m)
+    *m = *m - x < step ? (uint32_t)x : *m - step;
   l->dirty = 1;
 }
 
@@ -254,19 +240,7 @@ void ntx_late_tick(struct ntx_check *c, struct comm *cm, double now) {
     const struct member *m = &cm->m[r];
     if (m->state != M_ACTIVE || m->client < 0)
       continue;
-    const uint16_t *h = &l->hist[(size_t)r * NB];
-    uint32_t tot = 0, acc = 0;
-    for (unsigned b = 0; b < NB; b++)
-      tot += h[b];
-    if (!tot)
-      continue;
-    unsigned b = 0;
-    for (; b < NB; b++) {
-      acc += h[b];
-      if (2 * acc >= tot)
-        break;
-    }
-    int64_t med = (int64_t)bucket_us(b < NB ? b : NB - 1);
+    int64_t med = l->med_us[r];
     uint64_t seq = (uint64_t)n << 32 | l->last_cnt[r];
     c->ops.verdict(c->ctx, (uint32_t)m->client, NTX_V_LATENESS, cm->id, seq, r, med, "", "");
   }
