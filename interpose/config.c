@@ -251,4 +251,7 @@ void ntr_config_load(void) {
   ntr_cfg.dump_mode = (unsigned)parse_long("NCCLTRACE_DUMP_MODE", 0600, 0, 0777, 8);
   ntr_cfg.coord_port_offset = (int)parse_long("NCCLTRACE_COORD_PORT_OFFSET", 17, -65535, 65535, 10);
   ntr_cfg.verbose = (int)parse_long("NCCLTRACE_VERBOSE", 0, 0, 9, 10);
+  ntr_cfg.straggler_ms = (double)parse_long("NCCLTRACE_STRAGGLER_MS", 10, 0, 3600000, 10);
+  ntr_cfg.straggler_window = (uint32_t)parse_long("NCCLTRACE_STRAGGLER_WINDOW", 200, 20, 4096, 10);
+  ntr_cfg.start_every = (uint32_t)parse_long("NCCLTRACE_START_EVERY", 1, 0, 1 << 20, 10);
 }

@@ -34,6 +34,9 @@ struct ntr_config {
   unsigned dump_mode;          /* NCCLTRACE_DUMP_MODE (0600) */
   int coord_port_offset;       /* NCCLTRACE_COORD_PORT_OFFSET (MASTER_PORT + 17) */
   int verbose;                 /* NCCLTRACE_VERBOSE (0) */
+  double straggler_ms;         /* NCCLTRACE_STRAGGLER_MS (10): median lateness that names a straggler; 0 off */
+  uint32_t straggler_window;   /* NCCLTRACE_STRAGGLER_WINDOW (200): collectives per comm judged together */
+  uint32_t start_every;        /* NCCLTRACE_START_EVERY (1): a device start event every Nth collective; 0 off */
 };
 
 extern struct ntr_config ntr_cfg;

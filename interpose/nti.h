@@ -190,6 +190,7 @@ struct __attribute__((aligned(64))) nti_comm {
   int np2p;
   /* completion tracking (watchdog.c) */
   void *cu_ctx;                   /* CUcontext the comm was created in */
+  uint32_t start_every;           /* a start event every Nth collective, 0 none (atomic) */
   uint64_t ev_free_head, ev_free_tail; /* SPMC free-event ring (atomics) */
   void *ev_free[NTI_EVQ];
   struct nti_pending {
@@ -201,6 +202,7 @@ struct __attribute__((aligned(64))) nti_comm {
     uint32_t tid, group_id;       /* which records of [pos_first, pos] are ours */
     int p2p;
     int replay;                   /* a graph launch (graph.c): counts in cs->replays_done */
+    int start;                    /* a start event (device arrival), not a completion */
   } pend[NTI_EVQ];
   /* Ops a nonblocking comm accepted with ncclInProgress: NCCL enqueues
    * them later, from its own thread, so they are evented once the comm
@@ -448,6 +450,18 @@ void nti_complete_defer(struct nti_comm *c, void *stream, uint64_t seq, uint64_t
  * them.  Any thread (the application's ncclCommGetAsyncError, the
  * watchdog's poll). */
 void nti_complete_flush_deferred(struct nti_comm *c);
+/* Device arrival: a start event recorded on the stream before collective
+ * seq (outside groups) when it is due: every c->start_every-th seq
+ * (NCCLTRACE_START_EVERY, 1 after a straggler report on the comm).  The
+ * watchdog writes an NTR_KIND_DEV_ARRIVE event when the stream reaches it. */
+void nti_start_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc);
+static inline int nti_start_due(const struct nti_comm *c, uint64_t seq) {
+  uint32_t every = __atomic_load_n(&c->start_every, __ATOMIC_RELAXED);
+  return every == 1 || (every && seq % every == 1);
+}
+/* Lateness suspected on comm_id (a straggler report): a start event before
+ * every collective of it from now on.  Any thread. */
+void nti_start_boost(unsigned long long comm_id); /* also in trigger.h, for the exchange */
 /* 1 when ops of this comm get completion events (driver loaded, context
  * known): otherwise records carry NTR_REC_NO_TRACKING from the start. */
 static inline int nti_tracked(const struct nti_comm *c) {

@@ -16,4 +16,8 @@
  * or the dump writer's -errno. */
 int nti_trigger_dump(int trigger_kind, const char *reason);
 
+/* A straggler was reported on comm_id: device start events before every
+ * collective of it from now on (watchdog.c).  Any thread. */
+void nti_start_boost(unsigned long long comm_id);
+
 #endif

@@ -14,7 +14,8 @@
  *
  * Cost on the hot path (per collective outside a group): one
  * cuStreamIsCapturing, one CAS to take an event, one cuEventRecord, one CAS
- * to queue it.  Inside a group the same happens once per (comm, stream) at
+ * to queue it; the same again before the call for a start event when one is
+ * due (nti_start_due; docs/performance.md, "Device arrival").  Inside a group the same happens once per (comm, stream) at
  * the outermost GroupEnd.
  *
  * Stream capture: the tracer never makes an application's capture fail.
@@ -217,7 +218,7 @@ static void ev_fill(struct nti_comm *c, unsigned want) {
 /* --------------------------------------------------------- pending ops -- */
 
 static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, uint64_t pos_first,
-                     uint64_t pos, uint64_t tsc, int p2p, int replay, uint32_t tid, uint32_t gid) {
+                     uint64_t pos, uint64_t tsc, int p2p, int replay, int start, uint32_t tid, uint32_t gid) {
   uint64_t t = __atomic_load_n(&c->pend_tail, __ATOMIC_RELAXED);
   for (;;) {
     struct nti_pending *cell = &c->pend[t & (NTI_EVQ - 1)];
@@ -237,6 +238,7 @@ static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, u
         cell->tsc = tsc;
         cell->p2p = p2p;
         cell->replay = replay;
+        cell->start = start;
         /* Release pairs with the watchdog's acquire: the fields are set. */
         __atomic_store_n(&cell->turn, t + 1, __ATOMIC_RELEASE);
         return 0;
@@ -282,7 +284,7 @@ static void track_as(struct nti_comm *c, void *stream, uint64_t seq, uint64_t po
    * work, not a potentially unsafe call, whatever other threads capture. */
   cu_result rr = cu.event_record(ev, stream);
   (void)rr;
-  if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p, replay, tid, gid) < 0) {
+  if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p, replay, 0, tid, gid) < 0) {
     /* Rare: the event leaks (the watchdog creates new ones). */
     nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
   }
@@ -324,6 +326,39 @@ void nti_complete_flush_deferred(struct nti_comm *c) {
   for (uint32_t i = 0; i < n; i++)
     track_as(c, got[i].stream, got[i].seq, got[i].pos_first, got[i].pos, got[i].tsc, got[i].p2p, 0, got[i].tid,
              got[i].group_id);
+}
+
+/* The same for a start event, before the op: nothing is patched when
+ * there is none (the DEV_ARRIVE event is simply missing); a capturing or
+ * unknown stream gets none, exactly as for completion events. */
+void nti_start_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc) {
+  if (!cu_ready() || !ctx_of(c) || capture_state(stream) != 0)
+    return;
+  void *ev = ev_take(c);
+  if (!ev)
+    return;
+  /* Safe: ordinary stream work on a stream that is not capturing. */
+  (void)cu.event_record(ev, stream);
+  if (pend_push(c, ev, stream, seq, pos, pos, tsc, 0, 0, 1, nti_tid(), 0) < 0)
+    return; /* rare: the event leaks (the watchdog creates new ones) */
+}
+
+void nti_start_boost(unsigned long long comm_id) {
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+    if (c->cs && c->cs->comm_id == comm_id)
+      __atomic_store_n(&c->start_every, 1, __ATOMIC_RELAXED);
+}
+
+/* The stream reached a start event: the device's arrival at that op. */
+static void device_arrived(struct nti_comm *c, const struct nti_pending *cell, uint64_t now) {
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_DEV_ARRIVE, NTR_PHASE_EVENT, c);
+  r->tsc = now;
+  r->seq = cell->seq;
+  r->count = cell->tsc;
+  r->aux = cell->pos;
+  r->u.buf.stream = cell->stream;
+  nti_record_end(r, pos, NULL); /* not into recent[]: that keeps the ops */
 }
 
 void nti_complete_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos, uint64_t tsc,
@@ -378,6 +413,7 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
     return;
   }
   ev_fill(c, NTI_EVQ / 2);
+  __atomic_store_n(&c->start_every, ntr_cfg.start_every, __ATOMIC_RELAXED);
   __atomic_store_n(&c->cu_ctx, ctx, __ATOMIC_RELEASE); /* pairs with ctx_of() */
 }
 
@@ -444,7 +480,9 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
       }
       break;
     }
-    if (q == 0) {
+    if (q == 0 && cell->start) {
+      device_arrived(c, cell, now);
+    } else if (q == 0) {
       if (cell->replay) /* single writer: the watchdog (or the exit pass after it stopped) */
         __atomic_store_n(&c->cs->replays_done, c->cs->replays_done + 1, __ATOMIC_RELAXED);
       if (!cell->p2p) {

@@ -168,6 +168,18 @@ static inline __attribute__((always_inline)) int op_pre(struct nti_op *o, ncclRe
   return rv;
 }
 
+/* Device arrival: a start event on the op's stream before the call, for a
+ * collective outside a group when one is due (watchdog.c). */
+static inline __attribute__((always_inline)) void op_start(const struct nti_op *o) {
+  struct nti_comm *c = o->c;
+  if (c && o->seq && !nti_tls.group_depth && o->kind != NTR_KIND_SEND && o->kind != NTR_KIND_RECV &&
+      nti_tracked(c) && nti_start_due(c, o->seq)) {
+    int saved = errno; /* the driver may set it: NCCL gets the application's */
+    nti_start_track(c, o->stream, o->seq, o->pos, o->tsc);
+    errno = saved;
+  }
+}
+
 static inline int accepted(ncclResult_t r) {
   /* Nonblocking communicators return ncclInProgress for an op NCCL took. */
   return r == ncclSuccess || r == ncclInProgress;
@@ -229,6 +241,7 @@ static inline __attribute__((always_inline)) void op_post(struct nti_op *o, nccl
   nti_o.blocked = 0;                                                         \
   nti_tls.guard++;                                                           \
   if (!op_pre(&nti_o, &nti_res)) {                                           \
+    op_start(&nti_o);                                                        \
     nti_res = real args;                                                     \
     op_post(&nti_o, nti_res);                                                \
   }                                                                          \

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NTR_FORMAT_VERSION 2u /* 2: Python call sites (stack kinds, string table, PYTHREADS); CUDA graph records (GRAPH_*), comm replay counters */
+#define NTR_FORMAT_VERSION 2u /* 2: Python call sites (stack kinds, string table, PYTHREADS); CUDA graph records (GRAPH_*), comm replay counters; clock offset in the header, lateness in comm state, STRAGGLER and DEV_ARRIVE */
 
 #define NTR_RING_MAGIC "NCTRRING" /* 8 bytes, no NUL stored */
 #define NTR_DUMP_MAGIC "NCTRDUMP"
@@ -77,6 +77,10 @@ enum ntr_kind {
   NTR_KIND_GRAPH_LAUNCH,     /* CALL: a replay; count = replay number on this rank (1, 2, ...),
                                 u.buf.stream = launch stream; completion as for collectives */
   NTR_KIND_GRAPH_DESTROY,    /* EVENT: exec or graph destroyed; count = replays so far, dtype = 1 exec, 0 graph */
+  NTR_KIND_STRAGGLER,        /* coordinator: peer = the late rank, aux = median lateness us, count = late
+                                collectives, seq = window (0: one long stall; then count = its seq) */
+  NTR_KIND_DEV_ARRIVE,       /* watchdog: the stream reached collective seq (start event done) at tsc;
+                                count = tsc of the call, aux = ring position of its CALL record */
   NTR_KIND_COUNT
 };
 
@@ -188,7 +192,13 @@ struct ntr_comm_state {
   uint64_t aux;            /* split: color<<32|key; shrink: excluded count */
   uint64_t replays;        /* graph launches holding this comm's captured calls (atomic) */
   uint64_t replays_done;   /* of those, completed (watchdog) */
-  uint8_t reserved[56];
+  /* Lateness as the coordinator measured it (async/strict checks), written
+   * by the exchange client thread; 0 until the first report. */
+  uint32_t late_med_us;    /* this rank's median arrival after the earliest rank, us */
+  uint32_t late_window;    /* collectives that median covers */
+  uint32_t late_last;      /* of those, how many this rank arrived last at */
+  uint32_t late_reserved;
+  uint8_t reserved[40];
   struct ntr_record recent[NTR_COMM_RECENT]; /* last records of this comm, by rec_count & mask */
 };
 _Static_assert(offsetof(struct ntr_comm_state, recent) == 192, "comm state layout");
@@ -301,6 +311,16 @@ struct ntr_ring_header {
   uint32_t str_used;        /* bytes handed out (atomic); may pass str_size for a moment */
   uint32_t py_version;      /* PY_VERSION_HEX of the interpreter seen, 0 none */
   uint32_t py_state;        /* enum ntr_py_state */
+  /* Clock offset to the coordinator (check async/strict), from the round
+   * trip with the smallest RTT: coordinator realtime = this realtime -
+   * clock_offset_ns, within +-clock_uncert_ns.  clock_samples 0: none yet.
+   * Written by the exchange client thread (plain stores; clock_samples
+   * last, release). */
+  int64_t clock_offset_ns;
+  uint64_t clock_uncert_ns;
+  uint64_t clock_sync_tsc;  /* when the estimate was taken (tsc) */
+  uint32_t clock_samples;   /* round trips the estimate chose from */
+  uint32_t reserved2;
 };
 /* The header occupies the first NTR_RING_HEADER_BYTES of the file; the comm
  * table starts at comm_offset (>= that). */

@@ -3,7 +3,8 @@
  * load.  One process per rank, one thread (track) per communicator, a
  * complete event ("X") per operation from enqueue to completion, instant
  * events ("i") for markers, errors, aborts, signals, exits, timeouts and
- * mismatches.
+ * mismatches; and a "lateness per comm" process with one counter track per
+ * communicator: at each seq, every rank's arrival after the earliest (ms).
  *
  * Thread-safety: single-threaded command.  Not signal-safe.
  * Several inputs of one process (its ring and its dumps) are merged into one
@@ -284,6 +285,81 @@ static void assign_pids(struct proc *procs, int n) {
     procs[i].trace_pid = distinct ? procs[i].img.hdr.rank : 1000000 + i;
 }
 
+/* ------------------------------------------------------- lateness track -- */
+
+/* One arrival: rank of comm issued collective seq at t (realtime ns, less
+ * the process's clock offset to the coordinator when it has one). */
+struct arrival {
+  uint64_t comm, seq, t;
+  int rank;
+};
+
+static int cmp_arrival(const void *a, const void *b) {
+  const struct arrival *x = a, *y = b;
+  if (x->comm != y->comm)
+    return x->comm < y->comm ? -1 : 1;
+  if (x->seq != y->seq)
+    return x->seq < y->seq ? -1 : 1;
+  return x->rank - y->rank;
+}
+
+#define LATE_PID 2000000 /* the lateness process: one counter track per comm */
+
+/* Per communicator, a counter per seq (at the earliest arrival): each rank's
+ * arrival after the earliest, ms -- who everyone waits for stands out. */
+static void export_lateness(json_t *events, const struct proc *procs, int np, uint64_t t0) {
+  size_t n = 0, cap = 0;
+  struct arrival *a = NULL;
+  for (int i = 0; i < np; i++) {
+    const struct ntr_image *img = &procs[i].img;
+    int64_t off = img->hdr.clock_samples ? img->hdr.clock_offset_ns : 0;
+    for (uint64_t k = 0; k < img->nrecs; k++) {
+      const struct ntr_record *r = &img->recs[k];
+      if (!ntr_kind_is_collective(r->kind) || r->phase == NTR_PHASE_EXIT || !r->comm_id || r->rank < 0 || !r->seq)
+        continue;
+      if (n == cap) {
+        size_t c = cap ? 2 * cap : 1024;
+        struct arrival *v = realloc(a, c * sizeof *v);
+        if (!v) {
+          free(a);
+          return;
+        }
+        a = v;
+        cap = c;
+      }
+      a[n++] = (struct arrival){r->comm_id, r->seq, ntr_image_ns(img, r->tsc) - (uint64_t)off, r->rank};
+    }
+  }
+  if (n)
+    qsort(a, n, sizeof *a, cmp_arrival);
+  uint64_t named = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    uint64_t tmin = a[i].t;
+    while (j < n && a[j].comm == a[i].comm && a[j].seq == a[i].seq) {
+      if (a[j].t < tmin)
+        tmin = a[j].t;
+      j++;
+    }
+    if (j - i >= 2) {
+      if (!named++)
+        json_array_append_new(events, meta("process_name", LATE_PID, 0, "name", json_string("lateness per comm")));
+      json_t *args = json_object();
+      for (size_t k = i; k < j; k++) {
+        char key[24];
+        snprintf(key, sizeof key, "rank %d", a[k].rank);
+        json_object_set_new(args, key, json_real((double)(a[k].t - tmin) / 1e6));
+      }
+      char name[48];
+      snprintf(name, sizeof name, "lateness %08llx", (unsigned long long)(a[i].comm >> 32));
+      json_array_append_new(events, json_pack("{s:s,s:s,s:f,s:i,s:i,s:o}", "name", name, "ph", "C", "ts",
+                                              us(tmin, t0), "pid", LATE_PID, "tid", 0, "args", args));
+    }
+    i = j;
+  }
+  free(a);
+}
+
 int ntt_export_main(int argc, char **argv) {
   static const struct option opts[] = {
       {"chrome", no_argument, NULL, 'c'}, {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
@@ -363,6 +439,7 @@ int ntt_export_main(int argc, char **argv) {
   json_t *events = json_array();
   for (int i = 0; i < np; i++)
     export_proc(events, &procs[i], t0, t_end);
+  export_lateness(events, procs, np, t0);
   json_t *root = json_pack("{s:o,s:s,s:{s:s,s:o,s:i}}", "traceEvents", events, "displayTimeUnit", "ms", "otherData",
                            "generator", "nccltrace export", "t0_ns", ntt_json_u64(t0), "processes", np);
   int w = root ? (strcmp(outpath, "-") == 0 ? json_dumpf(root, stdout, JSON_COMPACT)

@@ -214,6 +214,18 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
   case NTR_KIND_GRAPH_DESTROY:
     ntt_fmt_graph(r, buf, len);
     return;
+  case NTR_KIND_STRAGGLER:
+    /* seq 0: one long stall (count = its seq); else a window's verdict */
+    if (r->seq == 0)
+      snprintf(buf, len, "Straggler(rank=%d, stall at seq %llu, %.1f ms late)", r->peer,
+               (unsigned long long)r->count, (double)r->aux / 1000.0);
+    else
+      snprintf(buf, len, "Straggler(rank=%d, last at %llu of %llu, median %.1f ms late)", r->peer,
+               (unsigned long long)r->count, (unsigned long long)r->seq, (double)r->aux / 1000.0);
+    return;
+  case NTR_KIND_DEV_ARRIVE:
+    snprintf(buf, len, "DeviceArrive(seq=%llu)", (unsigned long long)r->seq);
+    return;
   default:
     break;
   }

@@ -58,6 +58,9 @@ static json_t *header_json(const struct ntr_image *img) {
   set(o, "slot_count", json_integer(h->slot_count));
   set(o, "real_base_ns", ntt_json_u64(h->real_base_ns));
   set(o, "tsc_hz", ntt_json_u64(h->tsc_hz));
+  /* the coordinator's estimate of this clock (format v2), null without one */
+  set(o, "clock_offset_ns", h->clock_samples ? json_integer((json_int_t)h->clock_offset_ns) : json_null());
+  set(o, "clock_uncertainty_ns", h->clock_samples ? ntt_json_u64(h->clock_uncert_ns) : json_null());
   set(o, "pid_alive", json_boolean(img->pid_alive));
   set(o, "salvaged", json_boolean(img->salvaged));
   return o;
@@ -135,6 +138,10 @@ static json_t *comm_json(const struct ntr_image *img, const struct ntr_comm_stat
     set(o, "blocked_for_ns", json_integer(0));
   }
   set(o, "nonblocking", json_boolean(c->flags & NTR_REC_NONBLOCKING));
+  /* the coordinator's measure of this rank's lateness (format v2), null without one */
+  set(o, "lateness_median_ms", c->late_window ? json_real(c->late_med_us / 1000.0) : json_null());
+  set(o, "lateness_last", c->late_window ? json_integer(c->late_last) : json_null());
+  set(o, "lateness_window", c->late_window ? json_integer(c->late_window) : json_null());
   return o;
 }
 

@@ -38,6 +38,8 @@ static const char *const kind_names[NTR_KIND_COUNT] = {
     [NTR_KIND_GRAPH_INSTANTIATE] = "GraphInstantiate",
     [NTR_KIND_GRAPH_LAUNCH] = "GraphLaunch",
     [NTR_KIND_GRAPH_DESTROY] = "GraphDestroy",
+    [NTR_KIND_STRAGGLER] = "Straggler",
+    [NTR_KIND_DEV_ARRIVE] = "DeviceArrive",
 };
 
 static const unsigned char kind_class[NTR_KIND_COUNT] = {

@@ -71,8 +71,8 @@ static void show_image(const struct ntr_image *img) {
     printf("  (no communicator yet)\n");
     return;
   }
-  printf("  %-8s  %-9s  %-11s  %8s  %9s  %-10s  %-28s  %s\n", "COMM", "RANK", "STATE", "ENQUEUED", "COMPLETED",
-         "IN-FLIGHT", "BLOCKED", "ASYNC ERROR");
+  printf("  %-8s  %-9s  %-11s  %8s  %9s  %-10s  %-28s  %-12s  %s\n", "COMM", "RANK", "STATE", "ENQUEUED", "COMPLETED",
+         "IN-FLIGHT", "BLOCKED", "ASYNC ERROR", "LATE (median after the first; last at)");
   for (uint32_t i = 0; i < img->ncomms; i++) {
     const struct ntr_comm_state *c = &img->comms[i];
     char rk[24], age[32], blocked[64] = "-";
@@ -90,9 +90,13 @@ static void show_image(const struct ntr_image *img) {
     if (c->replays)
       snprintf(reps, sizeof reps, "  graph replays %llu (%llu done)", (unsigned long long)c->replays,
                (unsigned long long)c->replays_done);
-    printf("  %08llx  %-9s  %-11s  %8llu  %9llu  %-10s  %-28s  %s%s\n", (unsigned long long)(c->comm_id >> 32), rk,
+    /* the coordinator's measure of this rank (check async/strict), "-" without one */
+    char late[64] = "-";
+    if (c->late_window)
+      snprintf(late, sizeof late, "%.1f ms; last at %u/%u", c->late_med_us / 1000.0, c->late_last, c->late_window);
+    printf("  %08llx  %-9s  %-11s  %8llu  %9llu  %-10s  %-28s  %-12s  %s%s\n", (unsigned long long)(c->comm_id >> 32), rk,
            ntt_lifecycle_name(c->lifecycle), (unsigned long long)c->last_enqueued,
-           (unsigned long long)c->last_completed, age, blocked, ntr_result_name(c->async_error), reps);
+           (unsigned long long)c->last_completed, age, blocked, ntr_result_name(c->async_error), late, reps);
   }
 }
 

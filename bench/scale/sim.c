@@ -1,5 +1,6 @@
 /* sim.c -- simulated ranks over the real wire protocol (sim.h). */
 #include "bench/scale/sim.h"
+#include "interpose/exchange/clocksync.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -53,6 +54,7 @@ static struct {
   double t_go;
   struct sthread *th;
   int nth;
+  int no_times;             /* NCCLTRACE_BENCH_NO_TIMES=1: fingerprints without arrival times */
 } G;
 
 static int connect_rank(const struct sim_cfg *cfg, int rank) {
@@ -82,6 +84,12 @@ static int on_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
   struct ntx_msg m;
   if (ntx_msg_decode(f, &m) < 0)
     return 0;
+  if (m.type == NTX_MSG_TIME && l->state != AGG_L_HANDSHAKE) { /* a clock round trip, as a client answers it */
+    uint8_t buf[16];
+    agg_link_send(l, NTX_MSG_TIME_ECHO, buf,
+                  ntx_enc_time(buf, sizeof buf, NTX_MSG_TIME_ECHO, m.u.time.stamp, ntx_clk_now_ns()));
+    return 0;
+  }
   if (l->state == AGG_L_HANDSHAKE) {
     if (m.type == NTX_MSG_CHALLENGE) {
       char host[32];
@@ -120,6 +128,9 @@ static void send_fps(struct sthread *t, struct srank *r, double now) {
   for (int k = 0; k < n; k++) {
     struct ntx_fp fp = {.comm_id = SIM_COMM, .seq = ++r->seq, .count = 1024, .kind = NTR_KIND_ALLREDUCE,
                         .dtype = 7, .dir = 0, .redop = 0, .peer = -1, .rank = r->rank};
+    /* arrival times, as every traced rank sends them: the coordinator's
+     * lateness statistics run (NCCLTRACE_BENCH_NO_TIMES=1: the baseline) */
+    fp.t_ns = G.no_times ? 0 : ntx_clk_now_ns();
     uint64_t mm = cfg->mm_seq > 1 ? cfg->mm_seq : __atomic_load_n(&G.mm_seq, __ATOMIC_ACQUIRE);
     if (!mm && r->rank == cfg->mm_rank && cfg->mm_seq == 1 && now - G.t_go >= cfg->duration_s / 2) {
       /* planted at half time: the seq this rank is at then */
@@ -245,6 +256,8 @@ static void *driver(void *arg) {
 int sim_run(const struct sim_cfg *cfg, double verdict_wait_s, struct sim_result *res) {
   memset(res, 0, sizeof *res);
   memset(&G, 0, sizeof G);
+  const char *nt = getenv("NCCLTRACE_BENCH_NO_TIMES");
+  G.no_times = nt && nt[0] == '1';
   if (cfg->nranks <= 0 || cfg->nranks > 1000000)
     return -1;
   int nth = cfg->threads < 1 ? 1 : cfg->threads;

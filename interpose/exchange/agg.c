@@ -19,6 +19,7 @@
 
 #include "interpose/exchange/agg_link.h"
 #include "interpose/exchange/check.h"
+#include "interpose/exchange/clocksync.h"
 #include "interpose/exchange/wire.h"
 
 #define EV_LISTEN UINT64_MAX
@@ -83,6 +84,8 @@ struct ntx_agg {
                          * several aggregators may run in one process) */
   uint32_t nbatch;
   double batch_t0;
+  uint8_t clock[24];    /* the root's last CLOCK for this host, passed on to every local */
+  size_t clock_len;
   pthread_t thread;
   int thread_started, stop;
   pthread_mutex_t lock;
@@ -312,6 +315,8 @@ static void local_welcome(struct ntx_agg *a, uint32_t i) {
   lc->hello_wait = 0;
   agg_link_on_hello(&lc->l, &m, i, 0);
   a->st.locals++;
+  if (a->clock_len) /* the processes of a host share its clock, and so its offset */
+    to_local(a, i, NTX_MSG_CLOCK, a->clock, a->clock_len);
 }
 
 static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
@@ -377,6 +382,16 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
         a->st.replies_out++;
       }
     }
+  } else if (m.type == NTX_MSG_TIME) {
+    /* The root measures this host's clock through us: answered at once. */
+    uint8_t buf[16];
+    up_send(a, NTX_MSG_TIME_ECHO, buf,
+            ntx_enc_time(buf, sizeof buf, NTX_MSG_TIME_ECHO, m.u.time.stamp, ntx_clk_now_ns()), now);
+  } else if (m.type == NTX_MSG_CLOCK) {
+    memcpy(a->clock, f->payload, sizeof a->clock);
+    a->clock_len = sizeof a->clock;
+    for (uint32_t i = 0; i < a->cfg.max_local; i++)
+      to_local(a, i, NTX_MSG_CLOCK, a->clock, a->clock_len);
   } else if (m.type == NTX_MSG_BYE) {
     up_lost(a, now); /* the root shut down: retry, as a client does */
     return -1;

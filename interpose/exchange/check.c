@@ -18,6 +18,12 @@ void ntx_check_default_limits(struct ntx_check_limits *lim) {
   lim->grace_s = 1.0;
   lim->skew_s = 30;
   lim->init_wait_s = 30;
+  lim->straggler_ms = 10;
+  lim->straggler_window = 200;
+  lim->straggler_frac = 0.75;
+  lim->straggler_every_s = 60;
+  lim->stall_s = 1.0;
+  lim->lateness_every_s = 10;
 }
 
 uint64_t ntx_mix64(uint64_t x) { /* splitmix64 finalizer: cheap, good spread */
@@ -82,6 +88,7 @@ void ntx_check_free(struct ntx_check *c) {
       free(cm->win[s].vs);
     }
     free(cm->win);
+    ntx_late_free(cm);
     free(cm->m);
     for (uint32_t d = 0; d < cm->nenv; d++)
       free(cm->env[d].env);
@@ -201,6 +208,9 @@ int ntx_check_client_add(struct ntx_check *c, uint32_t id, const char *host, int
   snprintf(cl->host, sizeof cl->host, "%s", host);
   cl->pid = pid;
   cl->lrank = launcher_rank;
+  cl->clk_offset = 0;
+  cl->clk_uncert = 0;
+  cl->clk_known = 0;
   return 0;
 }
 
@@ -472,6 +482,7 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
   cl->ncomms++;
   int fresh = m->state == M_NONE;
   m->client = (int32_t)id;
+  m->clk_offset = cl->clk_offset;
   m->gen = cl->gen;
   m->state = M_ACTIVE;
   if (!fresh)
@@ -652,6 +663,8 @@ static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, in
   if (s->state != SLOT_OPEN)
     return;
   s->arrived++;
+  if (fp)
+    ntx_late_arrive(c, cm, s, (uint32_t)cm->m[rank].client, rank, fp->t_ns);
   if (fp) {
     if (!s->has_fp) {
       s->fp0 = *fp;
@@ -686,6 +699,7 @@ static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, in
     }
   }
   if (s->arrived >= (uint32_t)cm->nranks) {
+    ntx_late_decided(c, cm, s);
     slot_decide(c, cm, s, 0);
     window_advance(c, cm);
   }
@@ -694,6 +708,7 @@ static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, in
 void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, double now,
                     struct waiter *w) {
   struct member *m = &cm->m[fp->rank];
+  c->now = now;
   if (fp->seq > m->last_seq && fp->seq > 0) {
     /* Seqs this rank skipped (its records were dropped) count as arrived
      * unseen, so the others' seqs still get decided. */

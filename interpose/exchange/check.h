@@ -31,6 +31,16 @@ struct ntx_check_limits {
   double grace_s;           /* a disagreeing seq with ranks missing is reported after this */
   double skew_s;            /* NCCLTRACE_SKEW_S */
   double init_wait_s;       /* init not complete on all ranks after this: report */
+  /* Lateness (lateness.c): a rank last at >= straggler_frac of the last
+   * straggler_window complete collectives, median straggler_ms or more
+   * after the others, is reported at most every straggler_every_s per
+   * comm; one arrival stall_s or more late is reported at once. */
+  double straggler_ms;      /* NCCLTRACE_STRAGGLER_MS (10); 0: no straggler reports */
+  uint32_t straggler_window; /* NCCLTRACE_STRAGGLER_WINDOW (200) */
+  double straggler_frac;    /* 0.75 */
+  double straggler_every_s; /* 60 */
+  double stall_s;           /* 1 */
+  double lateness_every_s;  /* each rank is told its median lateness this often (10) */
 };
 void ntx_check_default_limits(struct ntx_check_limits *lim);
 
@@ -47,6 +57,7 @@ enum ntx_reply_status { NTX_REPLY_OK = 0, NTX_REPLY_MISMATCH = 1, NTX_REPLY_UNCH
 struct ntx_check_stats {
   uint64_t fps, dup, stale, evicted, unregistered, p2p_evicted, waits_refused;
   uint64_t mismatches, p2p_mismatches, lost, comms_refused;
+  uint64_t timed, stragglers, stalls; /* seqs with every arrival timed; reports */
 };
 
 struct ntx_check;
@@ -77,6 +88,9 @@ void ntx_check_fp(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, dou
 /* STRICT: like n fingerprints, and a reply when all of them are decided. */
 void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const struct ntx_fp *fps,
                       uint32_t n, double now);
+/* The client's clock offset (its realtime - ours, ns) and its uncertainty,
+ * from round trips (clocksync.h): fingerprint times are corrected by it. */
+void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns);
 /* Time-driven reports; call every ~100 ms. */
 void ntx_check_tick(struct ntx_check *c, double now);
 const struct ntx_check_stats *ntx_check_get_stats(const struct ntx_check *c);

@@ -36,6 +36,9 @@ struct varset {
 struct slot {
   uint64_t seq;
   double first_t;
+  uint64_t t_first, t_last, t_second; /* arrival times, coordinator clock ns (lateness.c) */
+  int32_t last_rank;
+  uint32_t timed;   /* arrivals that carried a time */
   uint32_t arrived;
   uint8_t state, has_fp;
   struct ntx_fp fp0;
@@ -48,6 +51,7 @@ struct member {
   uint32_t gen;
   uint8_t state;
   uint64_t last_seq;
+  int64_t clk_offset;     /* its client's clock offset (ntx_check_client_clock), on the fingerprint's path */
   uint64_t env_digest;
 };
 
@@ -60,6 +64,7 @@ struct env_variant {
 };
 
 struct p2p;
+struct ntx_late;
 struct comm {
   uint64_t id;
   int32_t nranks;
@@ -76,6 +81,7 @@ struct comm {
   uint32_t nrecent;
   uint32_t p2p_pending;
   struct p2p *p2p_head, *p2p_tail; /* FIFO for eviction, oldest first */
+  struct ntx_late *late;           /* lateness statistics, at the first timed arrival */
 };
 
 struct p2p {
@@ -94,6 +100,9 @@ struct client {
   uint64_t told;          /* stamp of the last ntx_tell_comm that reached it (one verdict per client) */
   char host[NTX_HOST];
   int32_t pid, lrank;
+  int64_t clk_offset;     /* its realtime - ours, ns (clocksync), 0 until known */
+  uint64_t clk_uncert;    /* +- ns; 0 with clk_known 0 */
+  int clk_known;
   uint32_t ncomms, capcomms;
   struct { struct comm *cm; int32_t rank; } *comms;
 };
@@ -111,6 +120,7 @@ struct ntx_check {
   uint64_t p2p_mask;
   uint32_t p2p_total;
   uint64_t tell_stamp;    /* ntx_tell_comm calls so far */
+  double now;             /* time of the input being handled (lateness.c reports) */
   struct ntx_check_stats st;
 };
 
@@ -140,6 +150,14 @@ struct comm *ntx_member_of(struct ntx_check *c, uint32_t id, uint64_t comm_id, i
  * the decision of that seq. */
 void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, double now,
                  struct waiter *w);
+/* Lateness (lateness.c): an arrival of rank at slot s (fp time t_ns from
+ * client id, 0 unknown); a seq decided with every rank there; the periodic
+ * per-rank reports; the comm's statistics freed. */
+void ntx_late_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, uint32_t id, int32_t rank,
+                     uint64_t t_ns);
+void ntx_late_decided(struct ntx_check *c, struct comm *cm, struct slot *s);
+void ntx_late_tick(struct ntx_check *c, struct comm *cm, double now);
+void ntx_late_free(struct comm *cm);
 /* Decide the oldest open seq now with the ranks that are there. */
 void ntx_check_decide_base(struct ntx_check *c, struct comm *cm);
 #endif

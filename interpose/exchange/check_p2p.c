@@ -269,8 +269,10 @@ static void p2p_wrong_peer(struct ntx_check *c, struct comm *cm, double now) {
 }
 
 void ntx_check_tick(struct ntx_check *c, double now) {
+  c->now = now;
   for (uint32_t i = 0; i < c->ncomms; i++) {
     struct comm *cm = c->comms[i];
+    ntx_late_tick(c, cm, now);
     if (cm->nreg < (uint32_t)cm->nranks && !cm->init_reported &&
         now - cm->first_reg_t >= c->lim.init_wait_s)
       init_wait(c, cm, now);

@@ -125,8 +125,10 @@ static uint64_t read_ring(double now) {
       g->lost_records++; /* overwritten since we looked */
     } else if (g->mode == NTR_CHECK_ASYNC) {
       struct ntx_fp fp;
-      if (ntx_fp_from_record(&rec, &fp) == 0)
+      if (ntx_fp_from_record(&rec, &fp) == 0) {
+        ntx_fp_time(&fp, &rec, ring->hdr);
         ntx_fp_put(payload + 8, n++, &fp);
+      }
     }
     /* strict mode: fingerprints travel through ntx_strict_wait only, so
      * the coordinator sees each once and in call order */
@@ -323,6 +325,8 @@ void ntx_start(struct ntr_ring *ring) {
     cc.key = g->key;
     cc.embedded = 1;
     cc.lim.skew_s = ntr_cfg.skew_s;
+    cc.lim.straggler_ms = ntr_cfg.straggler_ms;
+    cc.lim.straggler_window = ntr_cfg.straggler_window;
     cc.lim.init_wait_s = ntr_cfg.skew_s < ntr_cfg.strict_timeout_s ? ntr_cfg.skew_s : ntr_cfg.strict_timeout_s;
     cc.log = ntr_cfg.verbose ? stderr : NULL;
     /* inside the workload: as many authenticated clients as the job has
@@ -454,8 +458,10 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     return 0;
   uint32_t k = 0;
   for (int i = 0; i < n; i++)
-    if (recs[i] && ntx_fp_from_record(recs[i], &fps[k]) == 0)
+    if (recs[i] && ntx_fp_from_record(recs[i], &fps[k]) == 0) {
+      ntx_fp_time(&fps[k], recs[i], g->ring ? g->ring->hdr : NULL);
       k++;
+    }
   if (k == 0) {
     free(fps);
     return 0;

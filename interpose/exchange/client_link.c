@@ -71,19 +71,63 @@ static void on_verdict(const struct ntx_msg *m) {
     pthread_mutex_unlock(&g->mu);
     return;
   }
+  if (kind == NTX_V_LATENESS) {
+    /* This rank's median lateness, for `nccltrace status`: into its comm
+     * state (an aggregator fans every rank's line out to each process of
+     * the comm on its host: only the one holding that rank keeps it). */
+    pthread_mutex_lock(&g->mu);
+    struct reg *r = ntx_cl_reg_find(m->u.verdict.comm_id);
+    if (r && r->cs && r->rank == m->u.verdict.peer && m->u.verdict.aux >= 0) {
+      int64_t us = m->u.verdict.aux;
+      __atomic_store_n(&r->cs->late_med_us, us > UINT32_MAX ? UINT32_MAX : (uint32_t)us, __ATOMIC_RELAXED);
+      __atomic_store_n(&r->cs->late_last, (uint32_t)m->u.verdict.seq, __ATOMIC_RELAXED);
+      __atomic_store_n(&r->cs->late_window, (uint32_t)(m->u.verdict.seq >> 32), __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return;
+  }
   ntx_cl_say("%s", text);
   static const uint16_t kinds[] = {
       [NTX_V_MISMATCH] = NTR_KIND_MISMATCH, [NTX_V_P2P_MISMATCH] = NTR_KIND_MISMATCH,
       [NTX_V_PEER_LOST] = NTR_KIND_PEER_LOST, [NTX_V_SKEW] = NTR_KIND_SKEW,
       [NTX_V_INIT_WAIT] = NTR_KIND_SKEW, [NTX_V_ENV_DIFF] = NTR_KIND_ENV_DIFF,
-      [NTX_V_NOTE] = NTR_KIND_NOTE,
+      [NTX_V_NOTE] = NTR_KIND_NOTE, [NTX_V_STRAGGLER] = NTR_KIND_STRAGGLER,
   };
   ntx_cl_record_event(kinds[kind], m->u.verdict.comm_id, m->u.verdict.seq, m->u.verdict.peer,
                (uint64_t)m->u.verdict.aux, m->u.verdict.field);
+  if (kind == NTX_V_STRAGGLER)
+    nti_start_boost(m->u.verdict.comm_id); /* its device arrivals, at every collective from now on */
   if (kind == NTX_V_MISMATCH || kind == NTX_V_P2P_MISMATCH)
     nti_trigger_dump(NTR_TRIG_MISMATCH, text);
   else if (kind == NTX_V_PEER_LOST)
     nti_trigger_dump(NTR_TRIG_PEER_LOST, text);
+}
+
+/* The time the fingerprints carry (record_fp.h): the ring's clock. */
+static uint64_t ring_real_ns(void) {
+  const struct ntr_ring_header *h = g->ring ? g->ring->hdr : NULL;
+  return h && h->tsc_hz ? ntr_clock_to_real_ns(h, ntr_clock_now()) : 0;
+}
+
+/* A clock round trip: answered at once, on this thread. */
+static void on_time(const struct ntx_msg *m) {
+  uint8_t buf[16];
+  uint64_t t = ring_real_ns();
+  if (t)
+    ntx_cl_queue_frame(NTX_MSG_TIME_ECHO, buf, ntx_enc_time(buf, sizeof buf, NTX_MSG_TIME_ECHO, m->u.time.stamp, t));
+}
+
+/* The coordinator's estimate of our offset: kept in the ring header for
+ * the tools (analyze corrects arrival times across hosts with it). */
+static void on_clock(const struct ntx_msg *m) {
+  struct ntr_ring_header *h = g->ring ? g->ring->hdr : NULL;
+  if (!h)
+    return;
+  h->clock_offset_ns = m->u.clock.offset_ns;
+  h->clock_uncert_ns = m->u.clock.uncert_ns;
+  h->clock_sync_tsc = ntr_clock_now();
+  /* Release: a reader that sees the count sees the estimate. */
+  __atomic_store_n(&h->clock_samples, m->u.clock.samples ? m->u.clock.samples : 1, __ATOMIC_RELEASE);
 }
 
 static void on_reply(const struct ntx_msg *m) {
@@ -310,6 +354,8 @@ static int on_frame(const struct ntx_frame *f) {
   switch (m.type) {
   case NTX_MSG_VERDICT: on_verdict(&m); return 0;
   case NTX_MSG_REPLY: on_reply(&m); return 0;
+  case NTX_MSG_TIME: on_time(&m); return 0;
+  case NTX_MSG_CLOCK: on_clock(&m); return 0;
   case NTX_MSG_BYE: ntx_cl_disconnect(1); return 1;
   default: return -1;
   }

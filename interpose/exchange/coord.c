@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "interpose/exchange/clocksync.h"
 #include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 
@@ -38,6 +39,7 @@ struct conn {
   uint8_t *out;
   size_t out_len, out_cap;
   int want_out;
+  struct ntx_clk clk;   /* its clock offset (clocksync.h) */
 };
 
 struct ntx_coord {
@@ -447,6 +449,8 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     uint8_t buf[16];
     size_t n = ntx_enc_welcome(buf, sizeof buf, id, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0);
     conn_send(co, id, NTX_MSG_WELCOME, buf, n);
+    memset(&c->clk, 0, sizeof c->clk);
+    c->clk.next_t = now; /* the first round trip at the next sweep */
     return 0;
   }
   switch (m.type) {
@@ -483,6 +487,14 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     }
     return 0;
   case NTX_MSG_PING:
+    return 0;
+  case NTX_MSG_TIME_ECHO:
+    if (ntx_clk_echo(&c->clk, m.u.time.stamp, m.u.time.client_ns, ntx_clk_now_ns()) == 1) {
+      uint8_t buf[24];
+      ntx_check_client_clock(co->chk, id, c->clk.offset, c->clk.uncert);
+      size_t n = ntx_enc_clock(buf, sizeof buf, c->clk.offset, c->clk.uncert, c->clk.samples);
+      conn_send(co, id, NTX_MSG_CLOCK, buf, n);
+    }
     return 0;
   case NTX_MSG_BYE:
     conn_close(co, id, 0, NULL);
@@ -608,6 +620,12 @@ static void sweep(struct ntx_coord *co, double now) {
     } else if (c->state == C_READY && now - c->last_rx > co->cfg.dead_timeout_s) {
       co->st.dead_closed++;
       conn_close(co, id, 1, "silent past the dead timeout");
+    } else if (c->state == C_READY) {
+      uint64_t stamp;
+      if (ntx_clk_due(&c->clk, now, &stamp)) {
+        uint8_t buf[8];
+        conn_send(co, id, NTX_MSG_TIME, buf, ntx_enc_time(buf, sizeof buf, NTX_MSG_TIME, stamp, 0));
+      }
     }
   }
 }

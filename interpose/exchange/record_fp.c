@@ -2,6 +2,7 @@
  * (contract: record_fp.h).  Which kinds are collectives and which are
  * send/recv comes from interpose/nccl_api.def. */
 #include "interpose/exchange/record_fp.h"
+#include "recorder/clock.h"
 
 static int fp_dir_of(unsigned kind) {
   switch (kind) {
@@ -32,6 +33,11 @@ int ntx_fp_from_record(const struct ntr_record *r, struct ntx_fp *fp) {
   fp->redop = dir == NTX_FP_COLL ? r->redop : -1;
   fp->peer = r->peer;
   fp->rank = r->rank;
+  fp->t_ns = 0; /* the caller knows the clock (ntx_fp_time) */
   return 0;
 }
 
+
+void ntx_fp_time(struct ntx_fp *fp, const struct ntr_record *r, const struct ntr_ring_header *h) {
+  fp->t_ns = h && h->tsc_hz ? ntr_clock_to_real_ns(h, r->tsc) : 0;
+}

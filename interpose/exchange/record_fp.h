@@ -12,4 +12,7 @@
  *         communicator, -1 for anything else (lifecycle, groups, exit
  *         records, tracer events, calls strict mode refused). */
 int ntx_fp_from_record(const struct ntr_record *r, struct ntx_fp *fp);
+/* fp->t_ns = the call time of r on h's realtime clock (0 without a clock):
+ * the arrival the coordinator's lateness statistics use. */
+void ntx_fp_time(struct ntx_fp *fp, const struct ntr_record *r, const struct ntr_ring_header *h);
 #endif

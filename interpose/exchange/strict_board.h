@@ -18,7 +18,7 @@
 #include "interpose/exchange/wire.h"
 
 #define BOARD_MAGIC 0x316d68732d78746eull /* "ntx-shm1" */
-#define BOARD_VERSION 1u
+#define BOARD_VERSION 2u /* 2: fingerprints carry their arrival time (56 bytes) */
 #define MAX_RANKS 4096     /* a larger comm uses the coordinator */
 
 enum { SL_FREE = 0, SL_ACTIVE = 1, SL_LEFT = 2 };      /* slot state */
@@ -35,7 +35,7 @@ struct bhdr {
 /* One publication: seq 0 while being written (a seqlock of one writer). */
 struct bent {
   uint64_t seq;
-  uint64_t w[6]; /* struct ntx_fp, copied word by word */
+  uint64_t w[7]; /* struct ntx_fp, copied word by word */
 };
 struct bslot {
   int32_t owner;  /* pid */
@@ -48,7 +48,7 @@ struct bslot {
 };
 _Static_assert(sizeof(struct bhdr) == 128, "board header");
 _Static_assert(sizeof(struct bslot) == 192, "board slot");
-_Static_assert(sizeof(struct ntx_fp) == 48, "fingerprint words");
+_Static_assert(sizeof(struct ntx_fp) == 56, "fingerprint words");
 
 struct board {
   uint64_t comm_id;

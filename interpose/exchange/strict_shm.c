@@ -140,11 +140,11 @@ static struct board *get_board(uint64_t comm_id, int32_t rank, int32_t nranks) {
 
 static void publish(struct board *b, const struct ntx_fp *fp) {
   struct bent *e = &b->s[b->rank].e[b->npub++ & 1];
-  uint64_t w[6];
+  uint64_t w[7];
   memcpy(w, fp, sizeof w);
   __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_RELEASE);
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 7; i++)
     __atomic_store_n(&e->w[i], w[i], __ATOMIC_RELAXED);
   __atomic_store_n(&e->seq, fp->seq, __ATOMIC_RELEASE);
   /* seq_cst with the loads of all_here: of two ranks arriving last at once,
@@ -158,8 +158,8 @@ static int read_entry(const struct bslot *s, uint64_t seq, struct ntx_fp *out) {
     const struct bent *e = &s->e[i];
     if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != seq)
       continue;
-    uint64_t w[6];
-    for (int k = 0; k < 6; k++)
+    uint64_t w[7];
+    for (int k = 0; k < 7; k++)
       w[k] = __atomic_load_n(&e->w[k], __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq)

@@ -250,7 +250,7 @@ int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
     if (n < VERDICT_FIXED)
       return NTX_E_MALFORMED;
     m->u.verdict.kind = get32(p);
-    if (m->u.verdict.kind < NTX_V_MISMATCH || m->u.verdict.kind > NTX_V_NOTE)
+    if (m->u.verdict.kind < NTX_V_MISMATCH || m->u.verdict.kind > NTX_V_LATENESS)
       return NTX_E_MALFORMED;
     m->u.verdict.peer = (int32_t)get32(p + 4);
     m->u.verdict.comm_id = get64(p + 8);
@@ -265,6 +265,24 @@ int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
     return 0;
   case NTX_MSG_PING:
     return n == 0 ? 0 : NTX_E_MALFORMED;
+  case NTX_MSG_TIME:
+    if (n != 8)
+      return NTX_E_MALFORMED;
+    m->u.time.stamp = get64(p);
+    return 0;
+  case NTX_MSG_TIME_ECHO:
+    if (n != 16)
+      return NTX_E_MALFORMED;
+    m->u.time.stamp = get64(p);
+    m->u.time.client_ns = get64(p + 8);
+    return 0;
+  case NTX_MSG_CLOCK:
+    if (n != 24 || get32(p + 20) != 0)
+      return NTX_E_MALFORMED;
+    m->u.clock.offset_ns = (int64_t)get64(p);
+    m->u.clock.uncert_ns = get64(p + 8);
+    m->u.clock.samples = get32(p + 16);
+    return 0;
   case NTX_MSG_BYE:
     if (n != 4)
       return NTX_E_MALFORMED;
@@ -303,6 +321,7 @@ void ntx_fp_get(const uint8_t *e, uint32_t i, struct ntx_fp *out) {
   out->redop = (int32_t)get32(e + 32);
   out->peer = (int32_t)get32(e + 36);
   out->rank = (int32_t)get32(e + 40);
+  out->t_ns = get64(e + 48);
 }
 
 void ntx_fp_put(uint8_t *e, uint32_t i, const struct ntx_fp *fp) {
@@ -318,6 +337,7 @@ void ntx_fp_put(uint8_t *e, uint32_t i, const struct ntx_fp *fp) {
   put32(e + 36, (uint32_t)fp->peer);
   put32(e + 40, (uint32_t)fp->rank);
   put32(e + 44, 0); /* reserved */
+  put64(e + 48, fp->t_ns);
 }
 
 size_t ntx_enc_challenge(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], uint32_t flags,
@@ -412,6 +432,26 @@ size_t ntx_enc_bye(uint8_t *out, size_t cap, uint32_t reason) {
     return 0;
   put32(out, reason);
   return 4;
+}
+
+size_t ntx_enc_time(uint8_t *out, size_t cap, uint8_t type, uint64_t stamp, uint64_t client_ns) {
+  size_t n = type == NTX_MSG_TIME_ECHO ? 16 : 8;
+  if (cap < n)
+    return 0;
+  put64(out, stamp);
+  if (n == 16)
+    put64(out + 8, client_ns);
+  return n;
+}
+
+size_t ntx_enc_clock(uint8_t *out, size_t cap, int64_t offset_ns, uint64_t uncert_ns, uint32_t samples) {
+  if (cap < 24)
+    return 0;
+  put64(out, (uint64_t)offset_ns);
+  put64(out + 8, uncert_ns);
+  put32(out + 16, samples);
+  put32(out + 20, 0); /* reserved */
+  return 24;
 }
 
 size_t ntx_enc_gone_head(uint8_t *out, size_t cap, int32_t pid, int32_t launcher_rank, uint32_t clean,

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include "interpose/exchange/auth.h"
 
-#define NTX_WIRE_VERSION 3u         /* 3: keys named in HELLO, CHALLENGE bound (older peers are refused) */
+#define NTX_WIRE_VERSION 4u         /* 4: arrival time in fingerprints, clock round trips, lateness verdicts */
 #define NTX_FRAME_HDR 16u            /* "NX", version, type, length, seq */
 #define NTX_FRAME_MAC 8u             /* SipHash-2-4 tag after the payload */
 #define NTX_FRAME_MAX_PAYLOAD 65536u /* larger frames are rejected before buffering */
@@ -28,7 +28,7 @@
 #define NTX_FIELD 24u                /* = sizeof ntr_record.u.text */
 #define NTX_TEXT_MAX 2048u           /* verdict / reply text */
 #define NTX_ENV_MAX 8192u            /* = NTR_ENV_BYTES */
-#define NTX_FP_WIRE 48u              /* bytes per fingerprint entry */
+#define NTX_FP_WIRE 56u              /* bytes per fingerprint entry (v4: + arrival time) */
 #define NTX_FP_MAX ((NTX_FRAME_MAX_PAYLOAD - 8u) / NTX_FP_WIRE)
 #define NTX_GONE_FIXED (16u + NTX_HOST)
 #define NTX_GONE_WIRE 16u            /* bytes per (comm, rank) pair of GONE */
@@ -58,6 +58,9 @@ enum ntx_msg_type {
   NTX_MSG_PING = 9,      /* client -> coord: liveness while idle */
   NTX_MSG_BYE = 10,      /* either way: clean exit (client) or shutdown (coord) */
   NTX_MSG_GONE = 11,     /* aggregator -> coord (v2): one of its processes left (clean or lost) */
+  NTX_MSG_TIME = 12,     /* coord -> client (v4): a clock round trip starts: the coordinator's time */
+  NTX_MSG_TIME_ECHO = 13, /* client -> coord (v4): that time back, with the client's own */
+  NTX_MSG_CLOCK = 14,    /* coord -> client (v4): the client's clock offset as estimated */
   NTX_MSG_TYPE_END
 };
 
@@ -130,6 +133,7 @@ struct ntx_fp {
   int32_t redop;
   int32_t peer;   /* root, or the p2p peer */
   int32_t rank;   /* the sender's rank in the communicator */
+  uint64_t t_ns;  /* v4: the call's time, the sender's CLOCK_REALTIME in ns; 0 unknown */
 };
 
 enum ntx_verdict_kind {
@@ -141,6 +145,8 @@ enum ntx_verdict_kind {
   NTX_V_ENV_DIFF = 6,     /* NCCL_* differs (field = variable) */
   NTX_V_ENV_DONE = 7,     /* every rank registered: env verdict complete, aux = diffs */
   NTX_V_NOTE = 8,         /* informational line */
+  NTX_V_STRAGGLER = 9,    /* v4: a rank arrives last (peer; aux = median lateness us; field "straggler") */
+  NTX_V_LATENESS = 10,    /* v4: rank peer's median lateness (aux, us), late count (seq), window (field) */
 };
 
 struct ntx_msg {
@@ -173,6 +179,8 @@ struct ntx_msg {
       const char *text; /* not NUL-terminated */
     } verdict;
     struct { uint32_t reason; } bye;
+    struct { uint64_t stamp, client_ns; } time;                         /* TIME (client_ns 0), TIME_ECHO */
+    struct { int64_t offset_ns; uint64_t uncert_ns; uint32_t samples; } clock; /* CLOCK */
     struct {
       int32_t pid, launcher_rank;
       uint32_t clean, n;
@@ -205,6 +213,9 @@ size_t ntx_enc_reply(uint8_t *out, size_t cap, uint32_t req_id, int32_t status, 
 size_t ntx_enc_verdict(uint8_t *out, size_t cap, uint32_t kind, uint64_t comm_id, uint64_t seq,
                        int32_t peer, int64_t aux, const char *field, const char *text);
 size_t ntx_enc_bye(uint8_t *out, size_t cap, uint32_t reason);
+/* TIME (client_ns ignored, 8 bytes) and TIME_ECHO (16 bytes). */
+size_t ntx_enc_time(uint8_t *out, size_t cap, uint8_t type, uint64_t stamp, uint64_t client_ns);
+size_t ntx_enc_clock(uint8_t *out, size_t cap, int64_t offset_ns, uint64_t uncert_ns, uint32_t samples);
 /* GONE: header only (n <= NTX_GONE_MAX); append pairs with ntx_gone_put. */
 size_t ntx_enc_gone_head(uint8_t *out, size_t cap, int32_t pid, int32_t launcher_rank, uint32_t clean,
                          const char *host, uint32_t n);

@@ -93,7 +93,7 @@ static inline size_t emu_shm_size(int nranks)
 }
 
 struct emu_fault {
-  int kind;        /* 1 stall, 2 async_error, 3 delay */
+  int kind;        /* 1 stall, 2 async_error, 3 delay, 4 slow (every collective) */
   uint64_t n;
   int value;       /* ncclResult_t for async_error, ms for delay */
 };
@@ -162,6 +162,7 @@ struct emu_op {
   int phase;
   bool stalled, cancelled, hung, done;
   int delay_ms;
+  int slow_ms;     /* slow fault: the stream stays busy this long after the op */
   uint64_t delay_until;
   unsigned char scalar[8];    /* PreMulSum scalar, this rank's */
   bool premul;

@@ -213,11 +213,15 @@ static int emu_parse_faults(struct ncclComm *c)
       fl.kind = 3;
       fl.value = (int)v;
       ok = true;
+    } else if (nf == 2 && !strcmp(f[0], "slow") && !emu_parse_u64(f[1], &v) && v <= 3600000) {
+      fl.kind = 4; /* a throttled GPU: every collective, the host does not wait */
+      fl.value = (int)v;
+      ok = true;
     }
     if (!ok || c->nfaults == EMU_MAX_FAULTS) {
       fprintf(stderr,
               "ncclemu: NCCLEMU_FAULT: bad token '%s' (expected stall:N, async_error:N:remote|system|internal "
-              "or delay:N:MS, N >= 1, at most %d tokens)\n",
+              "delay:N:MS or slow:MS, N >= 1, at most %d tokens)\n",
               tok, EMU_MAX_FAULTS);
       emu_set_last_error(c, "NCCLEMU_FAULT: bad token '%s'", tok);
       rc = -1;

@@ -13,6 +13,8 @@
  */
 #include "emu_nccl.h"
 
+#include <errno.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -384,6 +386,17 @@ static void emu_fused_run(struct emu_work *w)
     if (t)
       emu_futex_wait(&first->comm->shm->bell, snap, t);
   }
+  /* slow fault: the stream stays busy after the collective, as behind a
+   * slow kernel, so it reaches the next one late; the host is not held */
+  int slow = 0;
+  for (struct emu_op *op = f->ops; op; op = op->next)
+    if (op->slow_ms > slow && !op->cancelled)
+      slow = op->slow_ms;
+  if (slow) {
+    struct timespec ts = {slow / 1000, (long)(slow % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
   while (f->ops) {
     struct emu_op *op = f->ops;
     f->ops = op->next;
@@ -400,6 +413,10 @@ static void emu_assign(struct emu_op *op)
     op->seq = ++c->coll_seq;
     for (int i = 0; i < c->nfaults; i++) {
       const struct emu_fault *f = &c->faults[i];
+      if (f->kind == 4) {
+        op->slow_ms = f->value;
+        continue;
+      }
       if (f->n != op->seq)
         continue;
       if (f->kind == 1) {

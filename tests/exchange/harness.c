@@ -13,6 +13,8 @@ struct ntr_config ntr_cfg;
 int harness_dumps;
 int harness_last_dump_kind;
 
+void nti_start_boost(unsigned long long comm_id) { (void)comm_id; }
+
 int nti_trigger_dump(int trigger_kind, const char *reason) {
   /* The kind first: a test that sees the count (acquire) sees the kind. */
   __atomic_store_n(&harness_last_dump_kind, trigger_kind, __ATOMIC_RELAXED);

@@ -55,7 +55,8 @@ static size_t make_fp_frame(const struct ntx_session *s, uint64_t seq, uint32_t 
   size_t pl = ntx_enc_fp_head(payload, sizeof payload, 0, n);
   for (uint32_t i = 0; i < n; i++) {
     struct ntx_fp fp = {.comm_id = 0x9f2c0123456789abull, .seq = i + 1, .count = 64, .fp = 7,
-                        .kind = 1, .dtype = 7, .dir = NTX_FP_COLL, .redop = 0, .peer = -1, .rank = 3};
+                        .kind = 1, .dtype = 7, .dir = NTX_FP_COLL, .redop = 0, .peer = -1, .rank = 3,
+                        .t_ns = 1700000000123456789ull + i};
     ntx_fp_put(payload + 8, i, &fp);
   }
   return ntx_frame_encode(frame, sizeof frame, NTX_MSG_FP, seq, payload, pl, s, NTX_DIR_TO_COORD);
@@ -77,6 +78,26 @@ static void test_roundtrip(void) {
   ntx_fp_get(m.u.fp.entries, 2, &fp);
   EXPECT(fp.seq == 3 && fp.count == 64 && fp.dtype == 7 && fp.peer == -1 && fp.rank == 3 &&
          fp.comm_id == 0x9f2c0123456789abull);
+  EXPECT(fp.t_ns == 1700000000123456789ull + 2); /* v4: the arrival time travels */
+  EXPECT(m.u.fp.n * NTX_FP_WIRE + 8 == f.len && NTX_FP_WIRE == 56);
+  /* v4 clock messages: TIME, TIME_ECHO, CLOCK; anything else of theirs is malformed */
+  {
+    uint8_t tp[24];
+    struct ntx_frame tf = {.type = NTX_MSG_TIME_ECHO, .payload = tp};
+    tf.len = (uint32_t)ntx_enc_time(tp, sizeof tp, NTX_MSG_TIME_ECHO, 111, 222);
+    EXPECT(tf.len == 16 && ntx_msg_decode(&tf, &m) == 0 && m.u.time.stamp == 111 && m.u.time.client_ns == 222);
+    tf.type = NTX_MSG_TIME;
+    tf.len = (uint32_t)ntx_enc_time(tp, sizeof tp, NTX_MSG_TIME, 333, 0);
+    EXPECT(tf.len == 8 && ntx_msg_decode(&tf, &m) == 0 && m.u.time.stamp == 333);
+    tf.len = 9;
+    EXPECT(ntx_msg_decode(&tf, &m) == NTX_E_MALFORMED);
+    tf.type = NTX_MSG_CLOCK;
+    tf.len = (uint32_t)ntx_enc_clock(tp, sizeof tp, -5000, 700, 8);
+    EXPECT(tf.len == 24 && ntx_msg_decode(&tf, &m) == 0 && m.u.clock.offset_ns == -5000 &&
+           m.u.clock.uncert_ns == 700 && m.u.clock.samples == 8);
+    tp[20] = 1; /* reserved */
+    EXPECT(ntx_msg_decode(&tf, &m) == NTX_E_MALFORMED);
+  }
 
   size_t n = ntx_enc_hello(p, sizeof p, nonce, 1234, 7, 0, "node-a", "job-1", 0x0123456789abcdefull);
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_HELLO, 0, p, n, &s, NTX_DIR_TO_COORD);
@@ -142,13 +163,14 @@ static void test_hostile(void) {
   uint8_t big[16] = {'N', 'X', NTX_WIRE_VERSION, NTX_MSG_FP, 0x01, 0x00, 0x02, 0x00};
   EXPECT(ntx_frame_parse(big, sizeof big, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_SIZE);
   EXPECT(ntx_frame_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_MAGIC);
-  /* v1 and v2 peers (before the keys of v3) are refused from their third
-   * byte, with a reason that says what to do */
-  uint8_t v1[4] = {'N', 'X', 1, 1}, v2[4] = {'N', 'X', 2, 1}, v4[4] = {'N', 'X', 4, 1};
+  /* v1 to v3 peers (before the arrival times of v4) are refused from
+   * their third byte, with a reason that says what to do */
+  uint8_t v1[4] = {'N', 'X', 1, 1}, v2[4] = {'N', 'X', 2, 1}, v3[4] = {'N', 'X', 3, 1}, v5[4] = {'N', 'X', 5, 1};
+  EXPECT(ntx_frame_parse(v3, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   EXPECT(ntx_frame_parse(v1, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   EXPECT(ntx_frame_parse(v2, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   EXPECT(strstr(ntx_wire_strerror(NTX_E_VERSION), "another nccltrace build") != NULL);
-  EXPECT(ntx_frame_parse(v4, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  EXPECT(ntx_frame_parse(v5, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   uint8_t badtype[4] = {'N', 'X', NTX_WIRE_VERSION, 200};
   EXPECT(ntx_frame_parse(badtype, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_TYPE);
   /* random garbage never yields a frame with the wrong key */

@@ -23,9 +23,10 @@ TOP = ["file", "format", "version", "header", "env", "trigger", "backtrace", "co
        "python", "python_threads"]
 HEADER = ["host", "pid", "ppid", "exe", "rank", "local_rank", "world_size", "local_world_size", "job",
           "nccl_version", "tracer_version", "proc_state", "exit_code", "signo", "lost", "torn", "dropped",
-          "slot_count", "real_base_ns", "tsc_hz"]
+          "slot_count", "real_base_ns", "tsc_hz", "clock_offset_ns", "clock_uncertainty_ns"]
 COMM = ["id", "parent", "rank", "nranks", "lifecycle", "async_error", "coll_seq", "last_enqueued",
-        "last_completed", "blocked_kind", "blocked_for_ns", "nonblocking"]
+        "last_completed", "blocked_kind", "blocked_for_ns", "nonblocking", "lateness_median_ms", "lateness_last",
+        "lateness_window"]
 RECORD = ["pos", "t_ns", "t_done_ns", "comm", "rank", "nranks", "kind", "phase", "seq", "count", "dtype",
           "redop", "root", "peer", "result", "completed", "flags", "group_depth", "group_id", "tid", "fp",
           "stack_id", "pystack_id", "site", "text", "aux"]

@@ -58,7 +58,12 @@ def main():
             return finish()
         evs = doc["traceEvents"]
         names = {(e["pid"], e["args"]["name"]) for e in evs if e["ph"] == "M" and e["name"] == "process_name"}
-        check(names == {(0, "rank 0 (hostA:1000)"), (1, "rank 1 (hostB:1001)")}, "process names %r" % names)
+        check(names == {(0, "rank 0 (hostA:1000)"), (1, "rank 1 (hostB:1001)"), (2000000, "lateness per comm")},
+              "process names %r" % names)
+        # the lateness track: a counter per seq both ranks issued, each rank's arrival after the first
+        cs = [e for e in evs if e["ph"] == "C" and e["pid"] == 2000000]
+        check(cs and all(e["name"] == "lateness 9f2c0123" and set(e["args"]) == {"rank 0", "rank 1"}
+                         and min(e["args"].values()) == 0.0 for e in cs), "lateness counters %r" % cs[:2])
         threads = {(e["pid"], e["tid"], e["args"]["name"]) for e in evs if e["ph"] == "M" and e["name"] == "thread_name"}
         check((0, 1, "comm 9f2c0123") in threads and (1, 1, "comm 9f2c0123") in threads, "comm tracks %r" % threads)
 

@@ -90,6 +90,10 @@ struct nta_esc {                /* collective idx in full (done 0: not completed
   uint32_t fpi;
 };
 
+struct nta_dev {                /* device arrival at collective seq (DeviceArrive events) */
+  uint64_t seq, t_ns;
+};
+
 struct nta_p2p {                /* SEND/RECV keyed by (peer, dir, seq) */
   int32_t peer, dir;            /* dir 0 send, 1 recv */
   uint64_t seq;
@@ -161,6 +165,8 @@ struct nta_mdata {
   struct nta_replays gr[NTA_GRAPHS];
   int ngr;
   uint64_t nreplays;            /* GRAPH_LAUNCH records (every graph) */
+  struct nta_dev *dev;          /* device arrivals, in record order (straggler.c sorts) */
+  uint64_t ndev, devcap;
 };
 
 /* Bump allocation for the compact calls, in 64 MiB mappings advised for
@@ -256,6 +262,7 @@ enum nta_class {
   NTA_MISSING_COLL, NTA_INIT_HANG,
   NTA_NCCL_ERROR,
   NTA_ENV_MISMATCH, NTA_STALL,
+  NTA_STRAGGLER,                /* only when nothing else is found (straggler.c) */
   NTA_CLASS_COUNT
 };
 const char *nta_class_name(enum nta_class c);
@@ -277,9 +284,29 @@ struct nta_verdict {
   uint32_t stack_id;            /* stack_proc's image, 0 none (verdict.stack) */
   char summary[1024];
   char next[512];               /* what to do next, one line */
+  const struct nta_strag *strag; /* class straggler: its finding */
 };
 
 /* A candidate cause found by detect.c; verdict.c picks one. */
+/* A rank everyone waits for (straggler.c): consistently last on a comm, or
+ * seconds late at a few seqs (stalls). */
+#define NTA_MAX_STALLS 16
+struct nta_strag {
+  const struct nta_comm *comm;
+  int rank;                     /* comm rank; -1: stalls only, of several ranks */
+  int device;                   /* 1: from device arrivals (start events), 0: host (call time) */
+  int consistent;               /* last at most of the window by a clear margin */
+  double lateness_ms;           /* median margin after the others when it was last */
+  double late_fraction;         /* of the window's seqs it was last at */
+  int window;                   /* complete seqs judged (the last NTA_STRAG_WINDOW) */
+  double uncert_ms;             /* clock uncertainty between the hosts involved */
+  uint64_t t_ns;                /* the window's last seq (or the first stall) */
+  struct { uint64_t seq, t_ns; int rank; double late_ms; } stalls[NTA_MAX_STALLS];
+  int nstalls, more_stalls;
+  char summary[512];
+};
+#define NTA_MAX_STRAG 16
+
 struct nta_cand {
   enum nta_class cls;
   uint64_t t_ns;                /* when it happened (or became real) */
@@ -331,6 +358,8 @@ struct nta_job {
   struct nta_verdict v;
   struct nta_cand *cands;
   int ncands, cap_cands;
+  struct nta_strag strag[NTA_MAX_STRAG]; /* straggler findings (the verdict, or secondary) */
+  int nstrag;
   uint64_t stuck_ns;            /* first watchdog timeout anywhere: the job was stuck */
   uint64_t t0_ns;               /* first event, for relative times */
   /* inputs */
@@ -434,6 +463,9 @@ const char *nta_plural(int n);
  * (work: members + max, whatever nranks says).  @return how many. */
 int nta_absent_ranks(const struct nta_comm *c, int *out, int max);
 void nta_detect_fates(struct nta_job *job);  /* fates.c */
+/* straggler.c: who everyone waits for, from host and device arrivals
+ * (job->strag; thresholds in docs/analyze.md). */
+void nta_detect_straggler(struct nta_job *job);
 void nta_set_fate(struct nta_proc *p);       /* fates.c, from reduce.c */
 void nta_detect_errors(struct nta_job *job); /* fates.c */
 void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind,

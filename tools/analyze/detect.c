@@ -522,5 +522,6 @@ int nta_detect(struct nta_job *job) {
   }
   nta_detect_fates(job);
   nta_detect_errors(job);
+  nta_detect_straggler(job);
   return 0;
 }

@@ -212,7 +212,7 @@ static int kept_kind(unsigned k) {
   switch (k) {
   case NTR_KIND_EXIT: case NTR_KIND_SIGNAL: case NTR_KIND_ASYNC_ERROR: case NTR_KIND_TIMEOUT:
   case NTR_KIND_MISMATCH: case NTR_KIND_PEER_LOST: case NTR_KIND_ENV_DIFF: case NTR_KIND_MARK:
-  case NTR_KIND_DUMP: case NTR_KIND_COMM_ABORT:
+  case NTR_KIND_DUMP: case NTR_KIND_COMM_ABORT: case NTR_KIND_STRAGGLER:
     return 1;
   default:
     return 0;
@@ -291,6 +291,19 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
   struct slot *s = slot_of(R, r->comm_id, r->rank);
   if (!s)
     return -1;
+  if (r->kind == NTR_KIND_DEV_ARRIVE) {
+    if (s->d.ndev == s->d.devcap) {
+      uint64_t c = s->d.devcap ? 2 * s->d.devcap : 64;
+      struct nta_dev *v = realloc(s->d.dev, (size_t)c * sizeof *v);
+      if (!v)
+        return -1;
+      s->d.dev = v;
+      s->d.devcap = c;
+    }
+    s->d.dev[s->d.ndev].seq = r->seq;
+    s->d.dev[s->d.ndev++].t_ns = nta_ns(p, r->tsc);
+    return 0;
+  }
   /* Registration: a non-tracer record names a member (consecutive records
    * of one member register once, as the old per-record scan did). */
   if (r->rank >= 0 && r->kind < NTR_KIND_FIRST_TRACER_EVENT &&
@@ -551,6 +564,7 @@ int nta_reduce_proc(struct nta_proc *p, struct ntr_image **imgs, int n, struct n
       free(R.sl[k].d.runs);
       free(R.sl[k].d.esc);
       free(R.sl[k].d.p2p);
+      free(R.sl[k].d.dev);
     }
   }
   if (p->md) {
@@ -575,6 +589,7 @@ void nta_proc_free(struct nta_proc *p) {
     free(p->md[k].runs);
     free(p->md[k].esc);
     free(p->md[k].p2p);
+    free(p->md[k].dev);
   }
   free(p->md);
   free(p->keep);

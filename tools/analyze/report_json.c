@@ -27,6 +27,45 @@ static json_t *str(const char *s, size_t max) {
   return j ? j : json_string("(invalid utf-8)");
 }
 
+/* A straggler finding's own keys (docs/analyze.md, "straggler"). */
+static void strag_keys(json_t *o, const struct nta_strag *g) {
+  json_object_set_new(o, "lateness_ms", json_real(g->lateness_ms));
+  json_object_set_new(o, "late_fraction", g->consistent ? json_real(g->late_fraction) : json_null());
+  json_object_set_new(o, "window", json_integer(g->window));
+  json_object_set_new(o, "arrival", json_string(g->device ? "device" : "host"));
+  json_object_set_new(o, "clock_uncertainty_ms", g->uncert_ms >= 0 ? json_real(g->uncert_ms) : json_null());
+  json_t *st = json_array();
+  for (int i = 0; i < g->nstalls; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "seq", json_integer((json_int_t)g->stalls[i].seq));
+    json_object_set_new(x, "rank", json_integer(g->stalls[i].rank));
+    json_object_set_new(x, "late_ms", json_real(g->stalls[i].late_ms));
+    json_object_set_new(x, "t_ns", json_integer((json_int_t)g->stalls[i].t_ns));
+    json_array_append_new(st, x);
+  }
+  json_object_set_new(o, "stalls", st);
+}
+
+static json_t *secondary_json(const struct nta_job *job) {
+  json_t *a = json_array();
+  for (int i = 0; i < job->nstrag; i++) {
+    const struct nta_strag *g = &job->strag[i];
+    if (g == job->v.strag)
+      continue;
+    json_t *o = json_object();
+    json_object_set_new(o, "class", json_string("straggler"));
+    json_object_set_new(o, "comm", hexid(g->comm->id));
+    json_t *r = json_array();
+    if (g->rank >= 0)
+      json_array_append_new(r, json_integer(g->rank));
+    json_object_set_new(o, "ranks", r);
+    strag_keys(o, g);
+    json_object_set_new(o, "summary", str(g->summary, sizeof(g->summary)));
+    json_array_append_new(a, o);
+  }
+  return a;
+}
+
 static json_t *verdict_json(const struct nta_job *job) {
   const struct nta_verdict *v = &job->v;
   json_t *o = json_object();
@@ -49,6 +88,8 @@ static json_t *verdict_json(const struct nta_job *job) {
     json_object_set_new(o, "error_code", json_integer(v->error));
   }
   json_object_set_new(o, "t_ns", v->t_ns ? json_integer((json_int_t)v->t_ns) : json_null());
+  if (v->strag)
+    strag_keys(o, v->strag);
   json_object_set_new(o, "summary", str(v->summary, sizeof(v->summary)));
   if (v->stack_proc && v->stack_id)
     json_object_set_new(o, "stack", nta_stack_json(v->stack_proc, v->stack_id));
@@ -132,6 +173,8 @@ static json_t *comms_json(const struct nta_job *job, int *budget) {
 int nta_report_json(const struct nta_job *job, FILE *out) {
   json_t *root = json_object();
   json_object_set_new(root, "verdict", verdict_json(job));
+  /* Findings that never replace the verdict: stragglers beside a fault. */
+  json_object_set_new(root, "secondary", secondary_json(job));
   json_object_set_new(root, "ranks", procs_json(job));
   int budget = NTA_LIST_BUDGET;
   json_object_set_new(root, "comms", comms_json(job, &budget));

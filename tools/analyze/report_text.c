@@ -110,6 +110,9 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
   int budget = NTA_LIST_BUDGET;
   char e1[ESC_MAX], e2[ESC_MAX];
   fprintf(out, "%s\n", ntt_esc(v->summary, e1, sizeof(e1)));
+  for (int i = 0; i < job->nstrag; i++)
+    if (&job->strag[i] != v->strag)
+      fprintf(out, "also: %s\n", ntt_esc(job->strag[i].summary, e1, sizeof(e1)));
   if (job->nother_jobs && !job->job_chosen)
     fprintf(out, "(analyzed job %s, the most recent of %d found; pick another with --job)\n",
             ntt_esc(job->job_id, e1, sizeof(e1)), job->nother_jobs + 1);

@@ -31,6 +31,7 @@ static const char *const class_names[NTA_CLASS_COUNT] = {
     [NTA_NCCL_ERROR] = "nccl_error",
     [NTA_ENV_MISMATCH] = "env_mismatch",
     [NTA_STALL] = "stall",
+    [NTA_STRAGGLER] = "straggler",
 };
 
 const char *nta_class_name(enum nta_class c) {
@@ -226,6 +227,7 @@ static const char *next_step(enum nta_class c) {
   case NTA_NCCL_ERROR: return "check that rank's NCCL log (NCCL_DEBUG=INFO) and the transport (NIC, links) it reported";
   case NTA_ENV_MISMATCH: return "launch every rank with the same NCCL_* environment";
   case NTA_STALL: return "every rank agreed: suspect the data plane (GPU, NVLink/network), rerun with NCCL_DEBUG=INFO";
+  case NTA_STRAGGLER: return "look at that rank's host and GPU (data loader, CPU contention, throttling, clocks); the others only wait for it";
   default: return "";
   }
 }
@@ -286,7 +288,27 @@ void nta_decide(struct nta_job *job) {
         pick = k;
     }
   }
-  if (!pick) {
+  if (!pick && job->nstrag) {
+    /* No fault: the rank everyone waited for is the finding (the first:
+     * straggler.c orders consistent ones before stalls). */
+    const struct nta_strag *g = &job->strag[0];
+    v->cls = NTA_STRAGGLER;
+    v->strag = g;
+    v->comm = g->comm;
+    v->t_ns = g->t_ns;
+    if (g->rank >= 0)
+      v->ranks[v->nranks++] = g->rank;
+    for (int i = 0; g->rank < 0 && i < g->nstalls && v->nranks < NTA_MAX_VRANKS; i++) {
+      int dup = 0;
+      for (int k = 0; k < v->nranks; k++)
+        dup |= v->ranks[k] == g->stalls[i].rank;
+      if (!dup)
+        v->ranks[v->nranks++] = g->stalls[i].rank;
+    }
+    if (!g->consistent && g->nstalls)
+      v->seq = g->stalls[0].seq;
+    snprintf(v->summary, sizeof(v->summary), "%s", g->summary);
+  } else if (!pick) {
     v->cls = NTA_HEALTHY;
     unsigned long long ncoll = 0, np2p = 0, nrep = 0;
     for (int ci = 0; ci < job->ncomms; ci++)

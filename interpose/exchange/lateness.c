@@ -1,0 +1,247 @@
+/* lateness.c -- the coordinator's per-communicator lateness statistics
+ * (contract: check.h and check_int.h; same thread as the checker).
+ *
+ * Every collective fingerprint carries its call time (wire v4, the sender's
+ * realtime clock); corrected by the sender's clock offset (clocksync.c) it
+ * is the rank's arrival on the coordinator's clock.  Per seq the slot keeps
+ * the earliest, the latest and the second latest arrival and who was last:
+ * O(1) per fingerprint, nothing per rank per seq.
+ *
+ * Per communicator, over the last `straggler_window` seqs at which every
+ * rank arrived with a time: who was last and by how much after the others
+ * (latest - second latest).  A rank last at >= straggler_frac of them
+ * (chance is 1/nranks, 1/2 for two ranks: 0.75 over a window of 200 is
+ * many standard deviations above it) whose median margin is at least
+ * straggler_ms is a straggler: every member is told, at most every
+ * straggler_every_s per comm while it lasts.  One arrival stall_s or more
+ * after the others is told at once.  Each rank's own median lateness
+ * (arrival - earliest arrival seen so far for that seq) is a streaming
+ * estimate, one word per member, sent to that rank every
+ * lateness_every_s, for `nccltrace status`.
+ *
+ * Cost per fingerprint: a few compares and one word updated; per
+ * complete seq: one window entry and one counter; the median of a window
+ * is computed at most once a second per comm, only while a rank is last
+ * at most of the window.  Memory per comm: 8 bytes per window entry and
+ * 100 bytes per rank, allocated at its first timed arrival.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interpose/exchange/check_int.h"
+
+#define MIN_JUDGE 50 /* complete seqs before a window is judged */
+
+struct ntx_late {
+  uint32_t window, n, head;
+  int32_t *rank;       /* window entries: who was last */
+  uint32_t *late_us;   /* ... and by how much after the others */
+  uint32_t *last_cnt;  /* per rank: entries of the window it was last at */
+  uint32_t *med_us;    /* per rank: running median of its own lateness, us */
+  double eval_t, reported_t, told_t, stall_t;
+  uint64_t last_seq;   /* newest seq entered */
+  int dirty;           /* new samples since the last per-rank report */
+  int said_clock;
+};
+
+static struct ntx_late *late_get(struct ntx_check *c, struct comm *cm) {
+  if (cm->late)
+    return cm->late;
+  struct ntx_late *l = calloc(1, sizeof *l);
+  if (!l)
+    return NULL;
+  l->window = c->lim.straggler_window ? c->lim.straggler_window : 200;
+  size_t nr = (size_t)cm->nranks;
+  l->rank = calloc(l->window, sizeof *l->rank);
+  l->late_us = calloc(l->window, sizeof *l->late_us);
+  l->last_cnt = calloc(nr, sizeof *l->last_cnt);
+  l->med_us = calloc(nr, sizeof *l->med_us);
+  if (!l->rank || !l->late_us || !l->last_cnt || !l->med_us) {
+    cm->late = l;
+    ntx_late_free(cm);
+    return NULL;
+  }
+  l->reported_t = l->stall_t = -1e30;
+  cm->late = l;
+  return l;
+}
+
+void ntx_late_free(struct comm *cm) {
+  struct ntx_late *l = cm->late;
+  if (!l)
+    return;
+  free(l->rank);
+  free(l->late_us);
+  free(l->last_cnt);
+  free(l->med_us);
+  free(l);
+  cm->late = NULL;
+}
+
+void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns) {
+  if (id >= c->lim.max_clients || !c->clients[id].active)
+    return;
+  struct client *cl = &c->clients[id];
+  cl->clk_offset = offset_ns;
+  cl->clk_uncert = uncert_ns;
+  cl->clk_known = 1;
+  for (uint32_t i = 0; i < cl->ncomms; i++) /* where each fingerprint looks it up */
+    if (cl->comms[i].cm && cl->comms[i].rank >= 0 && cl->comms[i].rank < cl->comms[i].cm->nranks)
+      cl->comms[i].cm->m[cl->comms[i].rank].clk_offset = offset_ns;
+}
+
+void ntx_late_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, uint32_t id, int32_t rank,
+                     uint64_t t_ns) {
+  if (!t_ns || c->lim.straggler_ms <= 0)
+    return;
+  struct ntx_late *l = late_get(c, cm);
+  if (!l)
+    return;
+  (void)id;
+  uint64_t t = t_ns - (uint64_t)cm->m[rank].clk_offset; /* on our clock; wraps consistently */
+  if (!s->timed || t < s->t_first)
+    s->t_first = t;
+  if (!s->timed || t > s->t_last) {
+    s->t_second = s->timed ? s->t_last : t;
+    s->t_last = t;
+    s->last_rank = rank;
+  } else if (t > s->t_second || s->timed == 1) {
+    s->t_second = t;
+  }
+  s->timed++;
+  /* A streaming median (one word per rank, no history): step towards
+   * each sample by a sixteenth of the estimate, at least 50 us; it settles
+   * where half the samples fall on each side. */
+  uint64_t x = (t - s->t_first) / 1000;
+  uint32_t *m = &l->med_us[rank];
+  uint32_t step = *m / 16 > 50 ? *m / 16 : 50;
+  if (x > *m)
+    *m = x - *m < step ? (uint32_t)x : *m + step;
+  else if (x < *m)
+    *m = *m - x < step ? (uint32_t)x : *m - step;
+  l->dirty = 1;
+}
+
+static void who(const struct ntx_check *c, const struct comm *cm, int32_t rank, char *b, size_t len) {
+  int32_t id = cm->m[rank].client;
+  const struct client *cl = id >= 0 && (uint32_t)id < c->lim.max_clients ? &c->clients[id] : NULL;
+  if (!cl || !cl->active)
+    snprintf(b, len, "host ?");
+  else if (cl->agg)
+    snprintf(b, len, "host %s", cl->host);
+  else
+    snprintf(b, len, "%s, pid %d", cl->host, cl->pid);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median margin of rank r over the window's entries it was last at. */
+static uint32_t median_margin(const struct ntx_late *l, int32_t r) {
+  uint32_t v[4096], k = 0, n = l->n < l->window ? l->n : l->window;
+  for (uint32_t i = 0; i < n && k < 4096; i++)
+    if (l->rank[i] == r)
+      v[k++] = l->late_us[i];
+  if (!k)
+    return 0;
+  qsort(v, k, sizeof *v, cmp_u32);
+  return v[k / 2];
+}
+
+static uint64_t uncert_of(const struct ntx_check *c, const struct comm *cm, int32_t r) {
+  int32_t id = cm->m[r].client;
+  return id >= 0 && (uint32_t)id < c->lim.max_clients ? c->clients[id].clk_uncert : 0;
+}
+
+static void judge(struct ntx_check *c, struct comm *cm, struct ntx_late *l, int32_t r, double now) {
+  uint32_t n = l->n < l->window ? l->n : l->window;
+  if (n < (l->window < MIN_JUDGE ? l->window : MIN_JUDGE) || (double)l->last_cnt[r] < c->lim.straggler_frac * n)
+    return;
+  if (now - l->eval_t < 1.0 || now - l->reported_t < c->lim.straggler_every_s)
+    return;
+  l->eval_t = now;
+  uint32_t med = median_margin(l, r);
+  if ((double)med < c->lim.straggler_ms * 1000.0)
+    return;
+  char text[NTX_TEXT_MAX], w[NTX_HOST + 32];
+  /* Two clocks meet in each margin: an uncertainty of half the margin or
+   * more could have made it (docs/analyze.md, clocks). */
+  uint64_t unc_us = 0;
+  for (int32_t q = 0; q < cm->nranks; q++) {
+    uint64_t u = uncert_of(c, cm, q) / 1000;
+    if (u > unc_us)
+      unc_us = u;
+  }
+  unc_us += uncert_of(c, cm, r) / 1000;
+  if (unc_us * 2 > med) {
+    if (!l->said_clock) {
+      l->said_clock = 1;
+      snprintf(text, sizeof text, "lateness on comm %08x: rank %d looks late by %.1f ms, but the clock "
+               "uncertainty between hosts is %.1f ms: not named a straggler", NTX_COMM_SHORT(cm->id), r,
+               med / 1000.0, unc_us / 1000.0);
+      ntx_tell_comm(c, cm, NTX_V_NOTE, l->last_seq, r, 0, "lateness", text);
+    }
+    return;
+  }
+  l->reported_t = now;
+  c->st.stragglers++;
+  who(c, cm, r, w, sizeof w);
+  snprintf(text, sizeof text, "straggler on comm %08x: rank %d (%s) arrived last at %.0f%% of the last %u "
+           "collectives, median %.1f ms after the others", NTX_COMM_SHORT(cm->id), r, w,
+           100.0 * l->last_cnt[r] / n, n, med / 1000.0);
+  char field[NTX_FIELD];
+  snprintf(field, sizeof field, "last %u/%u", l->last_cnt[r], n);
+  ntx_tell_comm(c, cm, NTX_V_STRAGGLER, l->last_seq, r, med, field, text);
+}
+
+void ntx_late_decided(struct ntx_check *c, struct comm *cm, struct slot *s) {
+  struct ntx_late *l = cm->late;
+  if (!l || s->timed < (uint32_t)cm->nranks || cm->nranks < 2)
+    return;
+  c->st.timed++;
+  double now = c->now;
+  uint64_t d = s->t_last - s->t_second;
+  uint32_t us = d / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(d / 1000);
+  uint32_t i = l->head;
+  if (l->n >= l->window)
+    l->last_cnt[l->rank[i]]--;
+  l->rank[i] = s->last_rank;
+  l->late_us[i] = us;
+  l->last_cnt[s->last_rank]++;
+  l->head = (i + 1) % l->window;
+  l->n++;
+  if (s->seq > l->last_seq)
+    l->last_seq = s->seq;
+  if ((double)us >= c->lim.stall_s * 1e6 && (double)us >= c->lim.straggler_ms * 1000.0) {
+    char text[NTX_TEXT_MAX], w[NTX_HOST + 32];
+    who(c, cm, s->last_rank, w, sizeof w);
+    c->st.stalls++;
+    snprintf(text, sizeof text, "straggler on comm %08x: rank %d (%s) arrived %.2f s after the others at "
+             "seq %llu (one long stall)", NTX_COMM_SHORT(cm->id), s->last_rank, w, us / 1e6,
+             (unsigned long long)s->seq);
+    ntx_tell_comm(c, cm, NTX_V_STRAGGLER, s->seq, s->last_rank, us, "stall", text);
+    return;
+  }
+  judge(c, cm, l, s->last_rank, now);
+}
+
+/* Each member's median lateness, to its own client (its ring's comm state). */
+void ntx_late_tick(struct ntx_check *c, struct comm *cm, double now) {
+  struct ntx_late *l = cm->late;
+  if (!l || !l->dirty || now - l->told_t < c->lim.lateness_every_s)
+    return;
+  l->told_t = now;
+  l->dirty = 0;
+  uint32_t n = l->n < l->window ? l->n : l->window;
+  for (int32_t r = 0; r < cm->nranks; r++) {
+    const struct member *m = &cm->m[r];
+    if (m->state != M_ACTIVE || m->client < 0)
+      continue;
+    int64_t med = l->med_us[r];
+    uint64_t seq = (uint64_t)n << 32 | l->last_cnt[r];
+    c->ops.verdict(c->ctx, (uint32_t)m->client, NTX_V_LATENESS, cm->id, seq, r, med, "", "");
+  }
+}

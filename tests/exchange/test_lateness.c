@@ -1,0 +1,200 @@
+/* test_lateness.c -- the coordinator's lateness statistics without
+ * sockets (lateness.c) and the clock offset estimator (clocksync.c):
+ * random jitter stays quiet; a rank 15 ms late at every seq is named once
+ * per report interval with its median; one 2 s stall is named at once with
+ * its seq; each rank is told its median lateness; clock offsets are taken
+ * out of arrival times; a large uncertainty names nobody; the min-RTT
+ * sample wins. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interpose/exchange/check.h"
+#include "interpose/exchange/clocksync.h"
+#include "recorder/format.h"
+
+#include "tests/exchange/expect.h"
+
+#define COMM 0x9f2c0123456789abull
+#define NR 4
+#define T0 1700000000000000000ull
+
+static struct { uint32_t client, kind; uint64_t seq; int32_t peer; int64_t aux; char field[32], text[512]; } evs[4096];
+static int nev;
+
+static void on_verdict(void *ctx, uint32_t client, uint32_t kind, uint64_t comm_id, uint64_t seq, int32_t peer,
+                       int64_t aux, const char *field, const char *text) {
+  (void)ctx;
+  (void)comm_id;
+  if (nev == 4096 || kind == NTX_V_ENV_DONE)
+    return;
+  evs[nev].client = client;
+  evs[nev].kind = kind;
+  evs[nev].seq = seq;
+  evs[nev].peer = peer;
+  evs[nev].aux = aux;
+  snprintf(evs[nev].field, sizeof evs[nev].field, "%s", field ? field : "");
+  snprintf(evs[nev].text, sizeof evs[nev].text, "%s", text ? text : "");
+  nev++;
+}
+static void on_reply(void *ctx, uint32_t client, uint32_t req_id, int32_t status, const char *text) {
+  (void)ctx; (void)client; (void)req_id; (void)status; (void)text;
+}
+static const struct ntx_check_ops ops = {on_verdict, on_reply};
+
+static int count(uint32_t kind, uint32_t client) {
+  int n = 0;
+  for (int i = 0; i < nev; i++)
+    n += evs[i].kind == kind && evs[i].client == client;
+  return n;
+}
+
+static struct ntx_check *setup(void) {
+  struct ntx_check_limits l;
+  ntx_check_default_limits(&l);
+  l.max_clients = 16;
+  l.skew_s = 1e9;
+  struct ntx_check *c = ntx_check_new(&l, &ops, NULL);
+  for (int r = 0; r < NR; r++) {
+    char host[16];
+    snprintf(host, sizeof host, "node%d", r);
+    ntx_check_client_add(c, (uint32_t)r, host, 1000 + r, r);
+    ntx_check_register(c, (uint32_t)r, COMM, r, NR, 22809, "", 0, 0.0);
+  }
+  nev = 0;
+  return c;
+}
+
+/* Seq s: rank r called at T0 + s * 100 ms + late(r) on its own clock
+ * (clock offset off[r]); the coordinator's time is s * 0.1 s. */
+static void step(struct ntx_check *c, uint64_t s, const uint64_t late_ns[NR], const int64_t off[NR]) {
+  for (int r = 0; r < NR; r++) {
+    struct ntx_fp f = {.comm_id = COMM, .seq = s, .count = 64, .kind = NTR_KIND_ALLREDUCE, .dtype = 7,
+                       .dir = NTX_FP_COLL, .redop = 0, .peer = -1, .rank = r};
+    f.t_ns = T0 + s * 100000000ull + late_ns[r] + (uint64_t)off[r];
+    ntx_check_fp(c, (uint32_t)r, &f, (double)s * 0.1);
+  }
+}
+
+static uint64_t jitter(void) { return (uint64_t)(rand() % 4000) * 1000ull; } /* 0-4 ms */
+
+static void test_jitter_quiet(void) {
+  struct ntx_check *c = setup();
+  int64_t off[NR] = {0};
+  srand(1);
+  for (uint64_t s = 1; s <= 2000; s++) {
+    uint64_t late[NR];
+    for (int r = 0; r < NR; r++)
+      late[r] = jitter();
+    step(c, s, late, off);
+    if (s % 50 == 0)
+      ntx_check_tick(c, (double)s * 0.1);
+  }
+  EXPECT(count(NTX_V_STRAGGLER, 0) == 0);
+  EXPECT(count(NTX_V_LATENESS, 2) >= 1); /* each rank is told its own median */
+  for (int i = 0; i < nev; i++)
+    if (evs[i].kind == NTX_V_LATENESS)
+      EXPECT(evs[i].aux < 5000 && evs[i].peer == (int32_t)evs[i].client);
+  EXPECT(ntx_check_get_stats(c)->timed == 2000);
+  ntx_check_free(c);
+}
+
+static void test_slow_rank(void) {
+  struct ntx_check *c = setup();
+  /* rank 1's clock runs 3 s ahead and rank 3's 2 s behind: the estimates
+   * take it out, 20 us uncertain */
+  int64_t off[NR] = {0, 3000000000ll, 0, -2000000000ll};
+  for (int r = 0; r < NR; r++)
+    ntx_check_client_clock(c, (uint32_t)r, off[r], 20000);
+  srand(2);
+  for (uint64_t s = 1; s <= 300; s++) {
+    uint64_t late[NR];
+    for (int r = 0; r < NR; r++)
+      late[r] = jitter() + (r == 2 ? 15000000ull : 0);
+    step(c, s, late, off);
+    ntx_check_tick(c, (double)s * 0.1);
+  }
+  /* named after MIN_JUDGE seqs, then not again within a minute (30 s ran) */
+  EXPECT(count(NTX_V_STRAGGLER, 0) == 1 && count(NTX_V_STRAGGLER, 3) == 1);
+  for (int i = 0; i < nev; i++)
+    if (evs[i].kind == NTX_V_STRAGGLER && evs[i].client == 0) {
+      printf("  %s\n", evs[i].text);
+      EXPECT(evs[i].peer == 2 && evs[i].aux > 11000 && evs[i].aux < 15500);
+      EXPECT(strstr(evs[i].text, "straggler on comm 9f2c0123: rank 2 (node2, pid 1002) arrived last at 100% of "
+                                 "the last ") != NULL);
+      EXPECT(strstr(evs[i].text, "ms after the others") != NULL);
+    }
+  int told = 0;
+  for (int i = 0; i < nev; i++)
+    if (evs[i].kind == NTX_V_LATENESS && evs[i].client == 2) {
+      told = 1;
+      EXPECT(evs[i].aux > 12000 && evs[i].aux < 22000); /* after the earliest: 15 ms + some jitter */
+      EXPECT((uint32_t)evs[i].seq == (uint32_t)(evs[i].seq >> 32)); /* last at every seq of the window */
+    }
+  EXPECT(told);
+  ntx_check_free(c);
+}
+
+static void test_stall(void) {
+  struct ntx_check *c = setup();
+  int64_t off[NR] = {0};
+  srand(3);
+  for (uint64_t s = 1; s <= 300; s++) {
+    uint64_t late[NR];
+    for (int r = 0; r < NR; r++)
+      late[r] = jitter() + (s == 137 && r == 1 ? 2000000000ull : 0);
+    step(c, s, late, off);
+  }
+  EXPECT(count(NTX_V_STRAGGLER, 0) == 1);
+  for (int i = 0; i < nev; i++)
+    if (evs[i].kind == NTX_V_STRAGGLER && evs[i].client == 0) {
+      printf("  %s\n", evs[i].text);
+      EXPECT(evs[i].peer == 1 && evs[i].seq == 137 && !strcmp(evs[i].field, "stall"));
+      EXPECT(strstr(evs[i].text, "rank 1 (node1, pid 1001) arrived 2.00 s after the others at seq 137") != NULL);
+    }
+  ntx_check_free(c);
+}
+
+static void test_uncertain_clocks(void) {
+  struct ntx_check *c = setup();
+  int64_t off[NR] = {0};
+  for (int r = 0; r < NR; r++)
+    ntx_check_client_clock(c, (uint32_t)r, 0, 30000000); /* +- 30 ms */
+  for (uint64_t s = 1; s <= 300; s++) {
+    uint64_t late[NR] = {0, 0, 15000000ull, 0};
+    step(c, s, late, off);
+  }
+  EXPECT(count(NTX_V_STRAGGLER, 0) == 0);
+  EXPECT(count(NTX_V_NOTE, 0) == 1); /* said once: too uncertain to name anyone */
+  ntx_check_free(c);
+}
+
+static void test_clocksync(void) {
+  struct ntx_clk k;
+  memset(&k, 0, sizeof k);
+  uint64_t stamp;
+  EXPECT(ntx_clk_due(&k, 0.0, &stamp) == 1);
+  EXPECT(ntx_clk_due(&k, 0.1, &stamp) == 0); /* one in flight */
+  EXPECT(ntx_clk_echo(&k, stamp + 1, 0, stamp + 10) == -1); /* not ours */
+  /* client 5 ms ahead; this round trip 4 ms, asymmetric */
+  EXPECT(ntx_clk_echo(&k, stamp, stamp + 3000000 + 5000000, stamp + 4000000) == 1);
+  EXPECT(k.uncert == 2000001);
+  EXPECT(ntx_clk_due(&k, 0.3, &stamp) == 1);
+  /* a 200 us round trip: the better sample wins */
+  EXPECT(ntx_clk_echo(&k, stamp, stamp + 100000 + 5000000, stamp + 200000) == 1);
+  EXPECT(k.offset == 5000000 && k.uncert == 100001);
+  EXPECT(ntx_clk_due(&k, 0.6, &stamp) == 1);
+  EXPECT(ntx_clk_echo(&k, stamp, stamp + 9000000, stamp + 8000000) == 0); /* worse: unchanged */
+  EXPECT(k.offset == 5000000 && k.samples == 3);
+}
+
+int main(void) {
+  test_jitter_quiet();
+  test_slow_rank();
+  test_stall();
+  test_uncertain_clocks();
+  test_clocksync();
+  if (failures)
+    fprintf(stderr, "test_lateness: %d failures\n", failures);
+  return failures ? 1 : 0;
+}
