@@ -32,6 +32,10 @@ run_suite() { # builddir, meson setup args..., then -- meson test args
   fl=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
   to=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
   [ -z "$ok" ] && [ -z "$fl" ] && { echo "no test summary from $dir"; failed=$((failed+1)); return; }
+  # A failure's own log (--print-errorlogs) is what CI keeps: show its tail.
+  if [ "${fl:-0}" != 0 ] || [ "${to:-0}" != 0 ]; then
+    grep -vE '^ *[0-9]+/[0-9]+ ' "$dir.test.log" | tail -150
+  fi
   passed=$((passed + ${ok:-0})); failed=$((failed + ${fl:-0} + ${to:-0}))
 }
 

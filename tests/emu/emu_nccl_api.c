@@ -351,12 +351,16 @@ static void *emu_nb_launch(void *arg)
 
 static int emu_nb_defer(struct emu_op *ops)
 {
-  static int ms = -1;
+  /* Threads of one process may end groups at once: read the setting once,
+   * published atomically (getenv is safe to race; the cache is not). */
+  static _Atomic int ms_cached = -1;
+  int ms = atomic_load_explicit(&ms_cached, memory_order_relaxed);
   if (ms < 0) {
     const char *e = getenv("NCCLEMU_NB_DEFER_MS");
     ms = e ? atoi(e) : 0;
     if (ms < 0)
       ms = 0;
+    atomic_store_explicit(&ms_cached, ms, memory_order_relaxed);
   }
   struct ncclComm *c = ops->comm;
   if (!ms || !emu_comm_valid(c) || c->blocking)
