@@ -60,7 +60,7 @@ static int parse_int(const char *v, size_t n, int64_t lo, uint64_t hi, int64_t *
     *out = -(int64_t)x;
     return 0;
   }
-  if (x > hi)
+  if (x > hi || (lo > 0 && x < (uint64_t)lo))
     return -1;
   *out = (int64_t)x;
   return 0;

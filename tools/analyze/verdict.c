@@ -379,8 +379,8 @@ void nta_decide(struct nta_job *job) {
     if (pick->cls == NTA_RANK_EXIT) {
       v->has_exit = 1;
       v->exit_code = pick->exit_code;
-    } else if (pick->cls == NTA_RANK_CRASH) {
-      v->has_signal = 1;
+    } else if (pick->cls == NTA_RANK_CRASH || (pick->cls == NTA_RANK_KILLED && pick->signo)) {
+      v->has_signal = 1; /* a kill only when nccltrace run saw the signal */
       v->signo = pick->signo;
     } else if (pick->cls == NTA_NCCL_ERROR) {
       v->has_error = 1;
@@ -420,6 +420,10 @@ void nta_decide(struct nta_job *job) {
              "read that rank's stderr for 'symbol lookup error' or 'error while loading shared libraries': "
              "the dynamic linker ended it (a library missing, or older than the program needs); the hung "
              "peers are victims");
+  else if (v->cls == NTA_RANK_KILLED && v->has_signal)
+    snprintf(v->next, sizeof(v->next),
+             "find who sent signal %d: the kernel log of that host (dmesg: the OOM killer), then the "
+             "scheduler's and the launcher's logs; the peers' errors are effects", v->signo);
   else if (v->cls == NTA_INIT_HANG && v->field[0])
     snprintf(v->next, sizeof(v->next),
              "make every rank of the communicator call nccl%s in the same order: it is collective, "
