@@ -225,9 +225,23 @@ void nta_runexit_apply(struct nta_job *job) {
 }
 
 void nta_runexit_detect(struct nta_job *job) {
+  /* The evidence's time span: a status of an earlier run of the same job
+   * id in the same directory is not this run's. */
+  uint64_t lo = 0, hi = 0;
+  for (int j = 0; j < job->nprocs; j++) {
+    const struct nta_proc *p = &job->procs[j];
+    if (p->first_ns && (!lo || p->first_ns < lo))
+      lo = p->first_ns;
+    if (p->latest_ns > hi)
+      hi = p->latest_ns;
+    if (p->last_ns > hi)
+      hi = p->last_ns;
+  }
   for (int i = 0; i < job->nrunexits; i++) {
     const struct nta_runexit *r = &job->runexits[i];
     if (r->matched)
+      continue;
+    if (lo && ((r->end_ns && r->end_ns + RUNEXIT_SLACK_NS < lo) || (r->start_ns && r->start_ns > hi + RUNEXIT_SLACK_NS)))
       continue;
     char who[160], status[48];
     if (r->rank >= 0)

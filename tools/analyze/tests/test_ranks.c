@@ -157,8 +157,8 @@ static struct nta_runexit *add_runexit(struct nta_job *job, const char *host, in
   r->rank = rank;
   r->signaled = signaled;
   r->code = code;
-  r->start_ns = TB_BASE_NS + (uint64_t)(start_ms * 1e6);
-  r->end_ns = TB_BASE_NS + (uint64_t)(end_ms * 1e6);
+  r->start_ns = (uint64_t)((int64_t)TB_BASE_NS + (int64_t)(start_ms * 1e6));
+  r->end_ns = (uint64_t)((int64_t)TB_BASE_NS + (int64_t)(end_ms * 1e6));
   return r;
 }
 
@@ -214,11 +214,16 @@ static void t_run_no_ring(void) {
     tb_signal(img, SIGTERM, 3000);
   }
   add_runexit(&job, "node0", 1002, 2, 0, 127, 0, 3);
+  add_runexit(&job, "node0", 1002, 2, 0, 1, -9000000, -8999000); /* an earlier run's: not this one's */
   run(&job, "run_no_ring");
   TB_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.exit_code == 127, "got %s: %s", tb_cls(&job), job.v.summary);
   TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks %d", job.v.nranks);
   TB_CHECK(strstr(job.v.summary, "rank 2 (pid 1002 on node0, prog)") && strstr(job.v.summary, "no evidence from it"),
            "summary: %s", job.v.summary);
+  int nev = 0;
+  for (int i = 0; i < job.nev; i++)
+    nev += !strcmp(job.ev[i].kind, "no_evidence") && strstr(job.ev[i].text, "nccltrace run") != NULL;
+  TB_CHECK(nev == 1, "%d run no_evidence events (the earlier run's counted?)", nev);
   char *t = text_of(&job);
   TB_CHECK(!strstr(t, "rank -1"), "rank -1 in:\n%s", t);
   free(t);
