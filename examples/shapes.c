@@ -2,7 +2,10 @@
  * nccltrace's acceptance: each runs unchanged on a GPU machine and on the
  * CPU emulator, untraced and traced, with the same output.
  *
- *   shapes multidev [NDEV]     one process drives NDEV devices (ncclCommInitAll)
+ *   shapes multidev [NDEV] [FAULT]  one process drives NDEV devices (ncclCommInitAll);
+ *                              FAULT kill: SIGKILLed after its AllReduce, holding all
+ *                              its ranks; mismatch: device 2's AllReduce has half the
+ *                              count (every rank hangs, as on NCCL)
  *   shapes pthread [NDEV]      one device per pthread (ncclCommInitRank in each)
  *   examples/launch.sh N shapes ring        send/recv ring, one device per process
  *   examples/launch.sh N shapes allreduce   AllReduce, one device per process
@@ -14,6 +17,7 @@
  * and buffers; nothing is shared but the unique id.  Not signal-safe.
  */
 #include <pthread.h>
+#include <signal.h>
 #include "common.h"
 
 #define N 4096
@@ -36,7 +40,7 @@ static void fill(float *dev, float v) {
   CUDA_CHECK(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice));
 }
 
-static int multidev(int ndev) {
+static int multidev(int ndev, const char *fault) {
   ncclComm_t comms[64];
   int devs[64] = {0};
   cudaStream_t s[64];
@@ -51,14 +55,20 @@ static int multidev(int ndev) {
     fill(buf[d], (float)(d + 1));
   }
   NCCL_CHECK(ncclGroupStart());
-  for (int d = 0; d < ndev; d++)
-    NCCL_CHECK(ncclAllReduce(buf[d], buf[d], N, ncclFloat, ncclSum, comms[d], s[d]));
+  for (int d = 0; d < ndev; d++) {
+    size_t count = d == 2 && strcmp(fault, "mismatch") == 0 ? N / 2 : N;
+    NCCL_CHECK(ncclAllReduce(buf[d], buf[d], count, ncclFloat, ncclSum, comms[d], s[d]));
+  }
   NCCL_CHECK(ncclGroupEnd());
   int bad = 0;
   for (int d = 0; d < ndev; d++) {
     CUDA_CHECK(cudaSetDevice(d));
     CUDA_CHECK(cudaStreamSynchronize(s[d]));
     bad |= check("multidev", d, buf[d], (float)(ndev * (ndev + 1) / 2));
+  }
+  if (strcmp(fault, "kill") == 0) {
+    fflush(stdout);
+    raise(SIGKILL); /* as the OOM killer would: every rank of the process at once */
   }
   for (int d = 0; d < ndev; d++) {
     NCCL_CHECK(ncclCommDestroy(comms[d]));
@@ -185,7 +195,7 @@ int main(int argc, char **argv) {
       return 2;
     }
     ex_rank = 0;
-    return strcmp(shape, "multidev") == 0 ? multidev(n) : pthreads(n);
+    return strcmp(shape, "multidev") == 0 ? multidev(n, argc > 3 ? argv[3] : "") : pthreads(n);
   }
   if (strcmp(shape, "ring") && strcmp(shape, "allreduce") && strcmp(shape, "userbuf") && strcmp(shape, "window")) {
     fprintf(stderr, "usage: shapes multidev|pthread [NDEV] | (under launch.sh) ring|allreduce|userbuf|window\n");

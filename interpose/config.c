@@ -124,29 +124,7 @@ static void load_dirs(void) {
 }
 
 static void load_job(void) {
-  static const char *const launchers[] = {
-      "NCCLTRACE_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
-      "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE",
-  };
-  ntr_cfg.job[0] = 0;
-  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
-    const char *v = env(launchers[i]);
-    if (!v)
-      continue;
-    /* torchrun's default --rdzv-id is the literal "none": every torchrun job
-     * would share it, so it identifies nothing. */
-    if (i > 0 && !strcmp(v, "none"))
-      continue;
-    /* The job id becomes part of file names: keep [A-Za-z0-9._-], map the
-     * rest to '_' so a namespace like "prterun-host-123@1" stays usable. */
-    size_t n = 0;
-    for (; v[n] && n < sizeof ntr_cfg.job - 1; n++) {
-      unsigned char ch = (unsigned char)v[n];
-      ntr_cfg.job[n] = (isalnum(ch) || ch == '.' || ch == '-' || ch == '_') ? (char)ch : '_';
-    }
-    ntr_cfg.job[n] = 0;
-    return;
-  }
+  ntr_env_job(ntr_cfg.job, sizeof ntr_cfg.job);
 }
 
 static void load_check(void) {

@@ -243,20 +243,78 @@ const char *ntr_dump_signal_name(int signo) {
   }
 }
 
+/* The <rank> of a dump's name (docs/dump-format.md "Dump file"): the
+ * launcher rank when known ("r3"); else the comm ranks the process holds
+ * in its first communicator: "r2" for one, "r0..3" for a run of them
+ * (ncclCommInitAll, a thread per device), "r0,2,5..7" otherwise (at most
+ * NAME_RUNS runs, then ",+"); "rna" when it holds none.  Async-signal-safe:
+ * selection of the next larger rank, no sort, no allocation. */
+#define NAME_RUNS 4
+struct dump_rank {
+  int32_t launcher;
+  const struct ntr_comm_state *cs;
+  uint32_t ncomms;
+};
+
+/* The smallest rank of comm id in cs greater than after (INT32_MIN: the
+ * smallest); 0 with none. */
+static int next_rank(const struct dump_rank *dr, uint64_t id, int64_t after, int32_t *out) {
+  int found = 0;
+  for (uint32_t i = 0; i < dr->ncomms; i++) {
+    int32_t r = dr->cs[i].rank;
+    if (dr->cs[i].comm_id == id && r >= 0 && r > after && (!found || r < *out)) {
+      *out = r;
+      found = 1;
+    }
+  }
+  return found;
+}
+
+static void rank_tag(struct ntr_sb *sb, const struct dump_rank *dr) {
+  ntr_sb_str(sb, "r");
+  if (dr->launcher >= 0) {
+    ntr_sb_i64(sb, dr->launcher);
+    return;
+  }
+  int32_t r = 0;
+  if (!dr->ncomms || !next_rank(dr, dr->cs[0].comm_id, INT64_MIN, &r)) {
+    ntr_sb_str(sb, "na");
+    return;
+  }
+  uint64_t id = dr->cs[0].comm_id;
+  for (int runs = 0;; runs++) {
+    if (runs == NAME_RUNS) {
+      ntr_sb_str(sb, ",+");
+      return;
+    }
+    int32_t lo = r, hi = r, nx = 0;
+    int more;
+    while ((more = next_rank(dr, id, hi, &nx)) && nx == hi + 1)
+      hi = nx;
+    if (runs)
+      ntr_sb_str(sb, ",");
+    ntr_sb_i64(sb, lo);
+    if (hi > lo) {
+      ntr_sb_str(sb, "..");
+      ntr_sb_i64(sb, hi);
+    }
+    if (!more)
+      return;
+    r = nx;
+  }
+}
+
 /* nccltrace-<job>-r<rank>-<host>-<pid>-<n>-<trigger>.zst into final, and
  * the temp name .nccltrace-....zst.tmp next to it into tmp (names only:
  * files are made relative to the directory's fd). */
 static int dump_names(char *final, char *tmp, size_t cap, const struct ntr_ring_header *hdr,
-                      int32_t rank, const struct ntr_trigger *trig, unsigned n) {
+                      const struct dump_rank *rank, const struct ntr_trigger *trig, unsigned n) {
   struct ntr_sb sb;
   ntr_sb_init(&sb, final, cap);
   ntr_sb_str(&sb, "nccltrace-");
   ntr_sb_component(&sb, hdr->job_id[0] ? hdr->job_id : "nojob", sizeof hdr->job_id);
-  ntr_sb_str(&sb, "-r");
-  if (rank >= 0)
-    ntr_sb_i64(&sb, rank);
-  else
-    ntr_sb_str(&sb, "na");
+  ntr_sb_str(&sb, "-");
+  rank_tag(&sb, rank);
   ntr_sb_str(&sb, "-");
   ntr_sb_component(&sb, hdr->host, sizeof hdr->host);
   ntr_sb_str(&sb, "-");
@@ -301,7 +359,7 @@ static int rename_noreplace(int dfd, const char *from, const char *to) {
 /* Write preamble + data as a new dump file in dfd (path dir, for the name
  * returned in path).  Async-signal-safe. */
 static int write_dump_file(int dfd, const char *dir, unsigned mode,
-                           const struct ntr_ring_header *hdr, int32_t rank,
+                           const struct ntr_ring_header *hdr, const struct dump_rank *rank,
                            const struct ntr_trigger *trig, const struct ntr_dump_preamble *pre,
                            const void *data, size_t len, unsigned n, char *path,
                            size_t path_len) {
@@ -578,12 +636,12 @@ int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, 
   const void *data;
   size_t dlen = pack(g.cctx, g.payload, len, g.out, g.out_cap, &pre, &data);
 
-  int32_t rank = h->rank >= 0 ? h->rank : (ncomms ? cs[0].rank : -1);
+  struct dump_rank rank = {h->rank, cs, ncomms};
   /* Relaxed: the counter only has to be unique per dump. */
   unsigned n = __atomic_fetch_add(&dump_serial, 1, __ATOMIC_RELAXED);
   int rc = dump_dirfd();
   if (rc >= 0)
-    rc = write_dump_file(rc, g.dir, g.mode, h, rank, &t, &pre, data, dlen, n, path, path_len);
+    rc = write_dump_file(rc, g.dir, g.mode, h, &rank, &t, &pre, data, dlen, n, path, path_len);
 
   /* give the pages back: a dump is rare, the RSS should not stay */
   madvise(g.payload, g.payload_cap, MADV_DONTNEED);
@@ -645,11 +703,11 @@ int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
     struct ntr_dump_preamble pre;
     const void *data;
     size_t dlen = pack(cctx, payload, len, out, out_cap, &pre, &data);
-    int32_t rank = h->rank >= 0 ? h->rank : (ncomms ? comms[0].rank : -1);
+    struct dump_rank rank = {h->rank, comms, ncomms};
     struct ntr_safedir d;
     rc = ntr_safedir_open(&d, dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
     if (!rc) {
-      rc = write_dump_file(d.fd, dir, 0600, h, rank, trig, &pre, data, dlen, 0, path, path_len);
+      rc = write_dump_file(d.fd, dir, 0600, h, &rank, trig, &pre, data, dlen, 0, path, path_len);
       close(d.fd);
     }
   }

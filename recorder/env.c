@@ -135,3 +135,27 @@ void ntr_env_launcher(int32_t *rank, int32_t *local_rank, int32_t *world_size,
   *world_size = first_int(ws, sizeof ws / sizeof ws[0]);
   *local_world_size = first_int(lws, sizeof lws / sizeof lws[0]);
 }
+
+void ntr_env_job(char *out, size_t cap) {
+  static const char *const launchers[] = {
+      "NCCLTRACE_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID",
+      "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE",
+  };
+  if (!cap)
+    return;
+  out[0] = 0;
+  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+    const char *v = ntr_env_get(launchers[i]);
+    if (!v || !*v || (i > 0 && !strcmp(v, "none")))
+      continue;
+    size_t n = 0;
+    for (; v[n] && n < cap - 1; n++) {
+      char ch = v[n];
+      int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+               ch == '.' || ch == '-' || ch == '_';
+      out[n] = ok ? ch : '_';
+    }
+    out[n] = 0;
+    return;
+  }
+}

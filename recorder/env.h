@@ -39,4 +39,12 @@ int32_t ntr_env_int(const char *name, int32_t dflt);
  * SLURM_*; -1 when unknown. */
 void ntr_env_launcher(int32_t *rank, int32_t *local_rank, int32_t *world_size,
                       int32_t *local_world_size);
+
+/* The job id: the first set of NCCLTRACE_JOB, TORCHELASTIC_RUN_ID (not its
+ * default "none", which every torchrun job shares), SLURM_JOB_ID,
+ * PBS_JOBID, LSB_JOBID, OMPI_MCA_orte_ess_jobid, PMIX_NAMESPACE; bytes
+ * outside [A-Za-z0-9._-] become '_' (it is part of file names).  "" when
+ * none is set.  The one list the tracer (config.c) and `nccltrace run`
+ * agree on. */
+void ntr_env_job(char *out, size_t cap);
 #endif

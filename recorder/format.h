@@ -415,4 +415,21 @@ struct ntr_trigger {
 };
 _Static_assert(sizeof(struct ntr_trigger) == 128, "trigger layout");
 
+/* ------------------------------------------------ run exit-status file -- */
+
+/* What a launcher saw: `nccltrace run` writes one per command it started,
+ * in the dump directory, once that command has ended (docs/dump-format.md
+ * "Exit-status file").  Text, not binary: lines "KEY VALUE\n", the first
+ * one NTR_RUNEXIT_MAGIC, the whole file at most NTR_RUNEXIT_MAX bytes.
+ * Keys: host, pid (the command's), ppid (nccltrace run's), rank (the
+ * launcher rank in run's environment, -1 none), job, exe (the command's
+ * file name), start_ns, end_ns (realtime), and one of "exited CODE" or
+ * "signaled SIGNO".  Readers (tools/analyze/runexit.c) treat it as hostile:
+ * unknown keys are skipped, a value out of range or a missing status makes
+ * the file unreadable, never a guess.  Name:
+ * nccltrace-<job>-<host>-<pid>.exit, written as .<name>.tmp and renamed. */
+#define NTR_RUNEXIT_MAGIC "nccltrace-run-exit 1"
+#define NTR_RUNEXIT_SUFFIX ".exit"
+#define NTR_RUNEXIT_MAX 4096u
+
 #endif /* NTR_FORMAT_H */

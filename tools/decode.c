@@ -40,6 +40,22 @@ static void print_header(FILE *out, const struct ntr_image *img) {
   fprintf(out, "host:     %s  pid %d  ppid %d  exe %s\n", id.host, h->pid, h->ppid, id.exe);
   fprintf(out, "ranks:    rank %d  local_rank %d  world_size %d  local_world_size %d\n", h->rank,
           h->local_rank, h->world_size, h->local_world_size);
+  /* Comm ranks per communicator of the table, each once: a process of
+   * ncclCommInitAll or a thread per device holds several of one comm. */
+  for (uint32_t i = 0; i < img->ncomms; i++) {
+    uint64_t cid = img->comms[i].comm_id;
+    int first = 1;
+    for (uint32_t j = 0; j < i; j++)
+      first &= img->comms[j].comm_id != cid;
+    int r[NTR_COMM_MAX];
+    int n = first ? ntt_held_ranks(img, cid, r, NTR_COMM_MAX) : 0;
+    if (n < 1)
+      continue;
+    char rl[128];
+    ntt_rank_ranges(r, n, rl, sizeof rl);
+    fprintf(out, "holds:    %s %s of comm %016llx%s\n", n > 1 ? "ranks" : "rank", rl, (unsigned long long)cid,
+            n > 1 ? " (several ranks in this one process)" : "");
+  }
   fprintf(out, "job:      %s\n", id.job[0] ? id.job : "(unknown)");
   fprintf(out, "versions: nccltrace %s  NCCL %d.%d.%d  format %u\n", id.version[0] ? id.version : "?",
           h->nccl_version / 10000, h->nccl_version / 100 % 100, h->nccl_version % 100, h->version);

@@ -303,3 +303,38 @@ uint64_t ntt_image_now_ns(const struct ntr_image *img) {
   uint64_t t = ntt_image_last_tsc(img);
   return t ? ntr_image_ns(img, t) : 0;
 }
+
+void ntt_rank_ranges(const int *r, int n, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && o + 28 < len;) {
+    int j = i;
+    while (j + 1 < n && r[j + 1] == r[j] + 1)
+      j++;
+    if (j > i)
+      o += (size_t)snprintf(buf + o, len - o, "%s%d-%d", i ? "," : "", r[i], r[j]);
+    else
+      o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "", r[i]);
+    i = j + 1;
+    if (i < n && o + 28 >= len)
+      snprintf(buf + o, len - o, ",...");
+  }
+}
+
+int ntt_held_ranks(const struct ntr_image *img, uint64_t comm_id, int *out, int max) {
+  int n = 0;
+  for (uint32_t i = 0; i < img->ncomms; i++) {
+    int r = img->comms[i].rank, dup = 0;
+    if (img->comms[i].comm_id != comm_id || r < 0)
+      continue;
+    for (int j = 0; j < n; j++)
+      dup |= out[j] == r;
+    if (dup || n == max)
+      continue;
+    int j = n++;
+    for (; j > 0 && out[j - 1] > r; j--) /* insertion: at most NTR_COMM_MAX entries */
+      out[j] = out[j - 1];
+    out[j] = r;
+  }
+  return n;
+}

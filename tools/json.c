@@ -235,6 +235,24 @@ json_t *ntt_image_json(const struct ntr_image *img) {
   for (uint32_t i = 0; i < img->ncomms; i++)
     json_array_append_new(comms, comm_json(img, &img->comms[i], now));
   set(o, "comms", comms);
+  json_t *held = json_array(); /* the comm ranks this process holds, per communicator */
+  for (uint32_t i = 0; i < img->ncomms; i++) {
+    uint64_t cid = img->comms[i].comm_id;
+    int first = 1;
+    for (uint32_t j = 0; j < i; j++)
+      first &= img->comms[j].comm_id != cid;
+    int r[NTR_COMM_MAX];
+    int n = first ? ntt_held_ranks(img, cid, r, NTR_COMM_MAX) : 0;
+    if (n < 1)
+      continue;
+    json_t *h = json_object(), *ra = json_array();
+    for (int k = 0; k < n; k++)
+      json_array_append_new(ra, json_integer(r[k]));
+    set(h, "comm", ntt_json_hex64(cid));
+    set(h, "ranks", ra);
+    json_array_append_new(held, h);
+  }
+  set(o, "comm_ranks", held);
   set(o, "stacks", stacks_json(img));
   json_t *py = json_object();
   char ver[32] = "";

@@ -70,6 +70,14 @@ uint64_t ntt_image_now_ns(const struct ntr_image *img);
 uint64_t ntt_image_last_tsc(const struct ntr_image *img);
 uint64_t ntt_wall_now_ns(void);
 
+/* "0-3", "0,2,5-7": ranks r[0..n) (ascending, distinct) with runs as
+ * ranges; ",..." when buf is full. */
+void ntt_rank_ranges(const int *r, int n, char *buf, size_t len);
+/* The distinct comm ranks of comm_id in img's table, ascending, at most
+ * max: a process of ncclCommInitAll or of a thread per device holds
+ * several.  @return how many. */
+int ntt_held_ranks(const struct ntr_image *img, uint64_t comm_id, int *out, int max);
+
 /* ---- JSON (json.c) ------------------------------------------------------ */
 /* A JSON string from bytes that may be neither terminated nor UTF-8. */
 json_t *ntt_json_str(const char *s, size_t max);

@@ -3,11 +3,18 @@
  *
  * Thread-safety: single-threaded command.  The signal handler only forwards
  * the signal to the child (kill is async-signal-safe).
- * Without --coord, CMD replaces this process (execvp), so its exit status,
- * pid and signals are CMD's own.  With --coord, a coordinator runs in a
- * forked child, CMD in another; this process waits for CMD, forwards
- * SIGINT/SIGTERM/SIGHUP to it, stops the coordinator, and exits with CMD's
- * status (128 + signal when CMD was killed).
+ * CMD runs in a forked child (and, with --coord, a coordinator in another):
+ * this process waits for it, forwards the signals a launcher or a user
+ * sends it (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2; not the
+ * ones a terminal already sent CMD's process group), and then records
+ * CMD's exit status in the dump directory (recorder/format.h "run
+ * exit-status file"): what a launcher knows and a rank that ends without
+ * running exit() -- the dynamic linker's exit 127, SIGKILL -- cannot
+ * record itself.  It exits as CMD did: CMD's code, or CMD's signal raised
+ * again on itself.  The child dies with this process (PR_SET_PDEATHSIG),
+ * as it would have had it been started directly.  When CMD is itself a
+ * launcher (torchrun, mpirun), the status is the launcher's: its ranks are
+ * its children, not ours.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,12 +26,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "ntr_config.h"
+#include "recorder/env.h"
+#include "recorder/format.h"
+#include "recorder/safedir.h"
 #include "tools/ntt.h"
 
 int ntx_coord_main(int argc, char **argv) __attribute__((weak));
@@ -198,9 +210,104 @@ static pid_t start_coord(void) {
 
 static volatile sig_atomic_t child_pid;
 
-static void forward(int sig) {
-  if (child_pid > 0)
+/* Forward what was sent to this process, not what a terminal sent to the
+ * whole foreground process group (CMD got that one itself): si_code > 0
+ * is the kernel's (SI_KERNEL for the tty), <= 0 a kill/sigqueue/tkill. */
+static void forward(int sig, siginfo_t *info, void *uc) {
+  (void)uc;
+  if (child_pid > 0 && (!info || info->si_code <= 0))
     kill((pid_t)child_pid, sig);
+}
+
+static uint64_t real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A file-name component: [A-Za-z0-9._-] kept, the rest '_' (as dumps). */
+static void component(char *dst, size_t len, const char *src) {
+  size_t n = 0;
+  for (; src[n] && n + 1 < len; n++) {
+    char c = src[n];
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+             c == '-' || c == '_';
+    dst[n] = ok ? c : '_';
+  }
+  dst[n] = 0;
+}
+
+/* Record how CMD (pid) ended next to the dumps (recorder/format.h).  A
+ * failure always gets a file (the directory is made, as the tracer would);
+ * a clean exit only where the directory already exists, so `nccltrace run
+ * -- true` leaves nothing behind.  Failing to write is one line on stderr,
+ * never a change of the exit status. */
+static void write_exit_file(pid_t pid, const char *cmd0, int st, uint64_t start_ns) {
+  int failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const char *e = getenv("NCCLTRACE_DIR");
+  char dir[PATH_MAX + 32], cwd[PATH_MAX];
+  if (e && *e)
+    snprintf(dir, sizeof dir, "%s", e);
+  else
+    snprintf(dir, sizeof dir, "%s/nccltrace-dumps", getcwd(cwd, sizeof cwd) ? cwd : ".");
+  struct ntr_safedir d;
+  int rc = ntr_safedir_open(&d, dir, NTR_SAFEDIR_GROUP_OK | (failed ? NTR_SAFEDIR_CREATE : 0));
+  if (rc == -ENOENT && !failed)
+    return;
+  char host[64] = "", job[64], hc[64], jc[64], name[256], tmp[300], exe[128];
+  gethostname(host, sizeof host - 1);
+  ntr_env_job(job, sizeof job);
+  component(hc, sizeof hc, host);
+  component(jc, sizeof jc, job[0] ? job : "nojob");
+  const char *base = strrchr(cmd0, '/');
+  component(exe, sizeof exe, base ? base + 1 : cmd0);
+  snprintf(name, sizeof name, "nccltrace-%s-%s-%d%s", jc, hc, (int)pid, NTR_RUNEXIT_SUFFIX);
+  snprintf(tmp, sizeof tmp, ".%s.tmp", name);
+  int32_t rank, lr, ws, lws;
+  ntr_env_launcher(&rank, &lr, &ws, &lws);
+  char body[NTR_RUNEXIT_MAX];
+  int n = snprintf(body, sizeof body,
+                   "%s\nhost %s\npid %d\nppid %d\nrank %d\njob %s\nexe %s\nstart_ns %llu\nend_ns %llu\n%s %d\n",
+                   NTR_RUNEXIT_MAGIC, hc, (int)pid, (int)getpid(), (int)rank, job[0] ? jc : "-", exe,
+                   (unsigned long long)start_ns, (unsigned long long)real_ns(),
+                   WIFSIGNALED(st) ? "signaled" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  int fd = -1;
+  if (rc == 0) {
+    fd = openat(d.fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    rc = fd < 0 ? -errno : 0;
+  }
+  if (rc == 0 && (n < 0 || write(fd, body, (size_t)n) != n))
+    rc = -EIO;
+  if (fd >= 0 && close(fd) != 0 && rc == 0)
+    rc = -errno;
+  if (rc == 0 && renameat(d.fd, tmp, d.fd, name) != 0)
+    rc = -errno;
+  if (rc != 0 && fd >= 0)
+    unlinkat(d.fd, tmp, 0);
+  if (d.fd >= 0)
+    close(d.fd);
+  if (rc != 0)
+    fprintf(stderr, "nccltrace: run: cannot record the exit status of %s in %s: %s\n", exe, dir, strerror(-rc));
+}
+
+/* Exit as the child did: its code, or its signal raised on ourselves (a
+ * launcher above us tells a signal from an exit code), without a core of
+ * our own. */
+static int exit_like(int st) {
+  if (WIFEXITED(st))
+    return WEXITSTATUS(st);
+  if (!WIFSIGNALED(st))
+    return NTT_EXIT_FAIL;
+  int sig = WTERMSIG(st);
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+  raise(sig);
+  return 128 + sig; /* a signal that does not kill */
 }
 
 /* A relative --dir is made absolute here: the ranks may change directory,
@@ -268,43 +375,64 @@ int ntt_run_main(int argc, char **argv) {
 
   char **cmd = argv + optind;
   pid_t cpid = coord ? start_coord() : -1;
-  if (cpid < 0) {
-    execvp(cmd[0], cmd);
-    fprintf(stderr, "nccltrace: run: %s: %s\n", cmd[0], strerror(errno));
-    return errno == ENOENT ? 127 : 126;
-  }
+  /* exec's errno comes back through a close-on-exec pipe: a command that
+   * never ran has no exit status to record */
+  int ep[2] = {-1, -1};
+  if (pipe2(ep, O_CLOEXEC) != 0)
+    ep[0] = ep[1] = -1;
+  uint64_t start_ns = real_ns();
   fflush(NULL);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(stderr, "nccltrace: run: fork: %s\n", strerror(errno));
-    kill(cpid, SIGTERM);
-    waitpid(cpid, NULL, 0);
+    if (cpid > 0) {
+      kill(cpid, SIGTERM);
+      waitpid(cpid, NULL, 0);
+    }
     return NTT_EXIT_FAIL;
   }
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(NTT_EXIT_FAIL); /* we died before the line above took effect */
+    if (ep[0] >= 0)
+      close(ep[0]);
     execvp(cmd[0], cmd);
-    fprintf(stderr, "nccltrace: run: %s: %s\n", cmd[0], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
+    int err = errno;
+    fprintf(stderr, "nccltrace: run: %s: %s\n", cmd[0], strerror(err));
+    if (ep[1] >= 0 && write(ep[1], &err, sizeof err) < 0)
+      err = errno;
+    _exit(err == ENOENT ? 127 : 126);
   }
   child_pid = pid;
-  struct sigaction sa = {.sa_handler = forward};
+  struct sigaction sa = {.sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART};
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  static const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
+    sigaction(fwd[i], &sa, NULL);
+  int exec_err = 0;
+  if (ep[1] >= 0)
+    close(ep[1]);
+  if (ep[0] >= 0) {
+    while (read(ep[0], &exec_err, sizeof exec_err) < 0 && errno == EINTR)
+      ;
+    close(ep[0]);
+  }
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
     ;
-  kill(cpid, SIGTERM);
-  for (int i = 0; i < 40 && waitpid(cpid, NULL, WNOHANG) == 0; i++)
-    sleep_ms(50);
-  if (waitpid(cpid, NULL, WNOHANG) == 0) {
-    kill(cpid, SIGKILL);
-    waitpid(cpid, NULL, 0);
+  child_pid = 0;
+  if (cpid > 0) {
+    kill(cpid, SIGTERM);
+    for (int i = 0; i < 40 && waitpid(cpid, NULL, WNOHANG) == 0; i++)
+      sleep_ms(50);
+    if (waitpid(cpid, NULL, WNOHANG) == 0) {
+      kill(cpid, SIGKILL);
+      waitpid(cpid, NULL, 0);
+    }
   }
-  if (WIFEXITED(st))
-    return WEXITSTATUS(st);
-  if (WIFSIGNALED(st))
-    return 128 + WTERMSIG(st);
-  return NTT_EXIT_FAIL;
+  if (!exec_err)
+    write_exit_file(pid, cmd[0], st, start_ns);
+  return exit_like(st);
 }

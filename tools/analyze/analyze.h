@@ -25,7 +25,10 @@
  *              collective, stall; detect_init.c (init and split hangs),
  *              detect_p2p.c (send/recv), detect_env.c (NCCL_* differences)
  *   fates.c    per-process findings: exits, signals, vanished ranks, aborts,
- *              async errors; tracer events for the evidence chain
+ *              async errors; tracer events for the evidence chain; how a
+ *              process is named (the comm ranks it holds)
+ *   runexit.c  the exit statuses `nccltrace run` recorded: parsed (hostile
+ *              input), matched to the processes they belong to
  *   verdict.c  pick the earliest independent cause (time first, priority
  *              for ties and for telling effects from causes)
  *   report_text.c / report_json.c   the two outputs
@@ -213,7 +216,32 @@ struct nta_proc {
   uint64_t async_ns;            /* first async error seen by this process, 0 none */
   int async_err;
   uint64_t timeout_ns;          /* first watchdog timeout record, 0 none */
+  const struct nta_runexit *run; /* how nccltrace run saw it end, when it left no exit record; NULL none */
+  const struct nta_runexit *launcher; /* the nccltrace run command that was its parent, NULL none */
 };
+
+/* What `nccltrace run` saw of a command it started (its exit-status file,
+ * recorder/format.h; runexit.c parses it as hostile input). */
+struct nta_runexit {
+  char host[64], job[64], exe[64]; /* [A-Za-z0-9._-] only; job "" unknown */
+  int pid, ppid, rank;          /* rank: launcher rank in run's environment, -1 none */
+  uint64_t start_ns, end_ns;    /* realtime, 0 unknown */
+  int signaled;                 /* 1: code is the signal that killed it; 0: its exit code */
+  int code;
+  int matched;                  /* it is a process of the evidence (runexit.c) */
+};
+/* Parse one exit-status file's bytes.  @return 0, or -1 with why. */
+int nta_runexit_parse(const char *buf, size_t len, struct nta_runexit *out, char *why, size_t whylen);
+/* Read and parse the file at path (regular, at most NTR_RUNEXIT_MAX bytes).
+ * @return 0, or -1 with why. */
+int nta_runexit_read(const char *path, struct nta_runexit *out, char *why, size_t whylen);
+/* Give each process without an exit record the status nccltrace run saw
+ * (its fate becomes an exit with that code, or a kill by that signal);
+ * mark the rest matched when they are the launcher of some process. */
+void nta_runexit_apply(struct nta_job *job);
+/* The statuses of commands that left no ring or dump at all: evidence
+ * ("no evidence from it") and a candidate when they failed. */
+void nta_runexit_detect(struct nta_job *job);
 
 #define NTA_MARKS_SHOWN 4       /* application markers per process in the chain */
 
@@ -366,6 +394,8 @@ struct nta_job {
   int nfiles;
   struct nta_input_error *unreadable;
   int nunreadable;
+  struct nta_runexit *runexits; /* exit-status files of nccltrace run (of this job or of none) */
+  int nrunexits;
   char (*other_jobs)[64];
   int nother_jobs;
   int job_chosen;               /* 1 when picked by --job */
@@ -468,6 +498,13 @@ void nta_detect_fates(struct nta_job *job);  /* fates.c */
 void nta_detect_straggler(struct nta_job *job);
 void nta_set_fate(struct nta_proc *p);       /* fates.c, from reduce.c */
 void nta_detect_errors(struct nta_job *job); /* fates.c */
+/* The comm ranks p holds in c, ascending, at most max.  @return how many
+ * (a process of one rank: 1; ncclCommInitAll or a thread per device: more). */
+int nta_proc_ranks(const struct nta_comm *c, const struct nta_proc *p, int *out, int max);
+/* How reports name a process: "rank 3 (pid 12 on h)", "pid 12 on h (holds
+ * ranks 0-3 of comm 483dcaec)", "rank 1 (pid 12 on h, holds ranks 0-3 of
+ * comm 483dcaec)", "pid 12 on h". */
+void nta_proc_label(const struct nta_proc *p, char *buf, size_t len);
 void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void nta_describe_op(const struct nta_op *op, char *buf, size_t len);

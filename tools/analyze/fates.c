@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "tools/ntt.h"
 
 #define NTA_VICTIM_GRACE_NS 1000000000ull /* pending this long before dying: already stuck */
 
@@ -125,6 +126,69 @@ static void proc_where(const struct nta_proc *p, char *buf, size_t len) {
   snprintf(buf, len, "pid %d on %.64s", p->img->hdr.pid, p->img->hdr.host);
 }
 
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return x < y ? -1 : x > y;
+}
+
+int nta_proc_ranks(const struct nta_comm *c, const struct nta_proc *p, int *out, int max) {
+  int n = 0;
+  for (int i = 0; i < p->nmems && n < max; i++)
+    if (p->mems[i]->comm == c)
+      out[n++] = p->mems[i]->rank;
+  if (n > 1)
+    qsort(out, (size_t)n, sizeof(*out), cmp_int);
+  return n;
+}
+
+
+/* "ranks 0-3 of comm 483dcaec" for each communicator of which p holds
+ * several ranks (all of them when all is set), at most two, then how many
+ * more.  @return the number of communicators described. */
+static int held_text(const struct nta_proc *p, int all, char *buf, size_t len) {
+  size_t o = 0;
+  int shown = 0, more = 0;
+  buf[0] = 0;
+  for (int i = 0; i < p->nmems; i++) {
+    const struct nta_comm *c = p->mems[i]->comm;
+    if (nta_member_of(c, p) != p->mems[i])
+      continue; /* each communicator once */
+    int r[NTA_MAX_VRANKS];
+    int n = nta_proc_ranks(c, p, r, NTA_MAX_VRANKS);
+    if (n < 2 && !all)
+      continue;
+    if (shown == 2) {
+      more++;
+      continue;
+    }
+    char rl[96], hex[17];
+    ntt_rank_ranges(r, n, rl, sizeof rl);
+    nta_comm_hex(c->id, hex);
+    if (o < len)
+      o += (size_t)snprintf(buf + o, len - o, "%s%s %s of comm %.8s", shown ? ", " : "", n > 1 ? "ranks" : "rank",
+                            rl, hex);
+    shown++;
+  }
+  if (more && o < len)
+    snprintf(buf + o, len - o, " and %d more communicator%s", more, more == 1 ? "" : "s");
+  return shown + more;
+}
+
+void nta_proc_label(const struct nta_proc *p, char *buf, size_t len) {
+  char where[128], held[320];
+  proc_where(p, where, sizeof(where));
+  if (p->lrank >= 0) {
+    if (held_text(p, 0, held, sizeof held))
+      snprintf(buf, len, "rank %d (%s, holds %s)", p->lrank, where, held);
+    else
+      snprintf(buf, len, "rank %d (%s)", p->lrank, where);
+  } else if (held_text(p, 1, held, sizeof held)) {
+    snprintf(buf, len, "%s (holds %s)", where, held);
+  } else {
+    snprintf(buf, len, "%s", where);
+  }
+}
+
 void nta_detect_fates(struct nta_job *job) {
   for (int i = 0; i < job->nprocs; i++) {
     const struct nta_proc *p = &job->procs[i];
@@ -136,12 +200,27 @@ void nta_detect_fates(struct nta_job *job) {
       nta_event_add(job, ntr_image_ns(p->img, p->img->trigger.tsc), p->lrank, "salvaged",
                     "%s: its dump was never finished (the process was killed while writing it); "
                     "collect salvaged what the file held", where);
-    if (p->fate == NTA_EXITED) {
+    char label[512];
+    nta_proc_label(p, label, sizeof label);
+    if (p->fate == NTA_EXITED && p->run) {
+      /* Its exit hook never ran: the status is nccltrace run's (runexit.c). */
+      nta_event_add(job, p->fate_ns + 1, p->lrank, "exit",
+                    "%s exited with code %d without an exit record (seen by nccltrace run); last record here",
+                    where, p->exit_code);
+      if (p->exit_code != 0 && (k = nta_cand_add(job, NTA_RANK_EXIT, p->fate_ns)) != NULL) {
+        k->exit_code = p->exit_code;
+        snprintf(k->summary, sizeof(k->summary),
+                 "%s exited with code %d without an exit record (the status nccltrace run saw)%s", label,
+                 p->exit_code,
+                 p->exit_code == 127 ? "; exit 127 that bypasses exit() is how the dynamic linker ends a process "
+                                       "('symbol lookup error', 'error while loading shared libraries')"
+                                     : "; it ended without exit() (_exit, exit_group, the dynamic linker)");
+      }
+    } else if (p->fate == NTA_EXITED) {
       nta_event_add(job, p->fate_ns, p->lrank, "exit", "%s exited with code %d", where, p->exit_code);
       if (p->exit_code != 0 && (k = nta_cand_add(job, NTA_RANK_EXIT, p->fate_ns)) != NULL) {
         k->exit_code = p->exit_code;
-        snprintf(k->summary, sizeof(k->summary), "rank %d (%s) exited with code %d", p->lrank, where,
-                 p->exit_code);
+        snprintf(k->summary, sizeof(k->summary), "%s exited with code %d", label, p->exit_code);
       }
     } else if (p->fate == NTA_SIGNALED) {
       const struct ntr_ring_header *h = &p->img->hdr;
@@ -155,7 +234,7 @@ void nta_detect_fates(struct nta_job *job) {
       if ((k = nta_cand_add(job, NTA_RANK_CRASH, p->fate_ns)) != NULL) {
         k->signo = p->signo;
         k->noise = !p->fatal;
-        snprintf(k->summary, sizeof(k->summary), "rank %d (%s) %s %s%s%s", p->lrank, where,
+        snprintf(k->summary, sizeof(k->summary), "%s %s %s%s%s", label,
                  p->fatal ? "crashed with" : "was terminated by", sig_name(p->signo),
                  bt[0] ? "; backtrace: " : "", bt);
       }
@@ -164,16 +243,33 @@ void nta_detect_fates(struct nta_job *job) {
                     "%s replaced its program by exec, leaving its communicators without finalizing them",
                     where);
     } else if (p->fate == NTA_VANISHED) {
+      char seen[64] = "", launcher[256] = "";
+      if (p->run)
+        snprintf(seen, sizeof seen, " (nccltrace run saw it killed by %s)", sig_name(p->signo));
+      if (p->launcher && (p->launcher->signaled || p->launcher->code))
+        snprintf(launcher, sizeof launcher, "; its launcher %s (pid %d, started by nccltrace run) then %s %d "
+                 "(a launcher's status is one rank's, not necessarily this one's)",
+                 p->launcher->exe[0] ? p->launcher->exe : "?", p->launcher->pid,
+                 p->launcher->signaled ? "was killed by signal" : "exited with code", p->launcher->code);
       /* one ns after its last record: the chain shows that record first */
       nta_event_add(job, p->fate_ns + 1, p->lrank, "vanished",
-                    "%s left no exit record and is gone; last record here", where);
+                    "%s left no exit record and is gone%s; last record here", where, seen);
       /* What is known is only that no exit was recorded: SIGKILL, the OOM
        * killer, and ends that bypass exit() all look alike here. */
-      if ((k = nta_cand_add(job, NTA_RANK_KILLED, p->fate_ns)) != NULL)
-        snprintf(k->summary, sizeof(k->summary),
-                 "rank %d (%s) vanished without an exit record; causes include SIGKILL, the OOM killer and "
-                 "ends that bypass exit() (the dynamic linker's 'symbol lookup error', _exit from a vfork child)",
-                 p->lrank, where);
+      if ((k = nta_cand_add(job, NTA_RANK_KILLED, p->fate_ns)) != NULL) {
+        k->signo = p->run ? p->signo : 0;
+        if (p->run)
+          snprintf(k->summary, sizeof(k->summary),
+                   "%s was killed by %s (%d) without an exit record (the status nccltrace run saw); causes "
+                   "include the OOM killer and a launcher's or scheduler's SIGKILL%.300s",
+                   label, sig_name(p->signo), p->signo, launcher);
+        else
+          snprintf(k->summary, sizeof(k->summary),
+                   "%s vanished without an exit record; causes include SIGKILL, the OOM killer and "
+                   "ends that bypass exit() (the dynamic linker's 'symbol lookup error', _exit from a vfork "
+                   "child)%.300s",
+                   label, launcher);
+      }
     }
     if (k) {
       k->proc = p;
@@ -228,6 +324,7 @@ void nta_detect_fates(struct nta_job *job) {
       }
     }
   }
+  nta_runexit_detect(job);
 }
 
 /* A teardown abort: some frameworks abort (rather than destroy) their

@@ -40,6 +40,7 @@
 #include "tools/analyze/analyze.h"
 #include "tools/ntt.h"
 #include "tools/reader.h"
+#include "recorder/format.h"
 
 /* Loading threads: one per online CPU, at most NTA_MAX_WORKERS (each holds
  * one process's records at a time, ~16 MiB for a full default ring). */
@@ -146,7 +147,8 @@ static void walk(struct entries *l, const char *path, int depth, struct ntt_seen
       struct stat s2;
       if (stat(sub, &s2) == 0 && S_ISDIR(s2.st_mode))
         walk(l, sub, depth + 1, seen);
-      else if (has_suffix(names[i], ".zst") || has_suffix(names[i], ".ring"))
+      else if (has_suffix(names[i], ".zst") || has_suffix(names[i], ".ring") ||
+               has_suffix(names[i], NTR_RUNEXIT_SUFFIX))
         walk(l, sub, depth + 1, seen); /* listed once; a FIFO or a dangling link is refused by its load */
     }
     free(names[i]);
@@ -509,6 +511,43 @@ static void add_error(struct nta_job *job, const char *path, const char *reason)
   snprintf(e->reason, sizeof(e->reason), "%s", reason);
 }
 
+/* Exit-status files of `nccltrace run` (runexit.c): a few small files, read
+ * here on the calling thread and taken out of the entries (they are no
+ * images).  One unreadable is an unreadable input like any other. */
+static void read_runexits(struct nta_job *job, struct entries *in) {
+  int k = 0;
+  for (int i = 0; i < in->n; i++) {
+    struct entry *e = &in->v[i];
+    if (e->error || !e->is_file || !has_suffix(e->path, NTR_RUNEXIT_SUFFIX)) {
+      in->v[k++] = *e;
+      continue;
+    }
+    job->nfiles++;
+    struct nta_runexit r;
+    char why[256];
+    struct nta_runexit *v = NULL;
+    if (nta_runexit_read(e->path, &r, why, sizeof why) != 0)
+      add_error(job, e->path, why);
+    else if ((v = realloc(job->runexits, (size_t)(job->nrunexits + 1) * sizeof(*v))) != NULL) {
+      job->runexits = v;
+      job->runexits[job->nrunexits++] = r;
+    }
+    free(e->path);
+    free(e->error);
+  }
+  in->n = k;
+}
+
+/* Keep the exit statuses of job id (or of no job); when no process left
+ * evidence, those of the job that ended last. */
+static void keep_runexits(struct nta_job *job, const char *id) {
+  int k = 0;
+  for (int i = 0; i < job->nrunexits; i++)
+    if (!job->runexits[i].job[0] || !strcmp(job->runexits[i].job, id))
+      job->runexits[k++] = job->runexits[i];
+  job->nrunexits = k;
+}
+
 int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *job_id) {
   /* Each file's records are one allocation of a few MiB, freed before the
    * next file: served from the heap and reused, not mapped and unmapped
@@ -521,6 +560,7 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   for (int i = 0; i < npaths; i++)
     walk(&in, paths[i], 0, &seen);
   ntt_seen_free(&seen);
+  read_runexits(job, &in);
   struct budget mem = {.limit = job->max_memory ? job->max_memory : nta_default_memory()};
   pthread_mutex_init(&mem.mu, NULL);
   pthread_cond_init(&mem.cv, NULL);
@@ -555,6 +595,24 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   if (oom) {
     add_error(job, "analyze", "out of memory: the evidence was not all reduced");
     rc = -1;
+  }
+  if (np == 0 && job->nrunexits && !oom) {
+    /* Only what nccltrace run saw: commands that left no ring or dump. */
+    const struct nta_runexit *last = &job->runexits[0];
+    for (int i = 1; i < job->nrunexits; i++)
+      if (job->runexits[i].end_ns > last->end_ns)
+        last = &job->runexits[i];
+    const char *id = job_id && job_id[0] ? job_id : last->job;
+    snprintf(job->job_id, sizeof(job->job_id), "%s", id);
+    keep_runexits(job, id);
+    job->job_chosen = job_id && job_id[0];
+    free(w.g);
+    for (int i = 0; i < in.n; i++) {
+      free(in.v[i].path);
+      free(in.v[i].error);
+    }
+    free(in.v);
+    return job->nrunexits ? 0 : -1;
   }
   if (np == 0)
     rc = -1;
@@ -598,6 +656,7 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
       rc = -1;
     } else {
       snprintf(job->job_id, sizeof(job->job_id), "%s", ids[pick]);
+      keep_runexits(job, ids[pick]);
       job->procs = calloc((size_t)np, sizeof(*job->procs));
       if (!job->procs)
         rc = -1;

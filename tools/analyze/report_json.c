@@ -115,6 +115,31 @@ static json_t *procs_json(const struct nta_job *job) {
     json_object_set_new(o, "first_ns", json_integer((json_int_t)p->first_ns));
     json_object_set_new(o, "last_ns", json_integer((json_int_t)p->last_ns));
     json_object_set_new(o, "python_threads", nta_pythreads_json(p));
+    char label[512];
+    nta_proc_label(p, label, sizeof label);
+    json_object_set_new(o, "label", str(label, sizeof label));
+    /* the comm ranks it holds: several for ncclCommInitAll or a thread per device */
+    json_t *held = json_array();
+    for (int mi = 0; mi < p->nmems; mi++) {
+      const struct nta_comm *c = p->mems[mi]->comm;
+      if (nta_member_of(c, p) != p->mems[mi])
+        continue;
+      int r[NTA_MAX_VRANKS];
+      int n = nta_proc_ranks(c, p, r, NTA_MAX_VRANKS);
+      json_t *h = json_object(), *ra = json_array();
+      for (int q = 0; q < n; q++)
+        json_array_append_new(ra, json_integer(r[q]));
+      json_object_set_new(h, "comm", hexid(c->id));
+      json_object_set_new(h, "ranks", ra);
+      json_array_append_new(held, h);
+    }
+    json_object_set_new(o, "comm_ranks", held);
+    json_t *seen = json_null();
+    if (p->run) { /* the status nccltrace run saw, for a process that left no exit record */
+      seen = json_object();
+      json_object_set_new(seen, p->run->signaled ? "signal" : "exit_code", json_integer(p->run->code));
+    }
+    json_object_set_new(o, "run_status", seen);
     json_array_append_new(a, o);
   }
   return a;

@@ -105,6 +105,35 @@ static void fmt_rel(const struct nta_job *job, uint64_t t, char *buf, size_t len
   snprintf(buf, len, "%+12.6fs", (double)d / 1e9);
 }
 
+#define SHARED_SHOWN 8            /* processes of several ranks named per communicator */
+
+/* Ranks of c that share a process (ncclCommInitAll, a thread per device):
+ * "pid 12 on h holds ranks 0-3", the table's rows say it only by the pid. */
+static void shared_processes(const struct nta_comm *c, FILE *out) {
+  int shown = 0, more = 0;
+  for (int i = 0; i < c->nmembers; i++) {
+    const struct nta_member *m = &c->members[i];
+    if (nta_member_of(c, m->proc) != m)
+      continue;
+    int r[NTA_MAX_VRANKS];
+    int n = nta_proc_ranks(c, m->proc, r, NTA_MAX_VRANKS);
+    if (n < 2)
+      continue;
+    if (shown == SHARED_SHOWN) {
+      more++;
+      continue;
+    }
+    char rl[96], host[sizeof(m->proc->img->hdr.host)];
+    ntt_rank_ranges(r, n, rl, sizeof rl);
+    ntt_field_str(m->proc->img->hdr.host, sizeof(m->proc->img->hdr.host), host, sizeof(host));
+    fprintf(out, "  one process: pid %d on %s holds ranks %s%s\n", m->proc->img->hdr.pid, host, rl,
+            m->proc->lrank >= 0 ? "" : " (no launcher rank)");
+    shown++;
+  }
+  if (more)
+    fprintf(out, "  (%d more processes hold several ranks each)\n", more);
+}
+
 void nta_report_text(const struct nta_job *job, FILE *out) {
   const struct nta_verdict *v = &job->v;
   int budget = NTA_LIST_BUDGET;
@@ -151,6 +180,7 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
     }
     if (unlisted)
       fprintf(out, "  (%d more ranks without evidence, not listed)\n", unlisted);
+    shared_processes(c, out);
   }
   if (v->cls != NTA_HEALTHY)
     nta_report_pythreads(job, out);

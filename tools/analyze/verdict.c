@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "tools/ntt.h"
 
 #define NTA_TIE_NS 1000000ull       /* events this close are simultaneous */
 #define NTA_SAME_CAUSE_NS 500000000ull /* same-class deaths this close: one cause, several ranks */
@@ -184,13 +185,18 @@ static void place_in_comm(const struct nta_job *job, const struct nta_cand *k, s
       best = &job->comms[ci];
   v->comm = best;
   if (!best) {
-    v->ranks[v->nranks++] = k->proc ? k->proc->lrank : -1;
+    if (k->proc && k->proc->lrank >= 0) /* else no rank is known: none is named */
+      v->ranks[v->nranks++] = k->proc->lrank;
     return;
   }
-  int r = k->nranks ? k->ranks[0] : nta_proc_comm_rank(best, k->proc);
-  if (r < 0 && job->world_size == best->nranks)
-    r = k->proc->lrank;
-  v->ranks[v->nranks++] = r;
+  /* Every comm rank the process held: one process of ncclCommInitAll (or
+   * a thread per device) takes all of them down with it. */
+  if (k->nranks)
+    v->ranks[v->nranks++] = k->ranks[0];
+  else
+    v->nranks = nta_proc_ranks(best, k->proc, v->ranks, NTA_MAX_VRANKS);
+  if (!v->nranks && job->world_size == best->nranks && k->proc->lrank >= 0)
+    v->ranks[v->nranks++] = k->proc->lrank;
   if (!wait)
     for (int j = 0; j < job->ncands; j++)
       if ((job->cands[j].cls == NTA_MISSING_COLL || job->cands[j].cls == NTA_INIT_HANG) &&
@@ -229,6 +235,36 @@ static const char *next_step(enum nta_class c) {
   case NTA_STALL: return "every rank agreed: suspect the data plane (GPU, NVLink/network), rerun with NCCL_DEBUG=INFO";
   case NTA_STRAGGLER: return "look at that rank's host and GPU (data loader, CPU contention, throttling, clocks); the others only wait for it";
   default: return "";
+  }
+}
+
+/* Comm ranks a verdict names that live in one process with other ranks of
+ * the comm (ncclCommInitAll, a thread per device): say which process, so
+ * "rank 2" is not read as a process of its own. */
+static void shared_process_note(struct nta_verdict *v) {
+  if (!v->comm)
+    return;
+  const struct nta_proc *done[4];
+  int nd = 0;
+  for (int i = 0; i < v->nranks && nd < 4; i++) {
+    const struct nta_member *m = v->ranks[i] >= 0 ? nta_rank(v->comm, v->ranks[i]) : NULL;
+    int seen = 0;
+    for (int j = 0; m && j < nd; j++)
+      seen |= done[j] == m->proc;
+    if (!m || seen)
+      continue;
+    int r[NTA_MAX_VRANKS];
+    int n = nta_proc_ranks(v->comm, m->proc, r, NTA_MAX_VRANKS);
+    if (n < 2)
+      continue;
+    done[nd++] = m->proc;
+    char rl[96], hex[17];
+    ntt_rank_ranges(r, n, rl, sizeof rl);
+    nta_comm_hex(v->comm->id, hex);
+    size_t o = strlen(v->summary);
+    if (o + 160 < sizeof(v->summary))
+      snprintf(v->summary + o, sizeof(v->summary) - o, " [rank %d is one of ranks %s of comm %.8s in pid %d on %.64s]",
+               v->ranks[i], rl, hex, m->proc->img->hdr.pid, m->proc->img->hdr.host);
   }
 }
 
@@ -342,12 +378,18 @@ void nta_decide(struct nta_job *job) {
         if (k == pick || k->cls != pick->cls || !k->proc || !independent(job, k) ||
             k->t_ns > pick->t_ns + NTA_SAME_CAUSE_NS || v->nranks >= NTA_MAX_VRANKS)
           continue;
-        int r = v->comm ? nta_proc_comm_rank(v->comm, k->proc) : k->proc->lrank;
-        int dup = 0;
-        for (int i = 0; i < v->nranks; i++)
-          dup |= v->ranks[i] == r;
-        if (r >= 0 && !dup)
-          v->ranks[v->nranks++] = r;
+        int rs[NTA_MAX_VRANKS], nr = 0;
+        if (v->comm)
+          nr = nta_proc_ranks(v->comm, k->proc, rs, NTA_MAX_VRANKS);
+        else
+          rs[nr++] = k->proc->lrank;
+        for (int q = 0; q < nr && v->nranks < NTA_MAX_VRANKS; q++) {
+          int dup = 0;
+          for (int i = 0; i < v->nranks; i++)
+            dup |= v->ranks[i] == rs[q];
+          if (rs[q] >= 0 && !dup)
+            v->ranks[v->nranks++] = rs[q];
+        }
       }
     } else {
       v->comm = pick->comm;
@@ -359,8 +401,8 @@ void nta_decide(struct nta_job *job) {
     if (pick->cls == NTA_RANK_EXIT) {
       v->has_exit = 1;
       v->exit_code = pick->exit_code;
-    } else if (pick->cls == NTA_RANK_CRASH) {
-      v->has_signal = 1;
+    } else if (pick->cls == NTA_RANK_CRASH || (pick->cls == NTA_RANK_KILLED && pick->signo)) {
+      v->has_signal = 1; /* a kill only when nccltrace run saw the signal */
       v->signo = pick->signo;
     } else if (pick->cls == NTA_NCCL_ERROR) {
       v->has_error = 1;
@@ -368,6 +410,8 @@ void nta_decide(struct nta_job *job) {
     }
     if (!v->summary[0])
       snprintf(v->summary, sizeof(v->summary), "%.760s%.255s", pick->summary, ctx);
+    if (!(pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)))
+      shared_process_note(v);
   }
   /* Missing evidence is itself evidence, and the verdict must say so. */
   char miss[512] = "";
@@ -393,7 +437,16 @@ void nta_decide(struct nta_job *job) {
   if (job->nunreadable && o + 64 < sizeof(v->summary))
     snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
              job->nunreadable, job->nunreadable > 1 ? "s" : "");
-  if (v->cls == NTA_INIT_HANG && v->field[0])
+  if (v->cls == NTA_RANK_EXIT && v->exit_code == 127)
+    snprintf(v->next, sizeof(v->next),
+             "read that rank's stderr for 'symbol lookup error' or 'error while loading shared libraries': "
+             "the dynamic linker ended it (a library missing, or older than the program needs); the hung "
+             "peers are victims");
+  else if (v->cls == NTA_RANK_KILLED && v->has_signal)
+    snprintf(v->next, sizeof(v->next),
+             "find who sent signal %d: the kernel log of that host (dmesg: the OOM killer), then the "
+             "scheduler's and the launcher's logs; the peers' errors are effects", v->signo);
+  else if (v->cls == NTA_INIT_HANG && v->field[0])
     snprintf(v->next, sizeof(v->next),
              "make every rank of the communicator call nccl%s in the same order: it is collective, "
              "and the ranks that called it wait for the others", v->field);
@@ -446,6 +499,7 @@ int nta_analyze(struct nta_job *job) {
   for (int i = 0; i < job->nprocs; i++)
     if (job->procs[i].img->hdr.world_size > job->world_size)
       job->world_size = job->procs[i].img->hdr.world_size;
+  nta_runexit_apply(job); /* fates first: alignment reports them */
   if (nta_align(job) != 0)
     return -12;
   nta_phase("communicators aligned");
@@ -477,6 +531,7 @@ void nta_job_free(struct nta_job *job) {
   free(job->ev);
   free(job->cands);
   free(job->unreadable);
+  free(job->runexits);
   free(job->other_jobs);
   for (int i = 0; i < NTA_MAX_WORKERS; i++)
     nta_arena_free(&job->arenas[i]);
