@@ -110,7 +110,13 @@ static void *emu_monitor(void *arg)
     nanosleep(&ts, NULL);
     pthread_mutex_lock(&emu_mon_mu);
     for (struct ncclComm *c = emu_mon_list; c; c = c->mon_next) {
-      if (atomic_load(&c->async_err) == ncclRemoteError || emu_comm_cancelled(c))
+      /* NCCL learns of a dead peer from the transport of an operation in
+       * progress (ncclRemoteError: "remote process exited or there was a
+       * network error"): a rank whose work has all finished its exchange
+       * (a slow stream still busy after its last collective, then
+       * finalize) is not failed by peers that finalized and exited. */
+      if (atomic_load(&c->async_err) == ncclRemoteError || emu_comm_cancelled(c) ||
+          atomic_load(&c->inflight) == 0)
         continue;
       for (int p = 0; p < c->nranks; p++) {
         pid_t pid = atomic_load_explicit(&c->shm->pid[p], memory_order_relaxed);
