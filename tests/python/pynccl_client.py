@@ -18,6 +18,12 @@ MODE:
             AllReduce never completes: the watchdog times it out)
   threads   two Python threads, each with its own communicator, issue
             AllReduces from their own functions
+  missing   rank 1 issues AllReduce #2 from lopsided and skips #3, which
+            ranks 0 and 2 issue from train_step and block in
+  stall     every rank issues AllReduce #2 from stuck_step; the emulator
+            (NCCLEMU_FAULT=stall:2) never completes it
+  exit      rank 1 leaves from give_up (os._exit(3)) while ranks 0 and 2
+            block in AllReduce #2
 """
 import ctypes
 import os
@@ -142,6 +148,55 @@ def mismatch():
         time.sleep(60)
 
 
+def lopsided(comm):
+    comm.fill(RANK)
+    comm.all_reduce()
+    return comm.read()
+
+
+def missing():
+    comm = Comm("world")
+    train_step(comm, 0)
+    print("ready", flush=True)
+    if RANK == 1:
+        lopsided(comm)  # AllReduce #2, then no #3
+        time.sleep(60)
+    else:
+        train_step(comm, 1)
+        train_step(comm, 2)  # never completes: rank 1 skipped it
+        time.sleep(60)
+
+
+def stuck_step(comm):
+    comm.fill(RANK)
+    comm.all_reduce()
+    return comm.read()
+
+
+def stall():
+    comm = Comm("world")
+    train_step(comm, 0)
+    print("ready", flush=True)
+    stuck_step(comm)  # never completes (NCCLEMU_FAULT=stall:2)
+    time.sleep(60)
+
+
+def give_up(code):
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def exit_early():
+    comm = Comm("world")
+    train_step(comm, 0)
+    print("ready", flush=True)
+    if RANK == 1:
+        time.sleep(0.2)  # after the others' AllReduce #2 was issued
+        give_up(3)
+    train_step(comm, 1)  # never completes: rank 1 is gone
+    time.sleep(60)
+
+
 BARRIER = threading.Barrier(2)
 
 
@@ -182,4 +237,5 @@ def threads():
     print("a %s b %s" % (ra, rb), flush=True)
 
 
-{"healthy": healthy, "mismatch": mismatch, "threads": threads}[MODE]()
+{"healthy": healthy, "mismatch": mismatch, "threads": threads, "missing": missing, "stall": stall,
+ "exit": exit_early}[MODE]()

@@ -50,8 +50,9 @@ static json_t *verdict_json(const struct nta_job *job) {
   }
   json_object_set_new(o, "t_ns", v->t_ns ? json_integer((json_int_t)v->t_ns) : json_null());
   json_object_set_new(o, "summary", str(v->summary, sizeof(v->summary)));
-  if (v->stack_proc && v->stack_id)
-    json_object_set_new(o, "stack", nta_stack_json(v->stack_proc, v->stack_id));
+  json_t *st = nta_verdict_stack_json(v);
+  if (st)
+    json_object_set_new(o, "stack", st);
   json_object_set_new(o, "next", json_string(v->next));
   return o;
 }
@@ -74,6 +75,7 @@ static json_t *procs_json(const struct nta_job *job) {
     json_object_set_new(o, "first_ns", json_integer((json_int_t)p->first_ns));
     json_object_set_new(o, "last_ns", json_integer((json_int_t)p->last_ns));
     json_object_set_new(o, "python_threads", nta_pythreads_json(p));
+    json_object_set_new(o, "python_threads_from", nta_pythreads_from_json(p));
     json_array_append_new(a, o);
   }
   return a;
