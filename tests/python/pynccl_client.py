@@ -24,6 +24,10 @@ MODE:
             (NCCLEMU_FAULT=stall:2) never completes it
   exit      rank 1 leaves from give_up (os._exit(3)) while ranks 0 and 2
             block in AllReduce #2
+  stale     6 AllReduces, the i-th from f in generated code "gen_i.py"
+            (f at line i+1), each code object freed before the next: CPython
+            reuses their addresses; prints "reused N" (how many code objects
+            had a freed one's address)
 """
 import ctypes
 import os
@@ -197,6 +201,24 @@ def exit_early():
     time.sleep(60)
 
 
+def stale():
+    import gc
+    comm = Comm("world")
+    seen, reused = set(), 0
+    for i in range(6):
+        ns = {}
+        exec(compile("\n" * i + "def f(comm):\n    comm.all_reduce()\n", "gen_%d.py" % i, "exec"), ns)
+        f = ns["f"]
+        reused += id(f.__code__) in seen
+        seen.add(id(f.__code__))
+        f(comm)
+        comm.read()
+        del f, ns
+        gc.collect()  # f and its globals form a cycle
+    print("reused %d" % reused, flush=True)
+    comm.destroy()
+
+
 BARRIER = threading.Barrier(2)
 
 
@@ -220,6 +242,7 @@ def worker_b(out):
         comm.all_reduce()
         out.append(comm.read())
     BARRIER.wait()  # both workers alive: rank 0 dumps from here
+    time.sleep(0.2)  # once worker_a waits again (a running thread's frames are in flux)
     if RANK == 0 and hasattr(NCCL, "nccltrace_dump"):
         NCCL.nccltrace_dump(b"threads")
     BARRIER.wait()
@@ -238,4 +261,4 @@ def threads():
 
 
 {"healthy": healthy, "mismatch": mismatch, "threads": threads, "missing": missing, "stall": stall,
- "exit": exit_early}[MODE]()
+ "exit": exit_early, "stale": stale}[MODE]()

@@ -23,6 +23,9 @@ TEST:
             verdict.stack and the text name stuck_step
   exit      rank 1 leaves through os._exit(3) in give_up: rank_exit,
             verdict.stack = the exiting thread's stack (give_up first)
+  stale     code objects freed and reallocated at the same address (exec'd
+            code): each call's site names its own file and line, not the
+            site cached for the address's previous code object
   pyolder   a ring newer than a process's last dump: analyze still shows
             that dump's Python threads, and says which dump
   nopython  a C program: no Python call site on any record, python "none"
@@ -265,6 +268,20 @@ def t_exit():
           "verdict.stack %s" % st)
     first = text.splitlines()[0]
     check("at pynccl_client.py:%d in give_up" % gline in first, "verdict line: " + first)
+
+
+def t_stale():
+    res = finish(start("stale", "dropin"))
+    for r, (rc, o, e) in enumerate(res):
+        check(rc == 0, "rank %d rc %d: %s" % (r, rc, e))
+    m = re.search(r"reused (\d+)", res[0][1])
+    check(m and int(m.group(1)) > 0, "no code object address was reused: %s" % res[0][1])
+    d = decode(dumps("*-r0-*-exit")[0])
+    ar = [x for x in d["records"] if x["kind"] == "AllReduce"]
+    check(len(ar) == 6, "%d AllReduce records" % len(ar))
+    got = [(x["site"] or ["", "?"])[1] for x in ar]
+    want = ["gen_%d.py:%d f" % (i, i + 2) for i in range(6)]
+    check(got == want, "sites %s, want %s" % (got, want))
 
 
 def t_pyolder():
