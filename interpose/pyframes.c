@@ -42,6 +42,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -77,6 +80,9 @@ static struct layout L;
 static void *(*get_tstate)(void);
 static int (*py_initialized)(void);
 static int py_on; /* 1 once setup validated the layout */
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+static int py_decided;               /* atomic: 1 once setup decided (on, unsupported, disabled) */
+static unsigned long long seen_adds; /* dl_iterate_phdr's load count at the last attempt (setup_lock) */
 
 /* ------------------------------------------------------- safe reads -- */
 
@@ -353,7 +359,8 @@ static int validate_ts(uintptr_t ts) {
 static NTI_TLS uintptr_t my_ts; /* the thread state validate_ts accepted */
 
 uint32_t nti_py_site(void) {
-  if (!py_on)
+  /* Acquire pairs with setup's release: the layout is complete. */
+  if (!__atomic_load_n(&py_on, __ATOMIC_ACQUIRE))
     return 0;
   int saved = errno;
   uint32_t id = 0;
@@ -424,6 +431,8 @@ out:
 void nti_py_forget(void) {
   memset(site_words, 0, sizeof site_words);   /* ids of the parent's stack table */
   memset(frame_slots, 0, sizeof frame_slots); /* offsets into the parent's string table */
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  setup_lock = m; /* may have been held by another parent thread */
   self_pid = getpid();
 }
 
@@ -450,7 +459,7 @@ static void thread_name(uint32_t tid, char *name, size_t cap) {
 }
 
 uint32_t nti_py_threads(struct ntr_pythread *out, uint32_t max) {
-  if (!py_on || !py_initialized || !py_initialized())
+  if (!__atomic_load_n(&py_on, __ATOMIC_ACQUIRE) || !py_initialized())
     return 0;
   int saved = errno;
   uint32_t n = 0, me = (uint32_t)syscall(SYS_gettid);
@@ -596,15 +605,65 @@ static void set_state(uint32_t state) {
   }
 }
 
+/* Python may come after our first NCCL call: a C program that embeds it
+ * later, ctypes in a process whose NCCL was first called from C.  Setup
+ * then runs again from the watchdog's poll (nti_py_poll) until it reaches
+ * a decision: on, unsupported or disabled.  Nothing of this is on the
+ * wrappers' path: they test one process-wide flag (nti_g.sites), which
+ * the decision sets.  setup_lock orders the attempts (activation, poll). */
+/* setup_lock, py_decided, seen_adds: see nti_py_setup. */
+
+/* A thread state of the interpreter's list, when the caller has none of
+ * its own (the watchdog): is its native thread id one of ours?  A layout
+ * that does not fit reads garbage there.  Fault-safe reads only. */
+static int validate_listed(void) {
+  uintptr_t interp = 0, ts = 0, tid = 0;
+  if (read_ptr(L.runtime, L.rt_interp_head, &interp) || !interp || read_ptr(interp, L.in_threads_head, &ts))
+    return 0;
+  if (!ts)
+    return 1; /* no thread yet: each thread is checked at its first call */
+  return read_ptr(ts, L.ts_native_tid, &tid) == 0 && tid && tid < (1u << 30) &&
+         syscall(SYS_tgkill, getpid(), (pid_t)tid, 0) == 0;
+}
+
+/* @return 1 when decided, 0 when there is no running Python yet. */
+static int setup_locked(void);
+
 void nti_py_setup(void) {
+  pthread_mutex_lock(&setup_lock);
+  if (!__atomic_load_n(&py_decided, __ATOMIC_RELAXED) && setup_locked())
+    __atomic_store_n(&py_decided, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&setup_lock);
+}
+
+static int count_adds(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  *(unsigned long long *)arg = info->dlpi_adds;
+  return 1; /* the first object carries the process-wide count */
+}
+
+void nti_py_poll(void) {
+  /* Acquire pairs with the release store of the decision. */
+  if (__atomic_load_n(&py_decided, __ATOMIC_ACQUIRE) || pthread_mutex_trylock(&setup_lock))
+    return;
+  unsigned long long adds = 0;
+  dl_iterate_phdr(count_adds, &adds);
+  /* A new object was loaded, or Python is loaded and not initialized yet. */
+  if ((adds != seen_adds || py_initialized) && setup_locked())
+    __atomic_store_n(&py_decided, 1, __ATOMIC_RELEASE);
+  seen_adds = adds;
+  pthread_mutex_unlock(&setup_lock);
+}
+
+static int setup_locked(void) {
   py_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
   if (!py_initialized || !py_initialized())
-    return; /* no Python (or not running yet): nothing changes, nothing said */
+    return 0; /* no Python (or not running yet): nothing changes, nothing said */
   const unsigned long *ver = dlsym(RTLD_DEFAULT, "Py_Version");
   L.version = ver ? (uint32_t)*ver : 0;
   if (!ntr_cfg.pystacks) {
     set_state(NTR_PY_DISABLED);
-    return;
+    return 1;
   }
   uint32_t major = L.version >> 24, minor = L.version >> 16 & 0xff;
   const char *why = NULL;
@@ -633,16 +692,17 @@ void nti_py_setup(void) {
    * layout against itself now, so a mismatch is said here, once. */
   if (!why) {
     uintptr_t ts = (uintptr_t)get_tstate();
-    if (ts && !validate_ts(ts))
+    if (ts ? !validate_ts(ts) : !validate_listed())
       why = "its thread state does not match the expected layout";
   }
   if (why) {
     set_state(NTR_PY_UNSUPPORTED);
     nti_say("Python %u.%u (%s): Python call sites and stacks are off", major, minor, why);
-    return;
+    return 1;
   }
   set_state(NTR_PY_ON);
   __atomic_store_n(&py_on, 1, __ATOMIC_RELEASE);
   __atomic_fetch_or(&nti_g.sites, NTI_SITES_PY, __ATOMIC_RELEASE);
   ntr_dump_set_pythreads(nti_py_threads);
+  return 1;
 }

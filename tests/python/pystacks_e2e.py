@@ -26,6 +26,9 @@ TEST:
   stale     code objects freed and reallocated at the same address (exec'd
             code): each call's site names its own file and line, not the
             site cached for the address's previous code object
+  late      a C program that calls NCCL, then embeds Python (dlopen) whose
+            code calls NCCL through ctypes: the watchdog notices the new
+            Python, the Python calls carry their site, the C calls none
   pyolder   a ring newer than a process's last dump: analyze still shows
             that dump's Python threads, and says which dump
   nopython  a C program: no Python call site on any record, python "none"
@@ -282,6 +285,24 @@ def t_stale():
     got = [(x["site"] or ["", "?"])[1] for x in ar]
     want = ["gen_%d.py:%d f" % (i, i + 2) for i in range(6)]
     check(got == want, "sites %s, want %s" % (got, want))
+
+
+def t_late():
+    import sysconfig
+    lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "")
+    if not os.path.isfile(lib):
+        print("skip: no shared libpython (%s)" % lib)
+        sys.exit(77)
+    e = env_for(0, "global", extra={"PYTHONHOME": sys.base_prefix, "WORLD_SIZE": "1"})
+    e.pop("PYTHONPATH", None)
+    p = subprocess.run([os.environ["NTI_TEST_EMBED"], lib], env=e, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "done" in p.stdout, "embed_late rc %d: %s" % (p.returncode, p.stderr))
+    d = decode(dumps("*-exit")[0])
+    check(d["python"]["state"] == "on", "python %s" % d["python"])
+    ar = [x for x in d["records"] if x["kind"] == "AllReduce"]
+    check(len(ar) == 6, "%d AllReduce records" % len(ar))
+    funcs = [site_funcs(x)[:1] for x in ar]
+    check(funcs == [[], [], ["late_step"], ["late_step"], [], []], "sites %s" % [x["site"] for x in ar])
 
 
 def t_pyolder():
