@@ -24,6 +24,7 @@
 #ifndef NTI_PYCACHE_H
 #define NTI_PYCACHE_H
 #include <stdint.h>
+#include "recorder/ring.h" /* NTR_FENCE_* (TSan-safe fences) */
 
 #define NTI_PYC_PROBES 16u
 #define NTI_PYC_NONE 0xffffu    /* a site resolved to no stack (the table is full) */
@@ -105,7 +106,7 @@ static inline uint64_t nti_pyc_frame_get(const struct nti_pyc_frames *c, uint64_
     uint64_t k = __atomic_load_n(&f->key, __ATOMIC_RELAXED);
     uint64_t w = __atomic_load_n(&f->word, __ATOMIC_RELAXED);
     /* Orders the loads above before the re-read of seq. */
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    NTR_FENCE_ACQUIRE();
     uint32_t s2 = __atomic_load_n(&f->seq, __ATOMIC_RELAXED);
     if (s1 & 1 || s1 != s2)
       continue; /* being written: not a hit, and not the end of the run */
@@ -140,7 +141,7 @@ static inline void nti_pyc_frame_put(struct nti_pyc_frames *c, uint64_t key, uin
     return; /* another writer has it */
   /* Pairs with the reader's acquire fence: a reader that loads any store
    * below also sees the odd seq on its re-read. */
-  __atomic_thread_fence(__ATOMIC_RELEASE);
+  NTR_FENCE_RELEASE();
   __atomic_store_n(&victim->key, key, __ATOMIC_RELAXED);
   __atomic_store_n(&victim->word, word, __ATOMIC_RELAXED);
   __atomic_store_n(&victim->stamp, now, __ATOMIC_RELAXED);
