@@ -42,12 +42,16 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/pycache.h"
 #include "interpose/pyline.h"
 #include "recorder/dump.h"
 #include "recorder/pystr.h"
@@ -76,6 +80,9 @@ static struct layout L;
 static void *(*get_tstate)(void);
 static int (*py_initialized)(void);
 static int py_on; /* 1 once setup validated the layout */
+static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+static int py_decided;               /* atomic: 1 once setup decided (on, unsupported, disabled) */
+static unsigned long long seen_adds; /* dl_iterate_phdr's load count at the last attempt (setup_lock) */
 
 /* ------------------------------------------------------- safe reads -- */
 
@@ -195,48 +202,38 @@ static size_t read_str(uintptr_t obj, char *out, size_t cap, size_t max_chars, i
 
 /* ------------------------------------------------------- frames -- */
 
-/* One frame's (file, function, line) as a frame word (strings interned in
- * the ring).  code is a checked code object.  Fault-safe reads only. */
-/* Frames seen before: (code, instruction) -> frame word, so that the
- * outer frames of a new call site (usually known) cost a lookup.  Same
- * scheme as the site cache below; word 0 = being filled. */
+/* Frames seen before: (code, instruction, check) -> frame word, so that
+ * the outer frames of a new call site (usually known) cost a lookup.
+ * check: the code object's co_filename pointer and co_firstlineno
+ * (code_check), so a new code object at a freed one's address is not taken
+ * for it (pycache.h).  Only frames whose strings were interned are kept. */
 #define FRAME_SLOTS 8192u
-static struct frame_slot {
-  uint64_t key;  /* atomic */
-  uint64_t word; /* atomic */
-} frames[FRAME_SLOTS];
+static struct nti_pyc_frame frame_slots[FRAME_SLOTS];
+static struct nti_pyc_frames frames = {frame_slots, FRAME_SLOTS - 1, 0};
 
-static uint64_t frame_key(uintptr_t code, int lasti) {
-  uint64_t k = ((uint64_t)code ^ (uint64_t)(uint32_t)lasti << 48 ^ (uint64_t)(uint32_t)lasti) * 0x9e3779b97f4a7c15ull;
+static uint64_t code_check(uintptr_t filename, int32_t firstlineno) {
+  return (uint64_t)filename * 0xc2b2ae3d27d4eb4full ^ (uint64_t)(uint32_t)firstlineno;
+}
+
+static uint64_t frame_key(uintptr_t code, int lasti, uint64_t check) {
+  uint64_t k = ((uint64_t)code ^ (uint64_t)(uint32_t)lasti << 48 ^ (uint64_t)(uint32_t)lasti ^ check) *
+               0x9e3779b97f4a7c15ull;
   k ^= k >> 31;
   return k ? k : 1;
 }
 
 static uint64_t resolve_uncached(uintptr_t code, int lasti);
 
-static uint64_t resolve(uintptr_t code, int lasti) {
-  uint64_t key = frame_key(code, lasti);
-  struct frame_slot *free_slot = NULL;
-  for (uint32_t p = 0; p < 16; p++) {
-    struct frame_slot *f = &frames[(key + p) & (FRAME_SLOTS - 1)];
-    /* Acquire pairs with the release store of word below. */
-    uint64_t k = __atomic_load_n(&f->key, __ATOMIC_ACQUIRE);
-    if (k == key) {
-      uint64_t w = __atomic_load_n(&f->word, __ATOMIC_ACQUIRE);
-      if (w)
-        return w;
-      break;
-    }
-    if (k == 0) {
-      free_slot = f;
-      break;
-    }
-  }
-  uint64_t w = resolve_uncached(code, lasti);
-  uint64_t expected = 0;
-  if (free_slot && ntr_pyframe_str(w) &&
-      __atomic_compare_exchange_n(&free_slot->key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-    __atomic_store_n(&free_slot->word, w, __ATOMIC_RELEASE);
+/* One frame's (file, function, line) as a frame word (strings interned in
+ * the ring).  code is a checked code object.  Fault-safe reads only. */
+static uint64_t resolve(uintptr_t code, int lasti, uint64_t check) {
+  uint64_t key = frame_key(code, lasti, check);
+  uint64_t w = nti_pyc_frame_get(&frames, key);
+  if (w)
+    return w;
+  w = resolve_uncached(code, lasti);
+  if (ntr_pyframe_str(w))
+    nti_pyc_frame_put(&frames, key, w);
   return w;
 }
 
@@ -290,6 +287,20 @@ static uintptr_t ts_frame_safe(uintptr_t ts) {
   return read_ptr(ts, L.ts_frame, &f) ? 0 : f;
 }
 
+/* code_check of a code object, fault-safe (0 when unreadable). */
+static uint64_t code_check_safe(uintptr_t code) {
+  uint32_t lo = L.co_filename < L.co_firstlineno ? L.co_filename : L.co_firstlineno;
+  uint32_t hi = L.co_filename + 8 > L.co_firstlineno + 4 ? L.co_filename + 8 : L.co_firstlineno + 4;
+  unsigned char b[128];
+  uintptr_t fname;
+  int32_t first;
+  if (hi - lo > sizeof b || safe_read((const void *)(code + lo), b, hi - lo))
+    return 0;
+  memcpy(&fname, b + L.co_filename - lo, sizeof fname);
+  memcpy(&first, b + L.co_firstlineno - lo, sizeof first);
+  return code_check(fname, first);
+}
+
 /* The code object and instruction index of a frame, fault-safe.
  * @return 1 for a frame of Python code, 0 for one to skip, -1 unreadable. */
 static int frame_safe(uintptr_t fr, uintptr_t *code, int *lasti) {
@@ -308,40 +319,11 @@ static int frame_safe(uintptr_t fr, uintptr_t *code, int *lasti) {
 
 /* ---------------------------------------------------- site cache -- */
 
-/* Known sites: hash of the (code, instruction) chain -> stack id.  Open
- * addressing; key 0 = empty.  id 0: being resolved by another thread;
- * SITE_NONE: resolved to nothing (table full). */
+/* Known sites: hash of the (code, instruction, check) chain -> stack id
+ * (pycache.h: bounded probe runs, the oldest entry replaced). */
 #define SITE_SLOTS 4096u
-#define SITE_PROBES 16u
-#define SITE_NONE UINT32_MAX
-static struct site {
-  uint64_t key; /* atomic */
-  uint32_t id;  /* atomic */
-} sites[SITE_SLOTS];
-
-static uint32_t site_lookup(uint64_t key, struct site **free_slot) {
-  *free_slot = NULL;
-  for (uint32_t p = 0; p < SITE_PROBES; p++) {
-    struct site *s = &sites[(key + p) & (SITE_SLOTS - 1)];
-    /* Acquire pairs with the release store of id after the key's CAS. */
-    uint64_t k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
-    if (k == key) {
-      uint32_t id = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
-      return id ? id : 0;
-    }
-    if (k == 0) {
-      *free_slot = s;
-      return 0;
-    }
-  }
-  return 0;
-}
-
-static void site_insert(struct site *s, uint64_t key, uint32_t id) {
-  uint64_t expected = 0;
-  if (s && __atomic_compare_exchange_n(&s->key, &expected, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-    __atomic_store_n(&s->id, id ? id : SITE_NONE, __ATOMIC_RELEASE);
-}
+static uint64_t site_words[SITE_SLOTS];
+static struct nti_pyc_sites sites = {site_words, SITE_SLOTS - 1, 0};
 
 /* ------------------------------------------------- own thread -- */
 
@@ -377,7 +359,8 @@ static int validate_ts(uintptr_t ts) {
 static NTI_TLS uintptr_t my_ts; /* the thread state validate_ts accepted */
 
 uint32_t nti_py_site(void) {
-  if (!py_on)
+  /* Acquire pairs with setup's release: the layout is complete. */
+  if (!__atomic_load_n(&py_on, __ATOMIC_ACQUIRE))
     return 0;
   int saved = errno;
   uint32_t id = 0;
@@ -400,6 +383,7 @@ uint32_t nti_py_site(void) {
   }
   uintptr_t code[NTR_STACK_DEPTH];
   int lasti[NTR_STACK_DEPTH];
+  uint64_t check[NTR_STACK_DEPTH];
   uint32_t depth = 0;
   uint64_t key = 0x70797374ull;
   for (int hops = 0; fr && depth < NTR_STACK_DEPTH && hops < 4 * (int)NTR_STACK_DEPTH; hops++) {
@@ -409,7 +393,9 @@ uint32_t nti_py_site(void) {
       uintptr_t instr = *(const uintptr_t *)(fr + L.fr_instr);
       code[depth] = c;
       lasti[depth] = (int)(((intptr_t)instr - (intptr_t)(c + L.co_code)) / 2);
-      key = mix(mix(key, c), (uint64_t)(uint32_t)lasti[depth]);
+      /* the code object's identity beyond its address (pycache.h) */
+      check[depth] = code_check(*(const uintptr_t *)(c + L.co_filename), *(const int32_t *)(c + L.co_firstlineno));
+      key = mix(mix(mix(key, c), check[depth]), (uint64_t)(uint32_t)lasti[depth]);
       depth++;
     }
     fr = *(const char *const *)(fr + L.fr_previous);
@@ -426,26 +412,27 @@ uint32_t nti_py_site(void) {
   key ^= key >> 33;
   if (!key)
     key = 1;
-  struct site *slot;
-  id = site_lookup(key, &slot);
+  id = nti_pyc_site_get(&sites, key);
   if (NTI_LIKELY(id)) {
-    id = id == SITE_NONE ? 0 : id;
+    id = id == NTI_PYC_NONE ? 0 : id;
     goto out;
   }
-  /* A new site: resolve each frame once. */
+  /* A new site (or one evicted since): resolve each frame once. */
   uint64_t words[NTR_STACK_DEPTH];
   for (uint32_t i = 0; i < depth; i++)
-    words[i] = resolve(code[i], lasti[i]);
+    words[i] = resolve(code[i], lasti[i], check[i]);
   id = ntr_stack_intern_kind(&nti_g.ring, NTR_STACK_PYTHON, words, depth);
-  site_insert(slot, key, id);
+  nti_pyc_site_put(&sites, key, id);
 out:
   errno = saved;
   return id;
 }
 
 void nti_py_forget(void) {
-  memset(sites, 0, sizeof sites);   /* ids of the parent's stack table */
-  memset(frames, 0, sizeof frames); /* offsets into the parent's string table */
+  memset(site_words, 0, sizeof site_words);   /* ids of the parent's stack table */
+  memset(frame_slots, 0, sizeof frame_slots); /* offsets into the parent's string table */
+  pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+  setup_lock = m; /* may have been held by another parent thread */
   self_pid = getpid();
 }
 
@@ -472,7 +459,7 @@ static void thread_name(uint32_t tid, char *name, size_t cap) {
 }
 
 uint32_t nti_py_threads(struct ntr_pythread *out, uint32_t max) {
-  if (!py_on || !py_initialized || !py_initialized())
+  if (!__atomic_load_n(&py_on, __ATOMIC_ACQUIRE) || !py_initialized())
     return 0;
   int saved = errno;
   uint32_t n = 0, me = (uint32_t)syscall(SYS_gettid);
@@ -505,7 +492,7 @@ uint32_t nti_py_threads(struct ntr_pythread *out, uint32_t max) {
             t->flags |= NTR_PYT_TRUNCATED;
             break;
           }
-          t->frame[t->depth++] = resolve(code, lasti);
+          t->frame[t->depth++] = resolve(code, lasti, code_check_safe(code));
         }
         if (read_ptr(fr, L.fr_previous, &fr))
           break;
@@ -618,15 +605,65 @@ static void set_state(uint32_t state) {
   }
 }
 
+/* Python may come after our first NCCL call: a C program that embeds it
+ * later, ctypes in a process whose NCCL was first called from C.  Setup
+ * then runs again from the watchdog's poll (nti_py_poll) until it reaches
+ * a decision: on, unsupported or disabled.  Nothing of this is on the
+ * wrappers' path: they test one process-wide flag (nti_g.sites), which
+ * the decision sets.  setup_lock orders the attempts (activation, poll). */
+/* setup_lock, py_decided, seen_adds: see nti_py_setup. */
+
+/* A thread state of the interpreter's list, when the caller has none of
+ * its own (the watchdog): is its native thread id one of ours?  A layout
+ * that does not fit reads garbage there.  Fault-safe reads only. */
+static int validate_listed(void) {
+  uintptr_t interp = 0, ts = 0, tid = 0;
+  if (read_ptr(L.runtime, L.rt_interp_head, &interp) || !interp || read_ptr(interp, L.in_threads_head, &ts))
+    return 0;
+  if (!ts)
+    return 1; /* no thread yet: each thread is checked at its first call */
+  return read_ptr(ts, L.ts_native_tid, &tid) == 0 && tid && tid < (1u << 30) &&
+         syscall(SYS_tgkill, getpid(), (pid_t)tid, 0) == 0;
+}
+
+/* @return 1 when decided, 0 when there is no running Python yet. */
+static int setup_locked(void);
+
 void nti_py_setup(void) {
+  pthread_mutex_lock(&setup_lock);
+  if (!__atomic_load_n(&py_decided, __ATOMIC_RELAXED) && setup_locked())
+    __atomic_store_n(&py_decided, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&setup_lock);
+}
+
+static int count_adds(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  *(unsigned long long *)arg = info->dlpi_adds;
+  return 1; /* the first object carries the process-wide count */
+}
+
+void nti_py_poll(void) {
+  /* Acquire pairs with the release store of the decision. */
+  if (__atomic_load_n(&py_decided, __ATOMIC_ACQUIRE) || pthread_mutex_trylock(&setup_lock))
+    return;
+  unsigned long long adds = 0;
+  dl_iterate_phdr(count_adds, &adds);
+  /* A new object was loaded, or Python is loaded and not initialized yet. */
+  if ((adds != seen_adds || py_initialized) && setup_locked())
+    __atomic_store_n(&py_decided, 1, __ATOMIC_RELEASE);
+  seen_adds = adds;
+  pthread_mutex_unlock(&setup_lock);
+}
+
+static int setup_locked(void) {
   py_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
   if (!py_initialized || !py_initialized())
-    return; /* no Python (or not running yet): nothing changes, nothing said */
+    return 0; /* no Python (or not running yet): nothing changes, nothing said */
   const unsigned long *ver = dlsym(RTLD_DEFAULT, "Py_Version");
   L.version = ver ? (uint32_t)*ver : 0;
   if (!ntr_cfg.pystacks) {
     set_state(NTR_PY_DISABLED);
-    return;
+    return 1;
   }
   uint32_t major = L.version >> 24, minor = L.version >> 16 & 0xff;
   const char *why = NULL;
@@ -655,16 +692,17 @@ void nti_py_setup(void) {
    * layout against itself now, so a mismatch is said here, once. */
   if (!why) {
     uintptr_t ts = (uintptr_t)get_tstate();
-    if (ts && !validate_ts(ts))
+    if (ts ? !validate_ts(ts) : !validate_listed())
       why = "its thread state does not match the expected layout";
   }
   if (why) {
     set_state(NTR_PY_UNSUPPORTED);
     nti_say("Python %u.%u (%s): Python call sites and stacks are off", major, minor, why);
-    return;
+    return 1;
   }
   set_state(NTR_PY_ON);
   __atomic_store_n(&py_on, 1, __ATOMIC_RELEASE);
   __atomic_fetch_or(&nti_g.sites, NTI_SITES_PY, __ATOMIC_RELEASE);
   ntr_dump_set_pythreads(nti_py_threads);
+  return 1;
 }

@@ -2,8 +2,9 @@
  * CPython's own data structures without the GIL (docs/user-guide.md,
  * "Python call sites").
  *
- * Thread-safety: nti_py_setup runs once (nti_activate, under its lock);
- * afterwards the layout is read-only.  nti_py_site may run on any thread
+ * Thread-safety: nti_py_setup and nti_py_poll run under a lock of their
+ * own (activation, the watchdog) until one of them decides; afterwards the
+ * layout is read-only.  nti_py_site may run on any thread
  * concurrently (lock-free site cache; the ring's stack and string tables are
  * lock-free).  nti_py_threads may run concurrently with application threads
  * (it reads their state through fault-safe copies only).
@@ -21,6 +22,11 @@
  * (nti_g.sites) and register the dump's thread-stack source.  An
  * unsupported Python says so in one line; no Python says nothing. */
 void nti_py_setup(void);
+
+/* The watchdog's poll: while setup has not decided (no Python seen yet),
+ * look again when the process loaded a new object (dl_iterate_phdr's
+ * count) or its Python is not initialized yet.  Nothing once decided. */
+void nti_py_poll(void);
 
 /* The calling thread's Python call site as a stack id (index + 1 in the
  * ring's stack table), 0 when the thread runs no Python code or the site

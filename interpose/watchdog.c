@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "interpose/nti.h"
+#include "interpose/pyframes.h"
 #include "interpose/trigger.h"
 
 typedef int cu_result; /* CUresult; 0 = CUDA_SUCCESS */
@@ -636,6 +637,7 @@ static void *watchdog_main(void *arg) {
   while (!wd_stop) {
     pthread_mutex_unlock(&wd_lock);
     uint64_t now = ntr_clock_now();
+    nti_py_poll(); /* a Python loaded since our first NCCL call */
     recent_scan(0);
     for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
       poll_events(c, now, tmo);

@@ -97,6 +97,9 @@ void ntt_py_frame_str(const struct ntr_image *img, uint64_t word, int short_file
 int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len);
 /* ["file:line function", ...] innermost first, or JSON null. */
 json_t *ntt_pystack_json(const struct ntr_image *img, uint32_t id);
+/* The same two forms for frame words w[0..depth) (a dump's Python thread). */
+int ntt_py_site_frames(const struct ntr_image *img, const uint64_t *w, uint32_t depth, char *buf, size_t len);
+json_t *ntt_pyframes_json(const struct ntr_image *img, const uint64_t *w, uint32_t depth);
 /* The dump's Python threads (docs/decode-json.md). */
 json_t *ntt_pythreads_json(const struct ntr_image *img);
 void ntt_print_pythreads(FILE *out, const struct ntr_image *img, const char *indent);

@@ -39,6 +39,25 @@ void ntt_py_frame_str(const struct ntr_image *img, uint64_t word, int short_file
     snprintf(buf, len, short_file ? "%s in %s" : "%s %s", f, fn);
 }
 
+int ntt_py_site_frames(const struct ntr_image *img, const uint64_t *w, uint32_t depth, char *buf, size_t len) {
+  if (!depth) {
+    if (len)
+      buf[0] = '\0';
+    return 0;
+  }
+  ntt_py_frame_str(img, w[0], 1, buf, len);
+  /* The innermost frame is often a thin wrapper (pynccl's NCCLLibrary,
+   * torch.distributed): its caller names the application's line. */
+  if (depth > 1) {
+    size_t n = strlen(buf);
+    if (n + 14 < len) {
+      memcpy(buf + n, " called from ", 13);
+      ntt_py_frame_str(img, w[1], 1, buf + n + 13, len - n - 13);
+    }
+  }
+  return 1;
+}
+
 int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len) {
   const struct ntr_stack *s = ntt_py_stack(img, id);
   if (!s) {
@@ -46,20 +65,10 @@ int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len)
       buf[0] = '\0';
     return 0;
   }
-  ntt_py_frame_str(img, s->ip[0], 1, buf, len);
-  /* The innermost frame is often a thin wrapper (pynccl's NCCLLibrary,
-   * torch.distributed): its caller names the application's line. */
-  if (s->depth > 1) {
-    size_t n = strlen(buf);
-    if (n + 14 < len) {
-      memcpy(buf + n, " called from ", 13);
-      ntt_py_frame_str(img, s->ip[1], 1, buf + n + 13, len - n - 13);
-    }
-  }
-  return 1;
+  return ntt_py_site_frames(img, s->ip, s->depth < NTR_STACK_DEPTH ? s->depth : NTR_STACK_DEPTH, buf, len);
 }
 
-static json_t *frames_json(const struct ntr_image *img, const uint64_t *w, uint32_t depth) {
+json_t *ntt_pyframes_json(const struct ntr_image *img, const uint64_t *w, uint32_t depth) {
   json_t *a = json_array();
   for (uint32_t i = 0; i < depth; i++) {
     char b[NTR_PYSTR_FILE_MAX + NTR_PYSTR_FUNC_MAX + 32];
@@ -71,7 +80,7 @@ static json_t *frames_json(const struct ntr_image *img, const uint64_t *w, uint3
 
 json_t *ntt_pystack_json(const struct ntr_image *img, uint32_t id) {
   const struct ntr_stack *s = ntt_py_stack(img, id);
-  return s ? frames_json(img, s->ip, s->depth < NTR_STACK_DEPTH ? s->depth : NTR_STACK_DEPTH) : json_null();
+  return s ? ntt_pyframes_json(img, s->ip, s->depth < NTR_STACK_DEPTH ? s->depth : NTR_STACK_DEPTH) : json_null();
 }
 
 json_t *ntt_pythreads_json(const struct ntr_image *img) {
@@ -86,7 +95,7 @@ json_t *ntt_pythreads_json(const struct ntr_image *img) {
     json_object_set_new(o, "name", json_string(name));
     json_object_set_new(o, "dumping", json_boolean(t->flags & NTR_PYT_DUMPER));
     json_object_set_new(o, "truncated", json_boolean(t->flags & NTR_PYT_TRUNCATED));
-    json_object_set_new(o, "frames", frames_json(img, t->frame, t->depth));
+    json_object_set_new(o, "frames", ntt_pyframes_json(img, t->frame, t->depth));
     json_array_append_new(a, o);
   }
   return a;

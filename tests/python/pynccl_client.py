@@ -18,6 +18,16 @@ MODE:
             AllReduce never completes: the watchdog times it out)
   threads   two Python threads, each with its own communicator, issue
             AllReduces from their own functions
+  missing   rank 1 issues AllReduce #2 from lopsided and skips #3, which
+            ranks 0 and 2 issue from train_step and block in
+  stall     every rank issues AllReduce #2 from stuck_step; the emulator
+            (NCCLEMU_FAULT=stall:2) never completes it
+  exit      rank 1 leaves from give_up (os._exit(3)) while ranks 0 and 2
+            block in AllReduce #2
+  stale     6 AllReduces, the i-th from f in generated code "gen_i.py"
+            (f at line i+1), each code object freed before the next: CPython
+            reuses their addresses; prints "reused N" (how many code objects
+            had a freed one's address)
 """
 import ctypes
 import os
@@ -142,6 +152,73 @@ def mismatch():
         time.sleep(60)
 
 
+def lopsided(comm):
+    comm.fill(RANK)
+    comm.all_reduce()
+    return comm.read()
+
+
+def missing():
+    comm = Comm("world")
+    train_step(comm, 0)
+    print("ready", flush=True)
+    if RANK == 1:
+        lopsided(comm)  # AllReduce #2, then no #3
+        time.sleep(60)
+    else:
+        train_step(comm, 1)
+        train_step(comm, 2)  # never completes: rank 1 skipped it
+        time.sleep(60)
+
+
+def stuck_step(comm):
+    comm.fill(RANK)
+    comm.all_reduce()
+    return comm.read()
+
+
+def stall():
+    comm = Comm("world")
+    train_step(comm, 0)
+    print("ready", flush=True)
+    stuck_step(comm)  # never completes (NCCLEMU_FAULT=stall:2)
+    time.sleep(60)
+
+
+def give_up(code):
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def exit_early():
+    comm = Comm("world")
+    train_step(comm, 0)
+    print("ready", flush=True)
+    if RANK == 1:
+        time.sleep(0.2)  # after the others' AllReduce #2 was issued
+        give_up(3)
+    train_step(comm, 1)  # never completes: rank 1 is gone
+    time.sleep(60)
+
+
+def stale():
+    import gc
+    comm = Comm("world")
+    seen, reused = set(), 0
+    for i in range(6):
+        ns = {}
+        exec(compile("\n" * i + "def f(comm):\n    comm.all_reduce()\n", "gen_%d.py" % i, "exec"), ns)
+        f = ns["f"]
+        reused += id(f.__code__) in seen
+        seen.add(id(f.__code__))
+        f(comm)
+        comm.read()
+        del f, ns
+        gc.collect()  # f and its globals form a cycle
+    print("reused %d" % reused, flush=True)
+    comm.destroy()
+
+
 BARRIER = threading.Barrier(2)
 
 
@@ -165,6 +242,7 @@ def worker_b(out):
         comm.all_reduce()
         out.append(comm.read())
     BARRIER.wait()  # both workers alive: rank 0 dumps from here
+    time.sleep(0.2)  # once worker_a waits again (a running thread's frames are in flux)
     if RANK == 0 and hasattr(NCCL, "nccltrace_dump"):
         NCCL.nccltrace_dump(b"threads")
     BARRIER.wait()
@@ -182,4 +260,5 @@ def threads():
     print("a %s b %s" % (ra, rb), flush=True)
 
 
-{"healthy": healthy, "mismatch": mismatch, "threads": threads}[MODE]()
+{"healthy": healthy, "mismatch": mismatch, "threads": threads, "missing": missing, "stall": stall,
+ "exit": exit_early, "stale": stale}[MODE]()

@@ -16,6 +16,21 @@ TEST:
   preload   the same mismatch under LD_PRELOAD, NCCL resolved through the
             global scope (ctypes.CDLL(None) after loading NCCL RTLD_GLOBAL)
   threads   two Python threads issuing NCCL calls get their own stacks
+  missing   rank 1 issues AllReduce #2 from lopsided and skips #3:
+            missing_collective, verdict.stack = its last call (in
+            lopsided), the text names lopsided and where the others wait
+  stall     every rank blocks in AllReduce #2 from stuck_step: stall,
+            verdict.stack and the text name stuck_step
+  exit      rank 1 leaves through os._exit(3) in give_up: rank_exit,
+            verdict.stack = the exiting thread's stack (give_up first)
+  stale     code objects freed and reallocated at the same address (exec'd
+            code): each call's site names its own file and line, not the
+            site cached for the address's previous code object
+  late      a C program that calls NCCL, then embeds Python (dlopen) whose
+            code calls NCCL through ctypes: the watchdog notices the new
+            Python, the Python calls carry their site, the C calls none
+  pyolder   a ring newer than a process's last dump: analyze still shows
+            that dump's Python threads, and says which dump
   nopython  a C program: no Python call site on any record, python "none"
   versions  every other CPython 3.10-3.14 installed: sites right, 3.10 refused
   off       NCCLTRACE_PYSTACKS=0: no call sites, state "disabled", exit 0
@@ -200,6 +215,124 @@ def mismatch(load):
     text = tool("decode", t0[0])
     check("Python threads (at the dump):" in text and "pynccl_client.py:%d train_step" % line_of("train_step", "comm.read()")
           in text, "decode text of the timeout dump:\n" + text)
+
+
+def hang(mode, ndumps, extra=None, load="dropin"):
+    """Run mode until ndumps timeout dumps exist, then SIGTERM every rank;
+    @return the ranks' results, analyze's text and JSON (dumps and rings)."""
+    e = {"NCCLTRACE_TIMEOUT": "1"}
+    e.update(extra or {})
+    procs = start(mode, load, extra=e)
+    try:
+        wait_for(lambda: len(dumps("*-timeout")) >= ndumps, "timeout dumps")
+    finally:
+        time.sleep(0.3)
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        res = finish(procs)
+    ev = [os.path.join(TMP, "dumps"), os.path.join(TMP, "rings")]
+    return res, tool("analyze", *ev), json.loads(tool("analyze", "--json", *ev))
+
+
+def t_missing():
+    _, text, v = hang("missing", 2)
+    vd = v["verdict"]
+    check(vd["class"] == "missing_collective" and vd["ranks"] == [1], "verdict %s" % vd)
+    lline = line_of("lopsided", "all_reduce()")
+    st = vd.get("stack") or []
+    check(len(st) >= 3 and st[0].endswith(" Comm.all_reduce") and st[1] == "%s:%d lopsided" % (CLIENT, lline),
+          "verdict.stack %s" % st)
+    first = text.splitlines()[0]
+    check("pynccl_client.py:%d in lopsided" % lline in first and
+          "pynccl_client.py:%d in train_step" % line_of("train_step", "all_reduce()") in first, "verdict line: " + first)
+
+
+def t_stall():
+    _, text, v = hang("stall", 3, {"NCCLEMU_FAULT": "stall:2"})
+    vd = v["verdict"]
+    check(vd["class"] == "stall", "verdict %s" % vd)
+    sline = line_of("stuck_step", "all_reduce()")
+    st = vd.get("stack") or []
+    check(len(st) >= 3 and st[1] == "%s:%d stuck_step" % (CLIENT, sline), "verdict.stack %s" % st)
+    first = text.splitlines()[0]
+    check("pynccl_client.py:%d in stuck_step" % sline in first, "verdict line: " + first)
+
+
+def t_exit():
+    # under LD_PRELOAD: os._exit reaches our _exit (the exit dump)
+    res, text, v = hang("exit", 2, load="global")
+    check(res[1][0] == 3, "rank 1 rc %d: %s" % (res[1][0], res[1][2]))
+    vd = v["verdict"]
+    check(vd["class"] == "rank_exit" and vd["ranks"] == [1] and vd.get("exit_code") == 3, "verdict %s" % vd)
+    gline = line_of("give_up", "os._exit(code)")
+    st = vd.get("stack") or []
+    check(len(st) >= 3 and st[0] == "%s:%d give_up" % (CLIENT, gline) and st[1].endswith(" exit_early"),
+          "verdict.stack %s" % st)
+    first = text.splitlines()[0]
+    check("at pynccl_client.py:%d in give_up" % gline in first, "verdict line: " + first)
+
+
+def t_stale():
+    res = finish(start("stale", "dropin"))
+    for r, (rc, o, e) in enumerate(res):
+        check(rc == 0, "rank %d rc %d: %s" % (r, rc, e))
+    m = re.search(r"reused (\d+)", res[0][1])
+    check(m and int(m.group(1)) > 0, "no code object address was reused: %s" % res[0][1])
+    d = decode(dumps("*-r0-*-exit")[0])
+    ar = [x for x in d["records"] if x["kind"] == "AllReduce"]
+    check(len(ar) == 6, "%d AllReduce records" % len(ar))
+    got = [(x["site"] or ["", "?"])[1] for x in ar]
+    want = ["gen_%d.py:%d f" % (i, i + 2) for i in range(6)]
+    check(got == want, "sites %s, want %s" % (got, want))
+
+
+def t_late():
+    import sysconfig
+    lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "")
+    if not os.path.isfile(lib):
+        print("skip: no shared libpython (%s)" % lib)
+        sys.exit(77)
+    e = env_for(0, "global", extra={"PYTHONHOME": sys.base_prefix, "WORLD_SIZE": "1"})
+    e.pop("PYTHONPATH", None)
+    p = subprocess.run([os.environ["NTI_TEST_EMBED"], lib], env=e, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "done" in p.stdout, "embed_late rc %d: %s" % (p.returncode, p.stderr))
+    d = decode(dumps("*-exit")[0])
+    check(d["python"]["state"] == "on", "python %s" % d["python"])
+    ar = [x for x in d["records"] if x["kind"] == "AllReduce"]
+    check(len(ar) == 6, "%d AllReduce records" % len(ar))
+    funcs = [site_funcs(x)[:1] for x in ar]
+    check(funcs == [[], [], ["late_step"], ["late_step"], [], []], "sites %s" % [x["site"] for x in ar])
+
+
+def t_pyolder():
+    """Rank 0 is SIGKILLed after its timeout dump: its ring (newer, no
+    Python threads) is its latest image; the report shows the timeout
+    dump's threads and says so."""
+    procs = start("mismatch", "dropin", extra={"NCCLTRACE_TIMEOUT": "1"})
+    try:
+        wait_for(lambda: len(dumps("*-r0-*-timeout")) >= 1, "rank 0's timeout dump")
+        time.sleep(0.3)
+        procs[0].kill()
+    finally:
+        time.sleep(0.3)
+        for p in procs[1:]:
+            p.send_signal(signal.SIGTERM)
+        finish(procs)
+    rings = [r for r in glob.glob(os.path.join(TMP, "rings", "**", "*"), recursive=True) if os.path.isfile(r)]
+    check(rings, "no ring left by the killed rank 0")
+    paths = [os.path.join(TMP, "dumps"), os.path.join(TMP, "rings")]
+    v = json.loads(tool("analyze", "--json", *paths))
+    p0 = [p for p in v["ranks"] if p["rank"] == 0]
+    check(p0 and p0[0]["state"] == "vanished", "rank 0: %s" % p0)
+    pt = p0[0].get("python_threads") or []
+    check(any(any(" train_step" in f for f in t["frames"]) for t in pt), "rank 0's threads: %s" % pt)
+    src = p0[0].get("python_threads_from") or {}
+    check(src.get("trigger") == "timeout" and not src.get("latest") and "-timeout" in src.get("path", ""),
+          "python_threads_from %s" % src)
+    text = tool("analyze", *paths)
+    m = re.search(r"rank 0 \(pid \d+, timeout dump at [^,]+, nccltrace-[^ ]*-timeout[^;]*; its newer ring", text)
+    check(m, "no source named for rank 0's threads:\n" + text)
 
 
 def t_mismatch():

@@ -164,6 +164,9 @@ struct nta_mdata {
   uint64_t min_tsc;             /* smallest non-zero issue ticks of its records, 0 none */
   uint64_t first_ns;
   uint64_t init_enter_ns, init_fail_ns, abort_ns;
+  uint16_t init_pystack;        /* Python call sites (stack ids, 0 none): its first init's, */
+  uint16_t abort_pystack;       /* its first CommAbort's, */
+  uint16_t life_pystack;        /* its latest other lifecycle call's (split, window register) */
   int tracking;
   struct nta_replays gr[NTA_GRAPHS];
   int ngr;
@@ -189,6 +192,9 @@ void nta_arena_free(struct nta_arena *a);
  * compact per-communicator data stay; the records themselves are freed. */
 struct nta_proc {
   struct ntr_image *img;        /* the latest image: header, comms, trigger (records freed) */
+  struct ntr_image *pyimg;      /* the newest image with Python threads when it is not img (a
+                                 * ring newer than the last dump): its threads, string table and
+                                 * trigger only, owned; NULL otherwise (nta_py_image) */
   int own_img;                  /* img was allocated by load.c and goes with the process */
   int in_arena;                 /* md[].pk and .boff live in an nta_arena, not malloc */
   char job[64];                 /* job id of its images */
@@ -310,6 +316,8 @@ struct nta_verdict {
   uint64_t t_ns;                /* when the cause happened */
   const struct nta_proc *stack_proc; /* the faulty call's Python call site: stack_id of */
   uint32_t stack_id;            /* stack_proc's image, 0 none (verdict.stack) */
+  const struct ntr_image *stack_img;     /* or, for a death, the Python stack of the thread that */
+  const struct ntr_pythread *stack_thread; /* exited or crashed, from its last dump (stack_id 0) */
   char summary[1024];
   char next[512];               /* what to do next, one line */
   const struct nta_strag *strag; /* class straggler: its finding */
@@ -533,4 +541,23 @@ json_t *nta_stack_json(const struct nta_proc *p, unsigned pystack);
 /* Every rank's Python threads from its last dump (hangs and exits). */
 void nta_report_pythreads(const struct nta_job *job, FILE *out);
 json_t *nta_pythreads_json(const struct nta_proc *p);
+/* {"trigger", "path", "time_ns", "latest"} of the image they come from, or null. */
+json_t *nta_pythreads_from_json(const struct nta_proc *p);
+/* The newest image of p with Python threads (p->pyimg, else p->img when it
+ * has some), NULL when none. */
+const struct ntr_image *nta_py_image(const struct nta_proc *p);
+/* reduce.c, after choosing p->img: keep the Python part of the newest of
+ * imgs[0..n) that has threads when p->img has none.  @return 0 or -1. */
+int nta_py_keep(struct nta_proc *p, struct ntr_image **imgs, int n);
+void nta_py_free(struct nta_proc *p);
+/* m's last call on its comm: the later of its last collective and its
+ * last send/recv.  @return 1 with *o. */
+int nta_member_last_op(const struct nta_member *m, struct nta_op *o);
+/* k's verdict.stack: stack id pystack of p's image, when it names a stack. */
+void nta_cand_site(struct nta_cand *k, const struct nta_proc *p, unsigned pystack);
+/* A death, abort or error verdict (k->proc): where that process's Python
+ * code was (see pysite.c) into v's stack, " at ..." text into buf. */
+void nta_death_site(const struct nta_cand *k, struct nta_verdict *v, char *buf, size_t len);
+/* verdict.stack, NULL when there is none. */
+json_t *nta_verdict_stack_json(const struct nta_verdict *v);
 #endif

@@ -349,10 +349,16 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
   k->seq = s;
   memcpy(k->ranks, absent, sizeof(int) * (size_t)na);
   k->nranks = na;
-  char hex[17], d[160] = "it", rl[256];
+  char hex[17], d[400] = "it", rl[256];
   nta_comm_hex(c->id, hex);
-  if (have)
+  if (have) {
     nta_describe_op(&first, d, sizeof(d));
+    for (int i = 0; i < c->nranked; i++)
+      if (nta_coll_find(c->ranked[i], s, &o) && o.t_ns == first.t_ns) {
+        nta_site_text(c->ranked[i]->proc, o.pystack, d + strlen(d), sizeof(d) - strlen(d));
+        break;
+      }
+  }
   nta_rank_list(absent, na, rl, sizeof(rl));
   snprintf(k->summary, sizeof(k->summary),
            "missing collective on comm %s seq %llu: %s %s left no evidence at all while every other "
@@ -379,6 +385,7 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
   }
   uint64_t s = lo + 1, t = 0;
   struct nta_op first, o;
+  const struct nta_proc *first_proc = NULL;
   int have = 0;
   int waiting[NTA_MAX_VRANKS], nw = 0;
   for (int i = 0; i < c->nranked; i++) {
@@ -387,6 +394,7 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
       continue;
     if (nta_coll_find(m, s, &o) && (!have || o.t_ns < t)) {
       first = o;
+      first_proc = m->proc;
       have = 1;
       t = o.t_ns;
     }
@@ -401,15 +409,31 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
   for (int i = 0; i < c->nranked && k->nranks < NTA_MAX_VRANKS; i++)
     if (!c->ranked[i]->in_init && c->ranked[i]->issued < s)
       k->ranks[k->nranks++] = c->ranked[i]->rank;
-  char hex[17], d[160] = "it", rm[256], rw[256];
+  char hex[17], d[160] = "it", rm[256], rw[256], at[400] = "", last[600] = "";
   nta_comm_hex(c->id, hex);
-  if (have)
+  if (have) {
     nta_describe_op(&first, d, sizeof(d));
+    nta_site_text(first_proc, first.pystack, at, sizeof(at));
+  }
   nta_rank_list(k->ranks, k->nranks, rm, sizeof(rm));
   nta_rank_list(waiting, nw, rw, sizeof(rw));
+  /* verdict.stack: the first culprit's last call on the comm, where its
+   * code went another way (pysite.c) */
+  const struct nta_member *cm = k->nranks ? nta_rank(c, k->ranks[0]) : NULL;
+  struct nta_op lo_op;
+  char lsite[400];
+  if (cm && nta_member_last_op(cm, &lo_op)) {
+    nta_site_text(cm->proc, lo_op.pystack, lsite, sizeof(lsite));
+    if (lsite[0]) {
+      char ld[160];
+      nta_describe_op(&lo_op, ld, sizeof(ld));
+      snprintf(last, sizeof(last), "; rank %d's last call on the comm was %s%s", cm->rank, ld, lsite);
+      nta_cand_site(k, cm->proc, lo_op.pystack);
+    }
+  }
   snprintf(k->summary, sizeof(k->summary),
-           "missing collective on comm %s seq %llu: %s %s never issued %s, which %s %s issued", hex,
-           (unsigned long long)s, nta_plural(k->nranks), rm, d, nta_plural(nw), rw);
+           "missing collective on comm %s seq %llu: %s %s never issued %s, which %s %s issued%s%s", hex,
+           (unsigned long long)s, nta_plural(k->nranks), rm, d, nta_plural(nw), rw, at, last);
   for (int i = 0; i < k->nranks; i++) {
     const struct nta_member *m = nta_rank(c, k->ranks[i]);
     struct nta_op last;
@@ -496,8 +520,15 @@ static void detect_stall(struct nta_job *job, const struct nta_comm *c) {
   nta_comm_hex(c->id, hex);
   if (have)
     nta_describe_op(&ref, d, sizeof(d));
-  snprintf(k->summary, sizeof(k->summary), "stall on comm %s seq %llu: all %d ranks issued %s identically and %s",
-           hex, (unsigned long long)s, c->nranks, d,
+  /* verdict.stack: the blocked call of the lowest rank with a site */
+  char at[400] = "";
+  for (int i = 0; i < c->nranked && !at[0]; i++)
+    if (nta_coll_find(c->ranked[i], s, &o) && o.pystack) {
+      nta_site_text(c->ranked[i]->proc, o.pystack, at, sizeof(at));
+      nta_cand_site(k, c->ranked[i]->proc, o.pystack);
+    }
+  snprintf(k->summary, sizeof(k->summary), "stall on comm %s seq %llu: all %d ranks issued %s%s identically and %s",
+           hex, (unsigned long long)s, c->nranks, d, at,
            tracked ? "none completed" : "none went further (completion was not tracked)");
   for (int i = 0; i < c->nranked; i++)
     if (nta_coll_find(c->ranked[i], s, &o))

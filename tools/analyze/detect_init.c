@@ -54,13 +54,18 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
     else
       k->ranks[k->nranks++] = r;
   }
-  char hex[17], rm[256], rw[256];
+  char hex[17], rm[256], rw[256], at[400] = "";
   nta_comm_hex(c->id, hex);
   nta_rank_list(k->ranks, k->nranks, rm, sizeof(rm));
   nta_rank_list(waiting, nw, rw, sizeof(rw));
+  for (int i = 0; i < nw && !at[0]; i++) {
+    const struct nta_member *m = nta_rank(c, waiting[i]);
+    nta_site_text(m->proc, m->d->life_pystack, at, sizeof(at));
+    nta_cand_site(k, m->proc, m->d->life_pystack);
+  }
   snprintf(k->summary, sizeof(k->summary),
-           "%s of comm %s never completed: %s %s never called it while %s %s waited in it",
-           ntr_kind_name(kind), hex, nta_plural(k->nranks), rm, nta_plural(nw), rw);
+           "%s of comm %s never completed: %s %s never called it while %s %s waited in it%s",
+           ntr_kind_name(kind), hex, nta_plural(k->nranks), rm, nta_plural(nw), rw, at);
   for (int i = 0; i < nw; i++) {
     const struct nta_member *m = nta_rank(c, waiting[i]);
     nta_event_add(job, ntr_image_ns(m->proc->img, m->cs->blocked_since), m->proc->lrank, "init",
@@ -92,9 +97,15 @@ void nta_detect_init(struct nta_job *job, const struct nta_comm *c) {
   for (int i = 0; i < c->nranked && nw < NTA_MAX_VRANKS; i++)
     if (c->ranked[i]->in_init)
       waiting[nw++] = c->ranked[i]->rank;
-  char hex[17], rm[256], rw[256];
+  char hex[17], rm[256], rw[256], at[400] = "";
   nta_comm_hex(c->id, hex);
   nta_rank_list(waiting, nw, rw, sizeof(rw));
+  /* verdict.stack: the init call the joined ranks wait in */
+  for (int i = 0; i < nw && !at[0]; i++) {
+    const struct nta_member *m = nta_rank(c, waiting[i]);
+    nta_site_text(m->proc, m->d->init_pystack, at, sizeof(at));
+    nta_cand_site(k, m->proc, m->d->init_pystack);
+  }
   unsigned kind = 0;
   for (int i = 0; i < c->nranked && !kind; i++)
     if (c->ranked[i]->cs)
@@ -102,16 +113,16 @@ void nta_detect_init(struct nta_job *job, const struct nta_comm *c) {
   if (k->nranks) {
     nta_rank_list(k->ranks, k->nranks, rm, sizeof(rm));
     snprintf(k->summary, sizeof(k->summary),
-             "init of comm %s (%d ranks) never completed: %s %s never joined while %s %s waited in %s",
+             "init of comm %s (%d ranks) never completed: %s %s never joined while %s %s waited in %s%s",
              hex, c->nranks, nta_plural(k->nranks), rm, nta_plural(nw), rw,
-             kind ? ntr_kind_name(kind) : "communicator init");
+             kind ? ntr_kind_name(kind) : "communicator init", at);
   } else {
     /* Everyone arrived and init still did not finish: name them all. */
     for (int i = 0; i < nw; i++)
       k->ranks[k->nranks++] = waiting[i];
     snprintf(k->summary, sizeof(k->summary),
-             "init of comm %s (%d ranks) never completed although every rank joined (%s waited in %s)",
-             hex, c->nranks, rw, kind ? ntr_kind_name(kind) : "communicator init");
+             "init of comm %s (%d ranks) never completed although every rank joined (%s waited in %s%s)",
+             hex, c->nranks, rw, kind ? ntr_kind_name(kind) : "communicator init", at);
   }
   for (int i = 0; i < nw; i++) {
     const struct nta_member *m = nta_rank(c, waiting[i]);

@@ -69,10 +69,12 @@ static int p2p_unmatched(const struct nta_comm *c, const struct nta_member *self
  * named (either side may have picked the wrong peer).  Records lost to a
  * wrapped ring could fake an unmatched call: such processes are skipped. */
 /* A p2p mismatch candidate between ranks a and b at seq, on the field that
- * differs; hex, ds and dr get the comm id and both ops described for the
- * summary.  @return the candidate, NULL when the table is full. */
+ * differs; hex, ds and dr get the comm id and both ops described, with
+ * their Python sites, for the summary.  verdict.stack: the send's site.
+ * @return the candidate, NULL when the table is full. */
 static struct nta_cand *p2p_cand(struct nta_job *job, const struct nta_comm *c, uint64_t seq, const char *field,
-                                 int a, int b, const struct nta_op *so, const struct nta_op *ro, char hex[17],
+                                 int a, int b, const struct nta_op *so, const struct nta_op *ro,
+                                 const struct nta_proc *ps, const struct nta_proc *pr, char hex[17],
                                  char *ds, char *dr, size_t dlen) {
   struct nta_cand *k = nta_cand_add(job, NTA_P2P_MISMATCH, so->t_ns > ro->t_ns ? so->t_ns : ro->t_ns);
   if (!k)
@@ -85,6 +87,9 @@ static struct nta_cand *p2p_cand(struct nta_job *job, const struct nta_comm *c, 
   nta_comm_hex(c->id, hex);
   nta_describe_op(so, ds, dlen);
   nta_describe_op(ro, dr, dlen);
+  nta_site_text(ps, so->pystack, ds + strlen(ds), dlen - strlen(ds));
+  nta_site_text(pr, ro->pystack, dr + strlen(dr), dlen - strlen(dr));
+  nta_cand_site(k, ps, so->pystack);
   return k;
 }
 
@@ -111,14 +116,15 @@ static void detect_p2p_peer(struct nta_job *job, const struct nta_comm *c) {
           struct nta_op so, ro;
           nta_p2p_op(ma, s, &so);
           nta_p2p_op(md, r, &ro);
-          char hex[17], ds[160], dr[160];
-          struct nta_cand *k = p2p_cand(job, c, s->seq, "peer", a, d, &so, &ro, hex, ds, dr, sizeof ds);
+          char hex[17], ds[400], dr[400];
+          struct nta_cand *k = p2p_cand(job, c, s->seq, "peer", a, d, &so, &ro, ma->proc, md->proc, hex, ds, dr,
+                                        sizeof ds);
           if (!k)
             return;
           snprintf(k->summary, sizeof(k->summary),
-                   "p2p mismatch on comm %s: rank %d's send #%llu went to rank %d, which never receives it, "
+                   "p2p mismatch on comm %s: rank %d's send #%llu (%s) went to rank %d, which never receives it, "
                    "while rank %d waits in %s for data from rank %d (peer differs)",
-                   hex, a, (unsigned long long)s->seq, s->peer, d, dr, a);
+                   hex, a, (unsigned long long)s->seq, ds, s->peer, d, dr, a);
           nta_event_add(job, so.t_ns, ma->proc->lrank, "call", "comm %.8s rank %d: %s (unmatched)", hex, a, ds);
           nta_event_add(job, ro.t_ns, md->proc->lrank, "call", "comm %.8s rank %d: %s (unmatched)", hex, d, dr);
           return;
@@ -167,8 +173,9 @@ void nta_detect_p2p(struct nta_job *job, const struct nta_comm *c) {
     return;
   }
   int a = best_ma->rank, b = best_mb->rank;
-  char hex[17], ds[160], dr[160];
-  struct nta_cand *k = p2p_cand(job, c, best_seq, best_field, a, b, &best_s, &best_r, hex, ds, dr, sizeof ds);
+  char hex[17], ds[400], dr[400];
+  struct nta_cand *k = p2p_cand(job, c, best_seq, best_field, a, b, &best_s, &best_r, best_ma->proc, best_mb->proc,
+                                hex, ds, dr, sizeof ds);
   if (!k)
     return;
   snprintf(k->summary, sizeof(k->summary),

@@ -319,10 +319,17 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
   }
   if (r->tsc && (!s->d.min_tsc || r->tsc < s->d.min_tsc))
     s->d.min_tsc = r->tsc;
-  if (is_init_kind(r->kind) && r->phase == NTR_PHASE_ENTER && !s->d.init_enter_ns)
+  if (is_init_kind(r->kind) && r->phase == NTR_PHASE_ENTER && !s->d.init_enter_ns) {
     s->d.init_enter_ns = nta_ns(p, r->tsc);
-  if (r->kind == NTR_KIND_COMM_ABORT && r->phase != NTR_PHASE_EXIT && !s->d.abort_ns)
+    s->d.init_pystack = r->pystack_id;
+  }
+  if (r->kind == NTR_KIND_COMM_ABORT && r->phase != NTR_PHASE_EXIT && !s->d.abort_ns) {
     s->d.abort_ns = nta_ns(p, r->tsc);
+    s->d.abort_pystack = r->pystack_id;
+  }
+  if (r->pystack_id && r->phase == NTR_PHASE_ENTER && !is_init_kind(r->kind) && r->kind < NTR_KIND_FIRST_TRACER_EVENT &&
+      !ntr_kind_is_collective(r->kind) && !ntr_kind_is_p2p(r->kind))
+    s->d.life_pystack = r->pystack_id;
   /* ncclInProgress (7) is a nonblocking init still running, not a failure. */
   if (is_init_kind(r->kind) && r->phase == NTR_PHASE_EXIT && r->result > 0 && r->result != 7 &&
       !s->d.init_fail_ns) {
@@ -577,6 +584,8 @@ int nta_reduce_proc(struct nta_proc *p, struct ntr_image **imgs, int n, struct n
   p->lost = p->img->lost;
   p->lrank = p->img->hdr.rank;
   p->first_path = p->img->path;
+  if (rc == 0)
+    rc = nta_py_keep(p, imgs, n);
   nta_set_fate(p);
   return rc;
 }
@@ -596,6 +605,7 @@ void nta_proc_free(struct nta_proc *p) {
   free(p->fps);
   free(p->gfp);
   free(p->mems);
+  nta_py_free(p);
   if (p->own_img) {
     ntr_image_free(p->img);
     free(p->img);

@@ -91,8 +91,9 @@ static json_t *verdict_json(const struct nta_job *job) {
   if (v->strag)
     strag_keys(o, v->strag);
   json_object_set_new(o, "summary", str(v->summary, sizeof(v->summary)));
-  if (v->stack_proc && v->stack_id)
-    json_object_set_new(o, "stack", nta_stack_json(v->stack_proc, v->stack_id));
+  json_t *st = nta_verdict_stack_json(v);
+  if (st)
+    json_object_set_new(o, "stack", st);
   json_object_set_new(o, "next", json_string(v->next));
   return o;
 }
@@ -140,6 +141,7 @@ static json_t *procs_json(const struct nta_job *job) {
       json_object_set_new(seen, p->run->signaled ? "signal" : "exit_code", json_integer(p->run->code));
     }
     json_object_set_new(o, "run_status", seen);
+    json_object_set_new(o, "python_threads_from", nta_pythreads_from_json(p));
     json_array_append_new(a, o);
   }
   return a;

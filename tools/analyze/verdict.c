@@ -368,9 +368,10 @@ void nta_decide(struct nta_job *job) {
     if (pick->replay)
       v->replay = pick->replay;
     snprintf(v->field, sizeof(v->field), "%s", pick->field);
-    char ctx[256] = "";
+    char ctx[256] = "", site[768] = "";
     if (pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)) {
       place_in_comm(job, pick, v, ctx, sizeof(ctx));
+      nta_death_site(pick, v, site, sizeof(site));
       /* Same-class, independent deaths close together: one event, several
        * ranks (an NCCL error spreads to peers: only the first counts). */
       for (int j = 0; j < job->ncands && is_death(pick->cls); j++) {
@@ -409,7 +410,7 @@ void nta_decide(struct nta_job *job) {
       v->error = pick->error;
     }
     if (!v->summary[0])
-      snprintf(v->summary, sizeof(v->summary), "%.760s%.255s", pick->summary, ctx);
+      snprintf(v->summary, sizeof(v->summary), "%.560s%.220s%.240s", pick->summary, site, ctx);
     if (!(pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)))
       shared_process_note(v);
   }
