@@ -87,6 +87,7 @@ static struct nti_comm *new_comm(uint64_t id, int rank, int nranks, unsigned kin
   nti_first_comm();
   if (c) {
     c->nonblocking = nonblocking;
+    nti_comm_flags_update(c);
     c->cs->parent_id = parent;
     c->cs->aux = aux;
     if (nonblocking)

@@ -47,6 +47,10 @@
 
 struct nti_global {
   int active;           /* 1: wrappers record (not disabled, ring open) */
+  /* 1: the wrappers' fast path applies (active, check not strict, no
+   * stacks): the one mode word the hot path tests (nti_activate sets it,
+   * release; read with acquire like active). */
+  int fast;
   int disabled;         /* NCCLTRACE_DISABLE=1: pure pass-through */
   int dump_ready;       /* ntr_dump_init succeeded */
   struct ntr_ring ring; /* this process's flight recorder */
@@ -58,6 +62,11 @@ extern struct nti_global nti_g;
  * load-acquire on arm64: no cost on the hot path.  Async-signal-safe. */
 static inline int nti_active(void) {
   return __atomic_load_n(&nti_g.active, __ATOMIC_ACQUIRE);
+}
+/* May a wrapper take its fast path (nti_g.fast)?  Same pairing as
+ * nti_active. */
+static inline int nti_fast(void) {
+  return __atomic_load_n(&nti_g.fast, __ATOMIC_ACQUIRE);
 }
 
 /* Per-thread state.  Initial-exec TLS: no lazy allocation (and so no malloc
@@ -75,10 +84,12 @@ struct nti_group_op {
 };
 struct nti_tls {
   int guard;             /* >0 while inside a wrapped call: nested calls pass through */
-  uint32_t tid;          /* gettid() cached, 0 until first use */
   uint32_t group_depth;  /* ncclGroupStart nesting, as we saw it */
-  uint32_t group_seq;    /* outermost groups started by this thread */
+  /* tid and group_id side by side, in the record's order: the hot path
+   * moves them with one load and one store. */
+  uint32_t tid;          /* gettid() cached, 0 until first use */
   uint32_t group_id;     /* current outermost group's id, 0 outside */
+  uint32_t group_seq;    /* outermost groups started by this thread */
   int group_nops;        /* entries used in group_ops */
   int group_overflow;    /* more distinct pairs than NTI_GROUP_TRACK */
   /* NTI_GROUP_TRACK entries, allocated at the thread's first GroupStart:
@@ -89,11 +100,32 @@ struct nti_tls {
   /* This thread's block of ring positions (recorder/ring.h); reset in a
    * fork child, whose ring starts again at 0. */
   struct ntr_ring_cursor ring_cur;
-  /* Set by the tracer's own threads (watchdog): they write rarely and take
-   * single positions, so that they leave no open block behind. */
+  /* Set by the tracer's own threads (watchdog) and by signal handlers
+   * while they record: their records take a block of their own
+   * (ntr_ring_reserve), so that they leave no open block behind and never
+   * touch the cursor of the thread they interrupted. */
   int internal;
+  int exit_hooked;       /* the thread-exit release of ring_cur is registered (init.c) */
+  /* The comm of this thread's last fast-path call (wrappers.c), cached
+   * only while nti_fast(): a match implies the fast mode.  Never NULL:
+   * &nti_comm_none until the first. */
+  struct nti_comm *last_comm;
+  /* The record's group_depth and flags words as one: group_depth, and
+   * NTR_REC_IN_GROUP << 16 inside a group (nti_group_word_sync). */
+  uint32_t group_word;
 };
+_Static_assert(offsetof(struct nti_tls, group_id) == offsetof(struct nti_tls, tid) + 4, "tid, group_id adjacent");
 extern NTI_TLS struct nti_tls nti_tls;
+
+/* After every change of group_depth (group.c). */
+static inline void nti_group_word_sync(void) {
+  uint32_t d = nti_tls.group_depth & 0xffffu;
+  nti_tls.group_word = d | (d ? (uint32_t)NTR_REC_IN_GROUP << 16 : 0);
+}
+
+/* Once per thread, at its first block: at thread exit its block is given
+ * back (ntr_ring_release), so lapping writers can use that index again. */
+void nti_thread_hook(void);
 
 uint32_t nti_tid_slow(void);
 static inline uint32_t nti_tid(void) {
@@ -170,6 +202,9 @@ struct __attribute__((aligned(64))) nti_comm {
   uint64_t next_pos;     /* position + 1 of its newest record (atomic, relaxed):
                             the floor of the next one (ntr_ring_reserve_in) */
   ncclComm_t handle;
+  uint32_t rec_flags;    /* NTR_REC_NONBLOCKING / NTR_REC_NO_TRACKING for its op records,
+                            shifted 16 left: the record's flags half of the group_depth
+                            and flags word (atomic, relaxed: nti_comm_flags_update) */
   int nonblocking;
   int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
   uint32_t async_poller; /* 1 while one thread polls ncclCommGetAsyncError and
@@ -198,6 +233,10 @@ struct __attribute__((aligned(64))) nti_comm {
   uint64_t recent_upto;           /* position + 1 up to which the watchdog copied its op
                                      records into recent[] (atomic: wrappers read it) */
   uint64_t stall_pos, stall_polls; /* watchdog only: its newest record, waited for */
+  uint64_t recent_patch_pos;      /* watchdog only: position + 1 of a record copied into
+                                     recent[] before its result was known, 0 = none */
+  uint64_t incall_mark;           /* watchdog only: blocked_since it set for an op in progress */
+  uint64_t incall_reported_pos;   /* watchdog only: position + 1 of the op last timed out */
   struct nti_comm *next_all;      /* list of every comm ever registered */
 };
 
@@ -233,6 +272,9 @@ static inline struct nti_comm *nti_comm_lookup(ncclComm_t handle) {
   }
   return NULL;
 }
+/* Matches no handle (its handle is NTI_REG_TOMB): the wrappers' cache
+ * starts there. */
+extern struct nti_comm nti_comm_none;
 /* Lifecycle only (under nti_life_lock). */
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind);
 int nti_comm_bind(struct nti_comm *c, ncclComm_t handle);
@@ -255,34 +297,19 @@ uint64_t nti_id_scalable(const ncclUniqueId *ids, int n);
 /* Called once the first comm id is known: derive the job id if none. */
 void nti_job_from_comm(uint64_t comm_id);
 
-/* Fingerprint mix: a few multiplies, inline for the hot path. */
-static inline uint32_t nti_mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  h *= 0xff51afd7ed558ccdull;
-  return (uint32_t)(h ^ (h >> 32));
-}
-/* Two dependent rounds, not one per field: the small fields are packed into
- * one word first (op 8 bits, dtype 8, redop 16, root 32; a custom redop
- * that differs only above bit 15 would collide, which a 32-bit hash allows
- * anyway).  The hash is informational (docs/wire-protocol.md): the exchange
- * and the tools compare the fields themselves. */
-static inline uint32_t nti_fp_coll(unsigned kind, uint64_t count, int dtype, int redop, int root) {
-  uint64_t packed = (uint64_t)(ntr_kind_fp_op(kind) & 0xffu) | (uint64_t)((uint32_t)dtype & 0xffu) << 8 |
-                    (uint64_t)((uint32_t)redop & 0xffffu) << 16 | (uint64_t)(uint32_t)root << 32;
-  return nti_mix(nti_mix(0x6e63636cull, packed), count);
-}
-static inline uint32_t nti_fp_p2p(uint64_t seq, uint64_t count, int dtype, int peer, int dir) {
-  uint64_t packed = (uint64_t)((uint32_t)dtype & 0xffu) | (uint64_t)(dir & 1) << 8 | (uint64_t)(uint32_t)peer << 32;
-  return nti_mix(nti_mix(nti_mix(0x70327032ull, packed), count), seq);
-}
+/* The fingerprint is derived by readers (recorder/format.h: ntr_fp_coll,
+ * ntr_fp_p2p, ntr_record_fp). */
+#define nti_fp_coll ntr_fp_coll
+#define nti_fp_p2p ntr_fp_p2p
 
 /* ------------------------------------------------------------ record.c -- */
 
-/* Fill the common fields of a fresh record (time, tid, group, comm). */
-/* A position for a record of comm c (or none): from the thread's block on
- * application threads, keeping c's records in position order. */
-/* Also links the record to c's previous one (prev_gap): the watchdog walks
- * that chain back from c's newest record to copy recent[] (watchdog.c). */
+/* A position for a record of comm c (or none), outside the wrappers' fast
+ * path: from the thread's block on application threads, keeping c's
+ * records in position order; a block of its own for the tracer's threads
+ * and signal handlers (nti_tls.internal).  Also links the record to c's
+ * previous one (prev_gap): the watchdog walks that chain back from c's
+ * newest record to copy recent[] (watchdog.c). */
 static inline __attribute__((always_inline)) struct ntr_record *nti_reserve(uint64_t *pos, const struct nti_comm *c) {
   struct ntr_record *r;
   if (NTI_UNLIKELY(nti_tls.internal)) {
@@ -293,6 +320,8 @@ static inline __attribute__((always_inline)) struct ntr_record *nti_reserve(uint
   uint64_t *next = c ? (uint64_t *)&c->next_pos : NULL; /* written by its user thread only */
   uint64_t prev = next ? __atomic_load_n(next, __ATOMIC_RELAXED) : 0;
   r = ntr_ring_reserve_in(&nti_g.ring, &nti_tls.ring_cur, prev, pos);
+  if (NTI_UNLIKELY(!nti_tls.exit_hooked))
+    nti_thread_hook();
   /* prev = position + 1 of c's newest record, 0 when none; the gap is at
    * least 1 (the floor above) */
   uint64_t gap = *pos + 1 - prev;
@@ -326,9 +355,10 @@ static inline struct ntr_record *nti_record_begin(uint64_t *pos, unsigned kind, 
   r->group_id = nti_tls.group_id;
   r->flags = nti_tls.group_depth ? NTR_REC_IN_GROUP : 0;
   if (c) {
-    r->comm_id = c->cs->comm_id;
-    r->rank = c->cs->rank;
-    r->nranks = c->cs->nranks;
+    struct ntr_comm_state *cs = c->cs;
+    r->comm_id = cs->comm_id;
+    r->rank = cs->rank;
+    r->nranks = cs->nranks;
     if (c->nonblocking)
       r->flags |= NTR_REC_NONBLOCKING;
   } else {
@@ -377,7 +407,6 @@ struct nti_op {
   /* filled by the wrapper */
   struct nti_comm *c;
   uint64_t seq, pos, tsc;
-  int blocked;                 /* we set cs->blocked_since for this call */
   struct ntr_record *rec;
 };
 ncclResult_t nti_replay(const struct nti_op *op); /* wrappers.c */
@@ -419,6 +448,13 @@ static inline int nti_tracked(const struct nti_comm *c) {
  * record at position pos.  One relaxed load. */
 static inline int nti_recent_passed(const struct nti_comm *c, uint64_t pos) {
   return __atomic_load_n(&c->recent_upto, __ATOMIC_RELAXED) > pos;
+}
+/* Refresh c->rec_flags from c's state (nonblocking, tracking): at bind,
+ * and when the watchdog learns the comm's CUDA context. */
+static inline void nti_comm_flags_update(struct nti_comm *c) {
+  uint32_t f = (uint32_t)((c->nonblocking ? NTR_REC_NONBLOCKING : 0) |
+                          (nti_tracked(c) ? 0 : NTR_REC_NO_TRACKING)) << 16;
+  __atomic_store_n(&c->rec_flags, f, __ATOMIC_RELAXED);
 }
 /* Is the stream capturing?  1 yes, 0 no or unknown. */
 int nti_stream_capturing(void *stream);

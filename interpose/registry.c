@@ -36,6 +36,7 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
     return NULL;
   memset(c, 0, sizeof *c);
   c->cs = cs;
+  c->rec_flags = (uint32_t)NTR_REC_NO_TRACKING << 16; /* until the watchdog knows its context */
   /* Vyukov queue: cell i is free for the producer of position i. */
   for (uint64_t i = 0; i < NTI_EVQ; i++)
     c->pend[i].turn = i;
@@ -55,6 +56,8 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
   __atomic_store_n(&all_comms, c, __ATOMIC_RELEASE);
   return c;
 }
+
+struct nti_comm nti_comm_none = {.handle = (ncclComm_t)NTI_REG_TOMB};
 
 int nti_comm_bind(struct nti_comm *c, ncclComm_t handle) {
   uintptr_t key = (uintptr_t)handle;
@@ -98,6 +101,10 @@ void nti_comm_unbind(struct nti_comm *c) {
     return;
   __atomic_store_n(&c->live, 0, __ATOMIC_RELEASE);
   uintptr_t key = (uintptr_t)c->handle;
+  /* A thread's cached comm (wrappers.c) compares handle: set to a value
+   * no handle has, it no longer matches the value a new comm may reuse.  Relaxed: the cache is
+   * a hint checked against the handle the caller passes. */
+  __atomic_store_n(&c->handle, (ncclComm_t)NTI_REG_TOMB, __ATOMIC_RELAXED);
   if (key <= NTI_REG_TOMB)
     return;
   uint32_t i = nti_reg_slot_of(key);
