@@ -65,8 +65,10 @@ static int exit_key_ok;
 static void thread_exit(void *v) {
   (void)v;
   /* TLS is still ours while key destructors run. */
-  if (nti_active())
+  if (nti_active()) {
     ntr_ring_release(&nti_g.ring, &nti_tls.ring_cur);
+    ntr_ring_release(&nti_g.ring, &nti_tls.sig_cur);
+  }
 }
 
 void nti_thread_hook(void) {
@@ -135,6 +137,7 @@ static void fork_child(void) {
   nti_tls.last_comm = &nti_comm_none;
   nti_tls.exit_hooked = 0; /* keys survive fork; the value is set again */
   nti_tls.ring_cur = (struct ntr_ring_cursor){0, 0, NULL, 0}; /* a block of the parent's ring */
+  nti_tls.sig_cur = (struct ntr_ring_cursor){0, 0, NULL, 0};
   nti_watchdog_forget();
   ntr_dump_reset_child();
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;

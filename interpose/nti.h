@@ -100,11 +100,12 @@ struct nti_tls {
   /* This thread's block of ring positions (recorder/ring.h); reset in a
    * fork child, whose ring starts again at 0. */
   struct ntr_ring_cursor ring_cur;
-  /* Set by the tracer's own threads (watchdog) and by signal handlers
-   * while they record: their records take a block of their own
-   * (ntr_ring_reserve), so that they leave no open block behind and never
-   * touch the cursor of the thread they interrupted. */
+  /* Depth of our signal handlers running on this thread (signals.c):
+   * their records never touch ring_cur, which the interrupted code may be
+   * in the middle of using; the outermost handler has a block of its own
+   * (sig_cur), nested ones take one per record (ntr_ring_reserve). */
   int internal;
+  struct ntr_ring_cursor sig_cur;
   int exit_hooked;       /* the thread-exit release of ring_cur is registered (init.c) */
   /* The comm of this thread's last fast-path call (wrappers.c), cached
    * only while nti_fast(): a match implies the fast mode.  Never NULL:
@@ -305,15 +306,15 @@ void nti_job_from_comm(uint64_t comm_id);
 /* ------------------------------------------------------------ record.c -- */
 
 /* A position for a record of comm c (or none), outside the wrappers' fast
- * path: from the thread's block on application threads, keeping c's
- * records in position order; a block of its own for the tracer's threads
- * and signal handlers (nti_tls.internal).  Also links the record to c's
+ * path: from the thread's block, keeping c's records in position order;
+ * signal handlers' from theirs (nti_tls.internal).  Also links the record to c's
  * previous one (prev_gap): the watchdog walks that chain back from c's
  * newest record to copy recent[] (watchdog.c). */
 static inline __attribute__((always_inline)) struct ntr_record *nti_reserve(uint64_t *pos, const struct nti_comm *c) {
   struct ntr_record *r;
   if (NTI_UNLIKELY(nti_tls.internal)) {
-    r = ntr_ring_reserve(&nti_g.ring, pos);
+    r = nti_tls.internal == 1 ? ntr_ring_reserve_in(&nti_g.ring, &nti_tls.sig_cur, 0, pos)
+                              : ntr_ring_reserve(&nti_g.ring, pos);
     r->prev_gap = 0;
     return r;
   }

@@ -556,7 +556,6 @@ static void *watchdog_main(void *arg) {
   (void)arg;
   /* Everything this thread calls into NCCL passes through unrecorded. */
   nti_tls.guard = 1;
-  nti_tls.internal = 1;
   /* Thread-local capture mode, once, before any CUDA call of this thread
    * (including those NCCL makes for ncclCommGetAsyncError): a thread with
    * no capture of its own is then never prohibited, so none of its event

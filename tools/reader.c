@@ -68,7 +68,9 @@ static int rec_cmp(const void *a, const void *b) {
 }
 
 /* The main ring and a comm's recent[] may both hold the same position; the
- * watchdog marks completion in the main-ring copy, so a completed copy wins. */
+ * watchdog marks completion in the main-ring copy, so a completed copy wins.
+ * Derived fields are filled in on the way: the fingerprint hash (format 2
+ * records carry 0, recorder/format.h: ntr_record_fp). */
 uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n) {
   if (!recs || n == 0)
     return 0;
@@ -92,13 +94,19 @@ uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n) {
         recs[out] = recs[i];
       out++;
     }
-    if (i == n)
+    if (i == n) {
+      for (uint64_t k = 0; k < out; k++)
+        recs[k].fp = ntr_record_fp(&recs[k]);
       return out;
+    }
     /* Out of order at i: everything before it was kept as it was, apart from
      * duplicates folded into their first copy -- the same records, so sorting
      * the kept prefix and the untouched rest gives the same result. */
-    if (sorted)
+    if (sorted) {
+      for (uint64_t k = 0; k < out; k++)
+        recs[k].fp = ntr_record_fp(&recs[k]);
       return out; /* cannot happen: sorted input has no inversion */
+    }
     memmove(&recs[out], &recs[i], (size_t)(n - i) * sizeof *recs);
     n = out + (n - i);
     qsort(recs, (size_t)n, sizeof *recs, rec_cmp);

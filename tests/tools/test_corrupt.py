@@ -56,7 +56,7 @@ def main():
 
         for name, data in (("v7.zst", db), ("v7.ring", rb)):
             write(f, data[:8] + struct.pack("<I", 7) + data[12:])
-            refused(f, "unsupported format version 7 (this nccltrace reads 1)")
+            refused(f, "unsupported format version 7 (this nccltrace reads 2)")
 
         comp = struct.unpack_from("<Q", db, 24)[0]
         write(f, db[:64 + 45])
