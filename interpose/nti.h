@@ -82,13 +82,25 @@ struct nti_group_op {
   uint64_t tsc;
   int p2p_only;
 };
+/* 16 bytes, as the hot path moves them (one load, one OR, one store). */
+typedef uint32_t nti_v4 __attribute__((vector_size(16)));
 struct nti_tls {
   int guard;             /* >0 while inside a wrapped call: nested calls pass through */
   uint32_t group_depth;  /* ncclGroupStart nesting, as we saw it */
-  /* tid and group_id side by side, in the record's order: the hot path
-   * moves them with one load and one store. */
-  uint32_t tid;          /* gettid() cached, 0 until first use */
-  uint32_t group_id;     /* current outermost group's id, 0 outside */
+  /* In the record's order from its tid on (tid, group_id, group_depth and
+   * flags, fp): the hot path ORs the comm's flags in and stores the four
+   * words at once (wrappers.c). */
+  union __attribute__((aligned(16))) {
+    struct {
+      uint32_t tid;        /* gettid() cached, 0 until first use */
+      uint32_t group_id;   /* current outermost group's id, 0 outside */
+      /* The record's group_depth and flags words as one: group_depth, and
+       * NTR_REC_IN_GROUP << 16 inside a group (nti_group_word_sync). */
+      uint32_t group_word;
+      uint32_t tail_zero;  /* the record's fp: 0 */
+    };
+    nti_v4 rec_tail;
+  };
   uint32_t group_seq;    /* outermost groups started by this thread */
   int group_nops;        /* entries used in group_ops */
   int group_overflow;    /* more distinct pairs than NTI_GROUP_TRACK */
@@ -111,11 +123,7 @@ struct nti_tls {
    * only while nti_fast(): a match implies the fast mode.  Never NULL:
    * &nti_comm_none until the first. */
   struct nti_comm *last_comm;
-  /* The record's group_depth and flags words as one: group_depth, and
-   * NTR_REC_IN_GROUP << 16 inside a group (nti_group_word_sync). */
-  uint32_t group_word;
 };
-_Static_assert(offsetof(struct nti_tls, group_id) == offsetof(struct nti_tls, tid) + 4, "tid, group_id adjacent");
 extern NTI_TLS struct nti_tls nti_tls;
 
 /* After every change of group_depth (group.c). */
@@ -203,9 +211,18 @@ struct __attribute__((aligned(64))) nti_comm {
   uint64_t next_pos;     /* position + 1 of its newest record (atomic, relaxed):
                             the floor of the next one (ntr_ring_reserve_in) */
   ncclComm_t handle;
-  uint32_t rec_flags;    /* NTR_REC_NONBLOCKING / NTR_REC_NO_TRACKING for its op records,
-                            shifted 16 left: the record's flags half of the group_depth
-                            and flags word (atomic, relaxed: nti_comm_flags_update) */
+  /* What the comm adds to the record's words from its tid on (nti_tls
+   * rec_tail): rec_flags, NTR_REC_NONBLOCKING / NTR_REC_NO_TRACKING for
+   * its op records shifted 16 left (the flags half of the group_depth and
+   * flags word; atomic, relaxed: nti_comm_flags_update); the rest 0. */
+  union __attribute__((aligned(16))) {
+    struct {
+      uint32_t rf_zero0, rf_zero1;
+      uint32_t rec_flags;
+      uint32_t rf_zero3;
+    };
+    nti_v4 rec_tail_or;
+  };
   int nonblocking;
   int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
   uint32_t async_poller; /* 1 while one thread polls ncclCommGetAsyncError and

@@ -74,6 +74,24 @@ static inline __attribute__((always_inline)) uint64_t nti_fast_clock(void) {
 #endif
 }
 
+/* The slow path's first question: is a new block all the fast path
+ * lacks?  Then take one (and cache the comm): @return 1 to go round again.
+ * Also caches the thread id, so the fast path can read nti_tls.tid as it
+ * is (a thread's first record always comes through here: its cursor is
+ * empty). */
+static int fast_refill(ncclComm_t h, int dtype) {
+  if (!nti_fast() || (unsigned)dtype > 0xffu)
+    return 0;
+  struct nti_comm *c = nti_comm_lookup_cached(h);
+  if (!c || nti_tls.last_comm != c)
+    return 0;
+  (void)nti_tid();
+  if (NTI_UNLIKELY(!nti_tls.exit_hooked))
+    nti_thread_hook();
+  return ntr_ring_refill(&nti_g.ring, &nti_tls.ring_cur) == 0 &&
+         nti_tls.ring_cur.next >= __atomic_load_n(&c->next_pos, __ATOMIC_RELAXED);
+}
+
 /* Fill and publish the CALL record of an op of comm c in slot r (position
  * pos) before the real call (a call that never returns -- lazy connection
  * to a peer that never comes -- is still visible).  Each field is stored
@@ -86,12 +104,13 @@ static inline __attribute__((always_inline)) void fast_fill(struct nti_comm *c, 
   r->u.buf.sendbuf = (uint64_t)(uintptr_t)send;
   r->u.buf.recvbuf = (uint64_t)(uintptr_t)recv;
   r->u.buf.stream = (uint64_t)(uintptr_t)stream;
-  r->kind = (uint16_t)kind;
-  r->phase = NTR_PHASE_CALL;
-  r->dtype = (uint8_t)dtype;
+  /* kind, phase, dtype: one word (the gate took only a dtype that fits
+   * its byte); peer and result (-1: in the call): one word */
+  uint32_t kpd = (uint32_t)kind | (uint32_t)NTR_PHASE_CALL << 16 | (uint32_t)dtype << 24;
+  memcpy(&r->kind, &kpd, sizeof kpd);
   r->redop = p2p ? -1 : redop;
-  r->peer = rootpeer;
-  r->result = -1;
+  uint64_t pr = (uint64_t)(uint32_t)rootpeer | (uint64_t)UINT32_MAX << 32;
+  memcpy(&r->peer, &pr, sizeof pr);
   /* A compiler barrier (no instruction): the arguments are stored first,
    * so their registers are free for what follows and need no saving. */
   __asm__ __volatile__("" ::: "memory");
@@ -104,24 +123,23 @@ static inline __attribute__((always_inline)) void fast_fill(struct nti_comm *c, 
   struct ntr_comm_state *cs = c->cs; /* the one load through c->cs */
   r->seq = op_seq(c, cs, p2p, rootpeer, dir);
   r->tsc = nti_fast_clock();
-  r->tsc_done = 0;
+  /* tsc_done and aux are not written: tsc_done counts only with
+   * NTR_REC_COMPLETED, aux means nothing for an op (recorder/format.h);
+   * readers clear both (tools/reader.c). */
   r->comm_id = cs->comm_id;
   /* rank, nranks: adjacent in both structs, one word */
   uint64_t rn;
   memcpy(&rn, &cs->rank, sizeof rn);
   memcpy(&r->rank, &rn, sizeof rn);
-  /* tid, group_id: adjacent in both structs (nti.h), one word; the tid is
-   * cached: a thread's first record always takes the slow path (its
-   * cursor is empty), which caches it */
-  uint64_t tg;
-  memcpy(&tg, &nti_tls.tid, sizeof tg);
-  memcpy(&r->tid, &tg, sizeof tg);
-  /* group_depth and flags: adjacent, one word (nti.h: group_word) */
-  uint32_t gf = nti_tls.group_word | __atomic_load_n(&c->rec_flags, __ATOMIC_RELAXED);
-  memcpy(&r->group_depth, &gf, sizeof gf);
-  r->fp = 0; /* derived by readers (ntr_record_fp) */
+  /* tid, group_id, group_depth | flags, fp (0: readers derive it): the
+   * thread's words ORed with the comm's flags, 16 bytes at once (nti.h).
+   * The tid is cached: a thread's first record always takes the slow path
+   * (its cursor is empty), which caches it.  The comm's flags change only
+   * when the watchdog learns its context: a racing record has the old
+   * ones, as it would have a moment earlier. */
+  nti_v4 tail = nti_tls.rec_tail | c->rec_tail_or;
+  memcpy(&r->tid, &tail, sizeof tail);
   r->stack_id = 0;
-  r->aux = 0;
   /* Published without the recent[] copy: the watchdog copies op records
    * into their comm's recent[] a few ms later (recent_scan in
    * watchdog.c). */
@@ -222,11 +240,18 @@ static void op_record(struct nti_op *o) {
   nti_record_end(r, pos, NULL);
 }
 
-/* Store the result into our record.  On the slow path the record may be
- * patched long after it was written (strict mode's replay at GroupEnd), so
- * the slot is checked to still hold it, and recent[] too. */
-static void op_result(const struct nti_op *o, ncclResult_t res) {
-  nti_record_patch(o->pos, o->c, (int)res, 0, 0);
+/* Store the result into our record.  Right after the call the slot is
+ * still ours (as on the fast path) and recent[] holds a copy only if the
+ * watchdog passed it (a call that took long); strict mode's replay at
+ * GroupEnd comes long after, so then the slot is checked to still hold
+ * the record, and recent[] too. */
+static void op_result(const struct nti_op *o, ncclResult_t res, int later) {
+  if (later || (o->c && NTI_UNLIKELY(nti_recent_passed(o->c, o->pos)))) {
+    nti_record_patch(o->pos, o->c, (int)res, 0, 0);
+    return;
+  }
+  /* Relaxed: readers copy it under the slot's seqlock. */
+  __atomic_store_n(&o->rec->result, (int32_t)res, __ATOMIC_RELAXED);
 }
 
 /* Strict mode's part of op_pre, out of line: the default path never
@@ -241,7 +266,7 @@ static __attribute__((noinline)) int op_pre_strict_inner(struct nti_op *o, ncclR
   }
   if (nti_strict_single(o) < 0) {
     *res = ncclInvalidUsage;
-    op_result(o, ncclInvalidUsage);
+    op_result(o, ncclInvalidUsage, 0);
     return 1;
   }
   return 0;
@@ -263,8 +288,8 @@ static int op_pre(struct nti_op *o, ncclResult_t *res) {
   return op_pre_strict(o, res);
 }
 
-static void op_post(struct nti_op *o, ncclResult_t res) {
-  op_result(o, res);
+static void op_post(struct nti_op *o, ncclResult_t res, int later) {
+  op_result(o, res, later);
   struct nti_comm *c = o->c;
   if (!c || !accepted(res))
     return;
@@ -288,7 +313,7 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
   nti_tls.guard++;
   if (!op_pre(o, &res)) {
     res = call(o);
-    op_post(o, res);
+    op_post(o, res, 0);
   }
   nti_tls.guard--;
   return res;
@@ -337,6 +362,10 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
       return ncclInvalidUsage;                                                                               \
     if (!nti_active() || nti_tls.guard)                                                                      \
       return real args;                                                                                      \
+    /* Only the thread's block ran out (once per NTR_RING_BLOCK calls): a  \
+     * fresh one, and the fast path again. */                              \
+    if (fast_refill(a_comm, a_dtype))                                                                        \
+      return name args;                                                                                      \
     struct nti_op nti_o;                                                                                     \
     fill;                                                                                                    \
     return op_slow(&nti_o, replay_##name);                                                                   \
@@ -356,7 +385,10 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
                      __atomic_load_n(nti_tls.ring_cur.word, __ATOMIC_RELAXED) != nti_tls.ring_cur.open))     \
       return slow_##name args;                                                                               \
     nti_tls.ring_cur.next = pos + 1;                                                                         \
-    struct ntr_record *r = ntr_ring_open_slot(&nti_g.ring, pos);                                             \
+    struct ntr_record *r = nti_tls.ring_cur.slot++;                                                          \
+    /* Relaxed: ordered by the fence (recorder/ring.h: ntr_ring_open_slot). */                               \
+    __atomic_store_n(&r->commit, NTR_COMMIT_WRITING, __ATOMIC_RELAXED);                                      \
+    NTR_FENCE_RELEASE();                                                                                     \
     nti_tls.guard = 1;                                                                                       \
     fast_fill(c, r, pos, prev, NTR_KIND_##KIND, P2P, DIR, (const void *)(a_send), (void *)(a_recv),         \
               (a_count), (int)(a_dtype), (int)(a_redop), (a_rootpeer), (void *)(a_stream));                  \
@@ -450,6 +482,6 @@ ncclResult_t nti_replay(const struct nti_op *o) {
   /* The deferred call returned ncclSuccess to the application; what NCCL
    * says now is recorded on the original record and folded into GroupEnd's
    * result by the caller. */
-  op_post((struct nti_op *)o, res);
+  op_post((struct nti_op *)o, res, 1);
   return res;
 }

@@ -125,7 +125,8 @@ struct ntr_record {
   uint64_t commit;    /* 0: never written (recent[]: or being written);
                          NTR_COMMIT_WRITING: being written; else position + 1 */
   uint64_t tsc;       /* time of the call (clock ticks, see ntr_clock) */
-  uint64_t tsc_done;  /* completion time, 0 while not complete (watchdog writes it) */
+  uint64_t tsc_done;  /* completion time (watchdog writes it); valid only with NTR_REC_COMPLETED:
+                         op records leave it as the slot had it, readers clear it */
   uint64_t comm_id;   /* 0 for records without a communicator */
   uint64_t count;     /* element count; MARK: value */
   union {
@@ -152,7 +153,8 @@ struct ntr_record {
                          stack table; bit 31 set: reserved for Python call-site ids */
   uint32_t prev_gap;  /* position - position of the previous record of the same comm written
                          by an application thread; 0: none or unknown (interpose/nti.h) */
-  uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error */
+  uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error;
+                         op CALL records leave it as the slot had it, readers clear it */
 };
 _Static_assert(sizeof(struct ntr_record) == 128, "record is two cache lines");
 
@@ -179,6 +181,11 @@ static inline uint32_t ntr_record_fp(const struct ntr_record *r) {
 _Static_assert(offsetof(struct ntr_record, seq) == 64, "record layout");
 _Static_assert(offsetof(struct ntr_record, aux) == 120, "record layout");
 _Static_assert(offsetof(struct ntr_record, stack_id) == 112, "record layout");
+_Static_assert(offsetof(struct ntr_record, tid) == 96 && offsetof(struct ntr_record, group_depth) == 104 &&
+               offsetof(struct ntr_record, fp) == 108, "record layout: the hot path stores 96..112 at once");
+_Static_assert(offsetof(struct ntr_record, kind) == 72 && offsetof(struct ntr_record, dtype) == 75 &&
+               offsetof(struct ntr_record, peer) == 88 && offsetof(struct ntr_record, result) == 92,
+               "record layout: the hot path stores kind..dtype and peer..result as words");
 
 /* ------------------------------------------------------------ comm state -- */
 

@@ -342,6 +342,7 @@ void ntr_ring_release(struct ntr_ring *ring, struct ntr_ring_cursor *cur) {
   cur->next = cur->end = 0;
   cur->word = NULL;
   cur->open = 0;
+  cur->slot = NULL;
 }
 
 /* Claim a fresh block: @return its first position, or UINT64_MAX when
@@ -380,8 +381,22 @@ struct ntr_record *ntr_ring_reserve_block(struct ntr_ring *ring, struct ntr_ring
   cur->end = s + ring->block;
   cur->word = ntr_ring_blk(ring, s);
   cur->open = ntr_blk_word(s, NTR_BLK_OPEN);
+  cur->slot = &ring->slots[(s + 1) & ring->mask];
   *pos = s;
   return ntr_ring_open_slot(ring, s);
+}
+
+int ntr_ring_refill(struct ntr_ring *ring, struct ntr_ring_cursor *cur) {
+  ntr_ring_release(ring, cur);
+  uint64_t s = claim_block(ring);
+  if (s == UINT64_MAX)
+    return -1;
+  cur->next = s;
+  cur->end = s + ring->block;
+  cur->word = ntr_ring_blk(ring, s);
+  cur->open = ntr_blk_word(s, NTR_BLK_OPEN);
+  cur->slot = &ring->slots[s & ring->mask];
+  return 0;
 }
 
 struct ntr_record *ntr_ring_reserve(struct ntr_ring *ring, uint64_t *pos) {

@@ -182,6 +182,7 @@ struct ntr_ring_cursor {
   uint64_t next, end; /* next position to use; end of the block (0: none) */
   uint64_t *word;     /* the block's ownership word; NULL: none */
   uint64_t open;      /* ntr_blk_word(start, NTR_BLK_OPEN): what *word holds while ours */
+  struct ntr_record *slot; /* the slot of next (a block's slots are contiguous) */
 };
 
 /* Out of line: release the cursor's block and claim a fresh one.  Returns
@@ -191,6 +192,12 @@ struct ntr_ring_cursor {
  * Async-signal-safe. */
 struct ntr_record *ntr_ring_reserve_block(struct ntr_ring *ring, struct ntr_ring_cursor *cur,
                                           uint64_t *pos);
+
+/* Out of line: release the cursor's block and claim a fresh one, leaving
+ * the cursor at its first position (nothing opened).  @return 0, or -1
+ * when every block index is held (the cursor is then empty).
+ * Async-signal-safe. */
+int ntr_ring_refill(struct ntr_ring *ring, struct ntr_ring_cursor *cur);
 
 /* Open slot p of a block the caller owns: no other writer can touch it, so
  * a plain store marks it; the release fence orders that mark before every
@@ -223,7 +230,12 @@ static inline struct ntr_record *ntr_ring_reserve_in(struct ntr_ring *ring, stru
     return ntr_ring_reserve_block(ring, cur, pos);
   cur->next = p + 1;
   *pos = p;
-  return ntr_ring_open_slot(ring, p);
+  struct ntr_record *rec = cur->slot++;
+  (void)ring;
+  /* Relaxed: ordered by the fence (ntr_ring_open_slot). */
+  __atomic_store_n(&rec->commit, NTR_COMMIT_WRITING, __ATOMIC_RELAXED);
+  NTR_FENCE_RELEASE();
+  return rec;
 }
 
 /* Give the cursor's block back (its unused positions are counted in
