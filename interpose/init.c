@@ -135,6 +135,7 @@ static void fork_child(void) {
   nti_group_reset();
   nti_tls.tid = 0; /* the child's thread has its own id */
   nti_tls.last_comm = &nti_comm_none;
+  nti_tls.slow_comm = NULL;
   nti_tls.exit_hooked = 0; /* keys survive fork; the value is set again */
   nti_tls.ring_cur = (struct ntr_ring_cursor){0, 0, NULL, 0, NULL}; /* a block of the parent's ring */
   nti_tls.sig_cur = (struct ntr_ring_cursor){0, 0, NULL, 0, NULL};

@@ -123,6 +123,7 @@ struct nti_tls {
    * only while nti_fast(): a match implies the fast mode.  Never NULL:
    * &nti_comm_none until the first. */
   struct nti_comm *last_comm;
+  struct nti_comm *slow_comm; /* the same for the slow path out of fast mode; NULL: none */
 };
 extern NTI_TLS struct nti_tls nti_tls;
 
@@ -405,6 +406,9 @@ void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text,
                       uint64_t count, uint64_t aux, uint64_t seq);
 /* Stack id for NCCLTRACE_STACKS=1 (0 when off). */
 uint32_t nti_stack_id(void);
+/* The same, cached by call site (the return address into the caller of
+ * the wrapper): a known site costs a probe (record.c). */
+uint32_t nti_stack_id_at(const void *site);
 
 /* ------------------------------------------------------------- group.c -- */
 
@@ -426,6 +430,7 @@ struct nti_op {
   struct nti_comm *c;
   uint64_t seq, pos, tsc;
   struct ntr_record *rec;
+  const void *site;             /* return address into the application (stacks) */
 };
 ncclResult_t nti_replay(const struct nti_op *op); /* wrappers.c */
 

@@ -25,6 +25,17 @@
 #include "interpose/nti.h"
 #include "interpose/exchange.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define NTI_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NTI_TSAN 1
+#endif
+#endif
+#ifndef NTI_TSAN
+#define NTI_TSAN 0
+#endif
+
 /* ---------------------------------------------------------- common -- */
 
 /* The seq of a new op record of comm c.  NCCL forbids using one
@@ -58,9 +69,16 @@ static inline __attribute__((always_inline)) struct nti_comm *nti_comm_lookup_ca
   struct nti_comm *c = nti_tls.last_comm;
   if (NTI_LIKELY(__atomic_load_n(&c->handle, __ATOMIC_RELAXED) == h))
     return c;
+  /* Out of fast mode (strict, stacks) the slow path has a cache of its
+   * own, which the gate does not look at. */
+  c = nti_tls.slow_comm;
+  if (c && __atomic_load_n(&c->handle, __ATOMIC_RELAXED) == h)
+    return c;
   c = nti_comm_lookup(h);
   if (c && nti_fast())
     nti_tls.last_comm = c;
+  else if (c)
+    nti_tls.slow_comm = c;
   return c;
 }
 
@@ -79,8 +97,8 @@ static inline __attribute__((always_inline)) uint64_t nti_fast_clock(void) {
  * Also caches the thread id, so the fast path can read nti_tls.tid as it
  * is (a thread's first record always comes through here: its cursor is
  * empty). */
-static int fast_refill(ncclComm_t h, int dtype) {
-  if (!nti_fast() || (unsigned)dtype > 0xffu)
+static __attribute__((noinline)) int fast_refill_do(ncclComm_t h, int dtype) {
+  if ((unsigned)dtype > 0xffu)
     return 0;
   struct nti_comm *c = nti_comm_lookup_cached(h);
   if (!c || nti_tls.last_comm != c)
@@ -90,6 +108,9 @@ static int fast_refill(ncclComm_t h, int dtype) {
     nti_thread_hook();
   return ntr_ring_refill(&nti_g.ring, &nti_tls.ring_cur) == 0 &&
          nti_tls.ring_cur.next >= __atomic_load_n(&c->next_pos, __ATOMIC_RELAXED);
+}
+static inline int fast_refill(ncclComm_t h, int dtype) {
+  return nti_fast() && fast_refill_do(h, dtype);
 }
 
 /* Fill and publish the CALL record of an op of comm c in slot r (position
@@ -137,7 +158,14 @@ static inline __attribute__((always_inline)) void fast_fill(struct nti_comm *c, 
    * (its cursor is empty), which caches it.  The comm's flags change only
    * when the watchdog learns its context: a racing record has the old
    * ones, as it would have a moment earlier. */
+#if NTI_TSAN
+  /* TSan sees the vector load of rec_flags as a plain read racing with the
+   * watchdog's atomic store: the same words, through an atomic load. */
+  nti_v4 tail = nti_tls.rec_tail;
+  tail[2] |= __atomic_load_n(&c->rec_flags, __ATOMIC_RELAXED);
+#else
   nti_v4 tail = nti_tls.rec_tail | c->rec_tail_or;
+#endif
   memcpy(&r->tid, &tail, sizeof tail);
   r->stack_id = 0;
   /* Published without the recent[] copy: the watchdog copies op records
@@ -211,7 +239,7 @@ static void op_record(struct nti_op *o) {
   r->count = o->count;
   r->seq = o->seq;
   r->aux = 0;
-  r->stack_id = NTI_UNLIKELY(ntr_cfg.stacks) ? nti_stack_id() : 0;
+  r->stack_id = NTI_UNLIKELY(ntr_cfg.stacks) ? nti_stack_id_at(o->site) : 0;
   r->u.buf.sendbuf = (uint64_t)(uintptr_t)o->sendbuf;
   r->u.buf.recvbuf = (uint64_t)(uintptr_t)o->recvbuf;
   r->u.buf.stream = (uint64_t)(uintptr_t)o->stream;
@@ -368,6 +396,9 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
       return name args;                                                                                      \
     struct nti_op nti_o;                                                                                     \
     fill;                                                                                                    \
+    /* The wrapper reached us by a tail call: our return address is the  \
+     * application's call site (for the stack cache). */                  \
+    nti_o.site = __builtin_return_address(0);                                                                \
     return op_slow(&nti_o, replay_##name);                                                                   \
   }                                                                                                          \
   /* The one test of the default path (the cached comm, which implies    \
