@@ -6,7 +6,11 @@
  * LD_PRELOAD=libnccltrace.so (several alternations, so drift and noise hit
  * both sides alike) and prints the median ns/call of each and the added ns.
  *
- *   overhead [--calls N] [--rounds R] [--max-ns T] LIBNCCLTRACE NOOP_DIR
+ *   overhead [--calls N] [--rounds R] [--max-ns T] [--minrec LIB] LIBNCCLTRACE NOOP_DIR
+ *
+ * With --minrec, a third child preloads the minimal recorder
+ * (bench/minrec.c) in the same alternation, and the ratio of nccltrace's
+ * added ns to the minimal recorder's is printed ("ratio:").
  *
  * Exit: 0 (with --max-ns: 0 only when added <= T), 1 on failure.
  * Thread-safety / signal-safety: a single-threaded program.
@@ -74,6 +78,7 @@ int main(int argc, char **argv) {
   long calls = 2000000;
   int rounds = 5;
   double max_ns = -1;
+  const char *minrec = NULL;
   int i = 1;
   if (argc == 3 && !strcmp(argv[1], "--child"))
     return child(atol(argv[2]));
@@ -84,6 +89,8 @@ int main(int argc, char **argv) {
       rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--max-ns") && i + 1 < argc)
       max_ns = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--minrec") && i + 1 < argc)
+      minrec = argv[++i];
     else
       break;
   }
@@ -102,14 +109,17 @@ int main(int argc, char **argv) {
   setenv("NCCLTRACE_RING_DIR", d1, 1);
   setenv("NCCLTRACE_DIR", d2, 1);
   setenv("LD_LIBRARY_PATH", noop, 1); /* both sides run on the no-op NCCL */
-  double plain[50], traced[50], plain_lo = 1e30, traced_lo = 1e30;
+  double plain[50], traced[50], mr[50], plain_lo = 1e30, traced_lo = 1e30, mr_lo = 1e30;
   for (int r = 0; r < rounds; r++) {
-    double a, b;
-    if (run_child(calls, NULL, &plain[r], &a) || run_child(calls, lib, &traced[r], &b)) {
+    double a, b, c;
+    if (run_child(calls, NULL, &plain[r], &a) || run_child(calls, lib, &traced[r], &b) ||
+        (minrec && run_child(calls, minrec, &mr[r], &c))) {
       fprintf(stderr, "overhead: a child run failed\n");
       return 1;
     }
     plain_lo = a < plain_lo ? a : plain_lo;
+    if (minrec)
+      mr_lo = c < mr_lo ? c : mr_lo;
     traced_lo = b < traced_lo ? b : traced_lo;
   }
   double p = bu_median(plain, rounds), t = bu_median(traced, rounds);
@@ -118,6 +128,13 @@ int main(int argc, char **argv) {
   printf("added:    %.2f ns/call (target <= 25)\n", t - p);
   printf("best:     untraced %.2f, traced %.2f, added %.2f ns/call (fastest repetition)\n", plain_lo,
          traced_lo, traced_lo - plain_lo);
+  if (minrec) {
+    double m = bu_median(mr, rounds);
+    printf("minrec:   %.2f ns/call, added %.2f ns/call (bench/minrec.c, same alternation)\n", m, m - p);
+    printf("ratio:    %.2f x the minimal recorder's added ns (fastest repetitions: %.2f)\n",
+           m - p > 0 ? (t - p) / (m - p) : 0.0,
+           mr_lo - plain_lo > 0 ? (traced_lo - plain_lo) / (mr_lo - plain_lo) : 0.0);
+  }
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
   if (system(cmd) != 0)

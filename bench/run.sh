@@ -42,7 +42,7 @@ if [ ! -f "$build/build.ninja" ]; then
     { echo "run.sh: meson setup $build failed" >&2; exit 1; }
 fi
 b=$build/bench
-targets="bench/overhead bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
+targets="bench/overhead bench/icount bench/libminrec.so bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
   bench/scale/analyze_bench bench/scale/coord_bench bench/scale/agg_bench bench/scale/mem_bench
   bench/scale/graph_bench
   tools/nccltrace interpose/libnccltrace.so examples/healthy"
@@ -75,10 +75,10 @@ run() { # run CMD...: its output goes to the screen and the log
   [ "$rc" -eq 0 ] || { echo "run.sh: '$*' exited $rc" | tee -a "$out"; failed=1; }
 }
 # overhead: the interposer's benchmark; its "added:" line becomes a row
-overhead() { # NAME TARGET_NS ENV...
-  local name=$1 tgt=$2; shift 2
+overhead() { # NAME TARGET_NS RATIO_TARGET|- ENV...
+  local name=$1 tgt=$2 rtgt=$3; shift 3
   local txt
-  txt=$(env "$@" "$b/overhead" --calls "$calls" --rounds "$rounds" "$lib" "$noop" 2>/dev/null)
+  txt=$(env "$@" "$b/overhead" --calls "$calls" --rounds "$rounds" --minrec "$b/libminrec.so" "$lib" "$noop" 2>/dev/null)
   local rc=$?
   printf '%s\n' "$txt" | tee -a "$out"
   local added
@@ -89,6 +89,13 @@ overhead() { # NAME TARGET_NS ENV...
   local v=FAIL
   awk -v a="$added" -v t="$tgt" 'BEGIN { exit !(a <= t) }' && v=PASS
   echo "FIGURE|$name|$added ns|<= $tgt ns|$v" | tee -a "$out"
+  local ratio
+  ratio=$(printf '%s\n' "$txt" | sed -n 's/^ratio: *\([0-9.]*\).*/\1/p')
+  if [ -n "$ratio" ] && [ "$rtgt" != "-" ]; then
+    v=FAIL
+    awk -v a="$ratio" -v t="$rtgt" 'BEGIN { exit !(a <= t) }' && v=PASS
+    echo "FIGURE|$name: x the minimal recorder (same run)|$ratio x|<= $rtgt x|$v" | tee -a "$out"
+  fi
 }
 
 if [ $quick = 1 ]; then
@@ -105,18 +112,26 @@ printf 'nccltrace benchmarks on %s: %s CPUs, %s, %s\n' "$(hostname)" "$(nproc)" 
   "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" "$(date -u '+%F %T UTC')" | tee -a "$out"
 
 section "per-call overhead, check off (bench/overhead, no-op NCCL)"
-overhead "added ns per collective call, check off" 25
+overhead "added ns per collective call, check off" 25 1.5
 section "per-call overhead, async check on (standalone coordinator)"
 port=$((20000 + RANDOM % 20000))
 NCCLTRACE_SECRET=nccltrace-bench-secret "$build/tools/nccltrace" coord --listen "127.0.0.1:$port" --quiet \
   >/dev/null 2>&1 &
 coord_pid=$!
 sleep 0.5
-overhead "added ns per collective call, async check on" 40 NCCLTRACE_CHECK=async \
+overhead "added ns per collective call, async check on" 40 1.5 NCCLTRACE_CHECK=async \
   NCCLTRACE_COORD="127.0.0.1:$port" NCCLTRACE_SECRET=nccltrace-bench-secret
 kill "$coord_pid" 2>/dev/null; wait "$coord_pid" 2>/dev/null; coord_pid=""
 section "per-call overhead, NCCLTRACE_STACKS=1"
-overhead "added ns per collective call, NCCLTRACE_STACKS=1" 300 NCCLTRACE_STACKS=1
+overhead "added ns per collective call, NCCLTRACE_STACKS=1" 300 - NCCLTRACE_STACKS=1
+
+section "instructions per call, calling thread (callgrind; bench/icount.sh)"
+if command -v valgrind >/dev/null 2>&1; then
+  "$here/bench/icount.sh" "$b/icount" "$noop" "$lib" "$b/libminrec.so" --budget 100 --budget-stacks 400 2>&1 |
+    tee -a "$out" | grep '^ICOUNT|' | awk -F'|' '{ printf "  %-40s %8s per call, %7s added, %5s x minrec\n", $2, $3, $4, $5 }'
+else
+  echo "FIGURE|instructions added per collective|valgrind missing|<= 100|INFO" | tee -a "$out"
+fi
 
 section "Python call sites (bench/pysites.py: ctypes, drop-in, no-op NCCL)"
 py_row() { # the "added known/new" lines of pysites.py become rows

@@ -276,7 +276,7 @@ void nti_graph_note_captured(struct nti_comm *c, void *stream, uint64_t pos_firs
         copy.u.buf.stream != (uint64_t)(uintptr_t)stream || copy.phase != NTR_PHASE_CALL)
       continue;
     if (g)
-      comm_add(g, copy.seq, copy.kind, copy.fp, is_coll(copy.kind));
+      comm_add(g, copy.seq, copy.kind, ntr_record_fp(&copy), is_coll(copy.kind)); /* fp: derived (format.h) */
     nti_record_patch_aux(p, c, cid);
     nti_record_patch(p, c, NTI_KEEP_RESULT, NTR_REC_CAPTURED, 0);
   }

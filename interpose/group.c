@@ -142,6 +142,7 @@ void nti_group_note_op(struct nti_comm *c, void *stream, uint64_t seq, uint64_t 
 
 void nti_group_reset(void) {
   nti_tls.group_depth = 0;
+  nti_group_word_sync();
   nti_tls.group_id = 0;
   nti_tls.group_nops = 0;
   nti_tls.group_overflow = 0;
@@ -239,6 +240,7 @@ NTI_EXPORT ncclResult_t ncclGroupStart(void) {
       nti_tls.group_nops = 0;
       nti_tls.group_overflow = 0;
     }
+    nti_group_word_sync();
   }
   group_record(NTR_KIND_GROUP_START, res, (int)nti_tls.group_depth);
   nti_tls.guard--;
@@ -281,6 +283,7 @@ static ncclResult_t group_end(unsigned kind, ncclSimInfo_t *sim) {
   }
   if (depth > 0)
     nti_tls.group_depth--;
+  nti_group_word_sync();
   int outermost = depth == 1;
   group_record(kind, res, (int)nti_tls.group_depth);
   if (outermost) {

@@ -28,7 +28,9 @@
 #include "recorder/dump.h"
 
 struct nti_global nti_g;
-NTI_TLS struct nti_tls nti_tls;
+/* A comm no handle matches (registry.c: nti_comm_none): the cache of the
+ * wrappers' fast path starts there, so its test needs no NULL check. */
+NTI_TLS struct nti_tls nti_tls = {.last_comm = &nti_comm_none};
 
 static int first_comm_done; /* atomic */
 
@@ -55,6 +57,27 @@ static pthread_mutex_t activate_lock = PTHREAD_MUTEX_INITIALIZER;
 static int activate_tried; /* atomic: one attempt per process image */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static void nti_init(void);
+
+/* ------------------------------------------------------ thread exit -- */
+
+static pthread_key_t exit_key;
+static int exit_key_ok;
+
+static void thread_exit(void *v) {
+  (void)v;
+  /* TLS is still ours while key destructors run. */
+  if (nti_active()) {
+    ntr_ring_release(&nti_g.ring, &nti_tls.ring_cur);
+    ntr_ring_release(&nti_g.ring, &nti_tls.sig_cur);
+  }
+}
+
+void nti_thread_hook(void) {
+  nti_tls.exit_hooked = 1;
+  /* A small key: no allocation in pthread_setspecific. */
+  if (__atomic_load_n(&exit_key_ok, __ATOMIC_ACQUIRE))
+    (void)pthread_setspecific(exit_key, (void *)1);
+}
 
 void nti_activate(void) {
   /* NCCL may be called before our constructor ran: from the constructor of
@@ -85,6 +108,15 @@ void nti_activate(void) {
        * sees the mapped ring; a thread that sees 0 merely passes one more
        * call through unrecorded. */
       __atomic_store_n(&nti_g.active, 1, __ATOMIC_RELEASE);
+      /* The wrappers' fast path: everything but strict mode and stacks.
+       * Release pairs with nti_fast()'s acquire, as for active. */
+      /* ... and Python call sites (nti_py_setup above; one found later
+       * turns it off, nti_fast_off_all). */
+      int fast = ntr_cfg.check != NTR_CHECK_STRICT && !ntr_cfg.stacks && !nti_sites_on();
+#if defined(__x86_64__)
+      fast = fast && __atomic_load_n(&ntr_clock_use_tsc, __ATOMIC_RELAXED) > 0; /* its clock: rdtsc */
+#endif
+      __atomic_store_n(&nti_g.fast, fast, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&activate_tried, 1, __ATOMIC_RELEASE);
   }
@@ -98,6 +130,7 @@ static void fork_child(void) {
    * shared.  Unmapping it (a syscall) makes that impossible; the child gets
    * a ring of its own at its first NCCL lifecycle call, like any process --
    * and a child that execs at once (fork+exec) leaves no ring at all. */
+  __atomic_store_n(&nti_g.fast, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&nti_g.active, 0, __ATOMIC_RELAXED);
   ntr_ring_close(&nti_g.ring, 0);
   nti_g.dump_ready = 0;
@@ -105,7 +138,11 @@ static void fork_child(void) {
   __atomic_store_n(&first_comm_done, 0, __ATOMIC_RELAXED);
   nti_group_reset();
   nti_tls.tid = 0; /* the child's thread has its own id */
-  nti_tls.ring_cur = (struct ntr_ring_cursor){0, 0}; /* positions of the parent's ring */
+  nti_tls.last_comm = &nti_comm_none;
+  nti_tls.slow_comm = NULL;
+  nti_tls.exit_hooked = 0; /* keys survive fork; the value is set again */
+  nti_tls.ring_cur = (struct ntr_ring_cursor){0, 0, NULL, 0, NULL}; /* a block of the parent's ring */
+  nti_tls.sig_cur = (struct ntr_ring_cursor){0, 0, NULL, 0, NULL};
   nti_watchdog_forget();
   nti_py_forget();
   ntr_dump_reset_child();
@@ -137,4 +174,6 @@ static void nti_init(void) {
   nti_signals_install();
   nti_exit_install();
   nti_fork_install();
+  if (pthread_key_create(&exit_key, thread_exit) == 0)
+    __atomic_store_n(&exit_key_ok, 1, __ATOMIC_RELEASE);
 }

@@ -44,7 +44,7 @@ static void life_enter(struct life *l) {
   struct ntr_record *r = nti_record_begin(&pos, l->kind, NTR_PHASE_ENTER, l->c);
   life_fill(r, l);
   if (NTI_UNLIKELY(nti_sites_on()))
-    nti_sites(r);
+    nti_sites(r, NULL);
   l->enter_tsc = r->tsc;
   nti_record_end(r, pos, l->c);
   if (l->c) {
@@ -88,6 +88,7 @@ static struct nti_comm *new_comm(uint64_t id, int rank, int nranks, unsigned kin
   nti_first_comm();
   if (c) {
     c->nonblocking = nonblocking;
+    nti_comm_flags_update(c);
     c->cs->parent_id = parent;
     c->cs->aux = aux;
     if (nonblocking)

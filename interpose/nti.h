@@ -48,6 +48,10 @@
 
 struct nti_global {
   int active;           /* 1: wrappers record (not disabled, ring open) */
+  /* 1: the wrappers' fast path applies (active, check not strict, no
+   * stacks): the one mode word the hot path tests (nti_activate sets it,
+   * release; read with acquire like active). */
+  int fast;
   int disabled;         /* NCCLTRACE_DISABLE=1: pure pass-through */
   int dump_ready;       /* ntr_dump_init succeeded */
   int sites;            /* NTI_SITES_*: call sites recorded with every call (atomic) */
@@ -69,6 +73,11 @@ static inline int nti_sites_on(void) {
 static inline int nti_active(void) {
   return __atomic_load_n(&nti_g.active, __ATOMIC_ACQUIRE);
 }
+/* May a wrapper take its fast path (nti_g.fast)?  Same pairing as
+ * nti_active. */
+static inline int nti_fast(void) {
+  return __atomic_load_n(&nti_g.fast, __ATOMIC_ACQUIRE);
+}
 
 /* Per-thread state.  Initial-exec TLS: no lazy allocation (and so no malloc
  * or lock) on first access, which makes it usable from signal handlers and
@@ -83,12 +92,26 @@ struct nti_group_op {
   uint64_t tsc;
   int p2p_only;
 };
+/* 16 bytes, as the hot path moves them (one load, one OR, one store). */
+typedef uint32_t nti_v4 __attribute__((vector_size(16)));
 struct nti_tls {
   int guard;             /* >0 while inside a wrapped call: nested calls pass through */
-  uint32_t tid;          /* gettid() cached, 0 until first use */
   uint32_t group_depth;  /* ncclGroupStart nesting, as we saw it */
+  /* In the record's order from its tid on (tid, group_id, group_depth and
+   * flags, fp): the hot path ORs the comm's flags in and stores the four
+   * words at once (wrappers.c). */
+  union __attribute__((aligned(16))) {
+    struct {
+      uint32_t tid;        /* gettid() cached, 0 until first use */
+      uint32_t group_id;   /* current outermost group's id, 0 outside */
+      /* The record's group_depth and flags words as one: group_depth, and
+       * NTR_REC_IN_GROUP << 16 inside a group (nti_group_word_sync). */
+      uint32_t group_word;
+      uint32_t tail_zero;  /* the record's fp: 0 */
+    };
+    nti_v4 rec_tail;
+  };
   uint32_t group_seq;    /* outermost groups started by this thread */
-  uint32_t group_id;     /* current outermost group's id, 0 outside */
   int group_nops;        /* entries used in group_ops */
   int group_overflow;    /* more distinct pairs than NTI_GROUP_TRACK */
   /* NTI_GROUP_TRACK entries, allocated at the thread's first GroupStart:
@@ -99,11 +122,30 @@ struct nti_tls {
   /* This thread's block of ring positions (recorder/ring.h); reset in a
    * fork child, whose ring starts again at 0. */
   struct ntr_ring_cursor ring_cur;
-  /* Set by the tracer's own threads (watchdog): they write rarely and take
-   * single positions, so that they leave no open block behind. */
+  /* Depth of our signal handlers running on this thread (signals.c):
+   * their records never touch ring_cur, which the interrupted code may be
+   * in the middle of using; the outermost handler has a block of its own
+   * (sig_cur), nested ones take one per record (ntr_ring_reserve). */
   int internal;
+  struct ntr_ring_cursor sig_cur;
+  int exit_hooked;       /* the thread-exit release of ring_cur is registered (init.c) */
+  /* The comm of this thread's last fast-path call (wrappers.c), cached
+   * only while nti_fast(): a match implies the fast mode.  Never NULL:
+   * &nti_comm_none until the first. */
+  struct nti_comm *last_comm;
+  struct nti_comm *slow_comm; /* the same for the slow path out of fast mode; NULL: none */
 };
 extern NTI_TLS struct nti_tls nti_tls;
+
+/* After every change of group_depth (group.c). */
+static inline void nti_group_word_sync(void) {
+  uint32_t d = nti_tls.group_depth & 0xffffu;
+  nti_tls.group_word = d | (d ? (uint32_t)NTR_REC_IN_GROUP << 16 : 0);
+}
+
+/* Once per thread, at its first block: at thread exit its block is given
+ * back (ntr_ring_release), so lapping writers can use that index again. */
+void nti_thread_hook(void);
 
 uint32_t nti_tid_slow(void);
 static inline uint32_t nti_tid(void) {
@@ -180,6 +222,23 @@ struct __attribute__((aligned(64))) nti_comm {
   uint64_t next_pos;     /* position + 1 of its newest record (atomic, relaxed):
                             the floor of the next one (ntr_ring_reserve_in) */
   ncclComm_t handle;
+  /* handle while the wrappers' fast path may record this comm's ops, else
+   * NTI_REG_TOMB (atomic): set once at bind in fast mode, only ever taken
+   * back after (nti_comm_fast_off), so a thread's cached comm can be sent
+   * to the slow path from any thread without touching its TLS. */
+  ncclComm_t fast_handle;
+  /* What the comm adds to the record's words from its tid on (nti_tls
+   * rec_tail): rec_flags, NTR_REC_NONBLOCKING / NTR_REC_NO_TRACKING for
+   * its op records shifted 16 left (the flags half of the group_depth and
+   * flags word; atomic, relaxed: nti_comm_flags_update); the rest 0. */
+  union __attribute__((aligned(16))) {
+    struct {
+      uint32_t rf_zero0, rf_zero1;
+      uint32_t rec_flags;
+      uint32_t rf_zero3;
+    };
+    nti_v4 rec_tail_or;
+  };
   int nonblocking;
   int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
   uint32_t async_poller; /* 1 while one thread polls ncclCommGetAsyncError and
@@ -224,6 +283,10 @@ struct __attribute__((aligned(64))) nti_comm {
   uint64_t recent_upto;           /* position + 1 up to which the watchdog copied its op
                                      records into recent[] (atomic: wrappers read it) */
   uint64_t stall_pos, stall_polls; /* watchdog only: its newest record, waited for */
+  uint64_t recent_patch_pos;      /* watchdog only: position + 1 of a record copied into
+                                     recent[] before its result was known, 0 = none */
+  uint64_t incall_mark;           /* watchdog only: blocked_since it set for an op in progress */
+  uint64_t incall_reported_pos;   /* watchdog only: position + 1 of the op last timed out */
   struct nti_comm *next_all;      /* list of every comm ever registered */
 };
 
@@ -259,6 +322,9 @@ static inline struct nti_comm *nti_comm_lookup(ncclComm_t handle) {
   }
   return NULL;
 }
+/* Matches no handle (its handle is NTI_REG_TOMB): the wrappers' cache
+ * starts there. */
+extern struct nti_comm nti_comm_none;
 /* Lifecycle only (under nti_life_lock). */
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind);
 int nti_comm_bind(struct nti_comm *c, ncclComm_t handle);
@@ -281,44 +347,32 @@ uint64_t nti_id_scalable(const ncclUniqueId *ids, int n);
 /* Called once the first comm id is known: derive the job id if none. */
 void nti_job_from_comm(uint64_t comm_id);
 
-/* Fingerprint mix: a few multiplies, inline for the hot path. */
-static inline uint32_t nti_mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  h *= 0xff51afd7ed558ccdull;
-  return (uint32_t)(h ^ (h >> 32));
-}
-/* Two dependent rounds, not one per field: the small fields are packed into
- * one word first (op 8 bits, dtype 8, redop 16, root 32; a custom redop
- * that differs only above bit 15 would collide, which a 32-bit hash allows
- * anyway).  The hash is informational (docs/wire-protocol.md): the exchange
- * and the tools compare the fields themselves. */
-static inline uint32_t nti_fp_coll(unsigned kind, uint64_t count, int dtype, int redop, int root) {
-  uint64_t packed = (uint64_t)(ntr_kind_fp_op(kind) & 0xffu) | (uint64_t)((uint32_t)dtype & 0xffu) << 8 |
-                    (uint64_t)((uint32_t)redop & 0xffffu) << 16 | (uint64_t)(uint32_t)root << 32;
-  return nti_mix(nti_mix(0x6e63636cull, packed), count);
-}
-static inline uint32_t nti_fp_p2p(uint64_t seq, uint64_t count, int dtype, int peer, int dir) {
-  uint64_t packed = (uint64_t)((uint32_t)dtype & 0xffu) | (uint64_t)(dir & 1) << 8 | (uint64_t)(uint32_t)peer << 32;
-  return nti_mix(nti_mix(nti_mix(0x70327032ull, packed), count), seq);
-}
+/* The fingerprint is derived by readers (recorder/format.h: ntr_fp_coll,
+ * ntr_fp_p2p, ntr_record_fp). */
+#define nti_fp_coll ntr_fp_coll
+#define nti_fp_p2p ntr_fp_p2p
+#define nti_mix ntr_fp_mix
 
 /* ------------------------------------------------------------ record.c -- */
 
-/* Fill the common fields of a fresh record (time, tid, group, comm). */
-/* A position for a record of comm c (or none): from the thread's block on
- * application threads, keeping c's records in position order. */
-/* Also links the record to c's previous one (prev_gap): the watchdog walks
- * that chain back from c's newest record to copy recent[] (watchdog.c). */
+/* A position for a record of comm c (or none), outside the wrappers' fast
+ * path: from the thread's block, keeping c's records in position order;
+ * signal handlers' from theirs (nti_tls.internal).  Also links the record to c's
+ * previous one (prev_gap): the watchdog walks that chain back from c's
+ * newest record to copy recent[] (watchdog.c). */
 static inline __attribute__((always_inline)) struct ntr_record *nti_reserve(uint64_t *pos, const struct nti_comm *c) {
   struct ntr_record *r;
   if (NTI_UNLIKELY(nti_tls.internal)) {
-    r = ntr_ring_reserve(&nti_g.ring, pos);
+    r = nti_tls.internal == 1 ? ntr_ring_reserve_in(&nti_g.ring, &nti_tls.sig_cur, 0, pos)
+                              : ntr_ring_reserve(&nti_g.ring, pos);
     r->prev_gap = 0;
     return r;
   }
   uint64_t *next = c ? (uint64_t *)&c->next_pos : NULL; /* written by its user thread only */
   uint64_t prev = next ? __atomic_load_n(next, __ATOMIC_RELAXED) : 0;
   r = ntr_ring_reserve_in(&nti_g.ring, &nti_tls.ring_cur, prev, pos);
+  if (NTI_UNLIKELY(!nti_tls.exit_hooked))
+    nti_thread_hook();
   /* prev = position + 1 of c's newest record, 0 when none; the gap is at
    * least 1 (the floor above) */
   uint64_t gap = *pos + 1 - prev;
@@ -353,9 +407,10 @@ static inline struct ntr_record *nti_record_begin(uint64_t *pos, unsigned kind, 
   r->group_id = nti_tls.group_id;
   r->flags = nti_tls.group_depth ? NTR_REC_IN_GROUP : 0;
   if (c) {
-    r->comm_id = c->cs->comm_id;
-    r->rank = c->cs->rank;
-    r->nranks = c->cs->nranks;
+    struct ntr_comm_state *cs = c->cs;
+    r->comm_id = cs->comm_id;
+    r->rank = cs->rank;
+    r->nranks = cs->nranks;
     if (c->nonblocking)
       r->flags |= NTR_REC_NONBLOCKING;
   } else {
@@ -386,10 +441,14 @@ void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text,
                       uint64_t count, uint64_t aux, uint64_t seq);
 /* Stack id for NCCLTRACE_STACKS=1 (0 when off). */
 uint32_t nti_stack_id(void);
-/* The call sites nti_sites_on() asks for into r: native stack_id, Python
- * pystack_id.  Out of line: C programs without NCCLTRACE_STACKS never call
- * it.  Keeps errno. */
-void nti_sites(struct ntr_record *r);
+/* The call sites nti_sites_on() asks for into r: native stack_id (cached
+ * by site, the return address into the application, when not NULL),
+ * Python pystack_id.  Out of line: C programs without NCCLTRACE_STACKS
+ * never call it.  Keeps errno. */
+void nti_sites(struct ntr_record *r, const void *site);
+/* The same, cached by call site (the return address into the caller of
+ * the wrapper): a known site costs a probe (record.c). */
+uint32_t nti_stack_id_at(const void *site);
 
 /* ------------------------------------------------------------- group.c -- */
 
@@ -410,8 +469,8 @@ struct nti_op {
   /* filled by the wrapper */
   struct nti_comm *c;
   uint64_t seq, pos, tsc;
-  int blocked;                 /* we set cs->blocked_since for this call */
   struct ntr_record *rec;
+  const void *site;             /* return address into the application (stacks) */
 };
 ncclResult_t nti_replay(const struct nti_op *op); /* wrappers.c */
 
@@ -472,6 +531,23 @@ static inline int nti_tracked(const struct nti_comm *c) {
  * record at position pos.  One relaxed load. */
 static inline int nti_recent_passed(const struct nti_comm *c, uint64_t pos) {
   return __atomic_load_n(&c->recent_upto, __ATOMIC_RELAXED) > pos;
+}
+/* The fast path no longer applies to c (registry.c): its ops get start
+ * events (tracked, NCCLTRACE_START_EVERY), which only the slow path
+ * records, or the process left fast mode.  Any thread. */
+void nti_comm_fast_off(struct nti_comm *c);
+/* The process leaves fast mode for good (a Python found late: every call
+ * now records its call site): nti_g.fast and every comm's fast_handle.
+ * Any thread. */
+void nti_fast_off_all(void);
+/* Refresh c->rec_flags from c's state (nonblocking, tracking): at bind,
+ * and when the watchdog learns the comm's CUDA context. */
+static inline void nti_comm_flags_update(struct nti_comm *c) {
+  uint32_t f = (uint32_t)((c->nonblocking ? NTR_REC_NONBLOCKING : 0) |
+                          (nti_tracked(c) ? 0 : NTR_REC_NO_TRACKING)) << 16;
+  __atomic_store_n(&c->rec_flags, f, __ATOMIC_RELAXED);
+  if (nti_tracked(c) && __atomic_load_n(&c->start_every, __ATOMIC_RELAXED))
+    nti_comm_fast_off(c);
 }
 /* Is the stream capturing?  1 yes, 0 no or unknown. */
 int nti_stream_capturing(void *stream);

@@ -703,6 +703,7 @@ static int setup_locked(void) {
   set_state(NTR_PY_ON);
   __atomic_store_n(&py_on, 1, __ATOMIC_RELEASE);
   __atomic_fetch_or(&nti_g.sites, NTI_SITES_PY, __ATOMIC_RELEASE);
+  nti_fast_off_all(); /* every call records its site now: the slow path's work */
   ntr_dump_set_pythreads(nti_py_threads);
   return 1;
 }

@@ -88,6 +88,34 @@ void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text,
   nti_record_end(r, pos, c);
 }
 
+/* NCCLTRACE_STACKS=1: the stack id of a call site, by the return address
+ * into the application, so a known site costs a probe, not an unwind.
+ * Direct-mapped, one word per entry: ip (47 bits of a user address) << 17
+ * | id (a stack table index + 1, <= NTR_STACK_MAX), written and read whole
+ * (relaxed atomics: an entry is a hint; a torn or stale one cannot
+ * happen, and a lost race only costs one more unwind).  The cache names a
+ * site by where it calls from: a site reached through different callers
+ * keeps the stack of its first call. */
+#define SITE_CACHE 1024u
+static uint64_t site_cache[SITE_CACHE];
+_Static_assert(NTR_STACK_MAX < (1u << 17), "stack ids fit the cache word");
+
+uint32_t nti_stack_id_at(const void *site) {
+  uint64_t ip = (uint64_t)(uintptr_t)site;
+  if ((ip - 1) >> 47) /* 0, or not a user address (0 wraps round) */
+    return nti_stack_id();
+  uint32_t h = (uint32_t)((ip * 0x9e3779b97f4a7c15ull) >> 54) & (SITE_CACHE - 1);
+  uint64_t w = __atomic_load_n(&site_cache[h], __ATOMIC_RELAXED);
+  /* ip != 0 here, so an empty entry (0) never matches; a stored id is
+   * never 0 (below). */
+  if (w >> 17 == ip)
+    return (uint32_t)(w & 0x1ffffu);
+  uint32_t id = nti_stack_id();
+  if (id && id < (1u << 17))
+    __atomic_store_n(&site_cache[h], ip << 17 | id, __ATOMIC_RELAXED);
+  return id;
+}
+
 uint32_t nti_stack_id(void) {
   /* libunwind may set errno; the wrapper relies on its callees keeping it. */
   int saved = errno;
@@ -96,10 +124,10 @@ uint32_t nti_stack_id(void) {
   return id;
 }
 
-__attribute__((noinline)) void nti_sites(struct ntr_record *r) {
+__attribute__((noinline)) void nti_sites(struct ntr_record *r, const void *site) {
   int s = nti_sites_on();
   if (s & NTI_SITES_NATIVE)
-    r->stack_id = (uint16_t)nti_stack_id();
+    r->stack_id = (uint16_t)(site ? nti_stack_id_at(site) : nti_stack_id());
   if (s & NTI_SITES_PY)
     r->pystack_id = (uint16_t)nti_py_site();
 }

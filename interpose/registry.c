@@ -36,6 +36,8 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
     return NULL;
   memset(c, 0, sizeof *c);
   c->cs = cs;
+  c->rec_flags = (uint32_t)NTR_REC_NO_TRACKING << 16; /* until the watchdog knows its context */
+  c->fast_handle = (ncclComm_t)NTI_REG_TOMB;            /* until bound (fast_on) */
   /* Vyukov queue: cell i is free for the producer of position i. */
   for (uint64_t i = 0; i < NTI_EVQ; i++)
     c->pend[i].turn = i;
@@ -56,6 +58,30 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
   return c;
 }
 
+struct nti_comm nti_comm_none = {.handle = (ncclComm_t)NTI_REG_TOMB, .fast_handle = (ncclComm_t)NTI_REG_TOMB};
+
+void nti_comm_fast_off(struct nti_comm *c) {
+  __atomic_store_n(&c->fast_handle, (ncclComm_t)NTI_REG_TOMB, __ATOMIC_SEQ_CST);
+}
+
+void nti_fast_off_all(void) {
+  __atomic_store_n(&nti_g.fast, 0, __ATOMIC_SEQ_CST);
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+    nti_comm_fast_off(c);
+}
+
+/* Bound in fast mode: the fast path may take c.  Sequentially consistent
+ * against nti_fast_off_all: a bind racing with it either sees fast off
+ * here, or its comm is on the list that function walks after its store. */
+static void fast_on(struct nti_comm *c, ncclComm_t handle) {
+  if (!__atomic_load_n(&nti_g.fast, __ATOMIC_SEQ_CST))
+    return;
+  __atomic_store_n(&c->fast_handle, handle, __ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(&nti_g.fast, __ATOMIC_SEQ_CST) ||
+      (nti_tracked(c) && __atomic_load_n(&c->start_every, __ATOMIC_RELAXED)))
+    nti_comm_fast_off(c);
+}
+
 int nti_comm_bind(struct nti_comm *c, ncclComm_t handle) {
   uintptr_t key = (uintptr_t)handle;
   if (!c || key <= NTI_REG_TOMB)
@@ -70,6 +96,7 @@ int nti_comm_bind(struct nti_comm *c, ncclComm_t handle) {
     if (k == key) {
       __atomic_store_n(&nti_reg_table[i].comm, c, __ATOMIC_RELEASE);
       __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
+      fast_on(c, handle);
       return 0;
     }
     if (k == NTI_REG_TOMB && tomb == UINT32_MAX)
@@ -81,6 +108,7 @@ int nti_comm_bind(struct nti_comm *c, ncclComm_t handle) {
       __atomic_store_n(&nti_reg_table[i].comm, c, __ATOMIC_RELAXED);
       __atomic_store_n(&nti_reg_table[i].key, key, __ATOMIC_RELEASE);
       __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
+      fast_on(c, handle);
       return 0;
     }
   }
@@ -88,6 +116,7 @@ int nti_comm_bind(struct nti_comm *c, ncclComm_t handle) {
     __atomic_store_n(&nti_reg_table[tomb].comm, c, __ATOMIC_RELAXED);
     __atomic_store_n(&nti_reg_table[tomb].key, key, __ATOMIC_RELEASE);
     __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
+    fast_on(c, handle);
     return 0;
   }
   return -ENOSPC;
@@ -98,6 +127,11 @@ void nti_comm_unbind(struct nti_comm *c) {
     return;
   __atomic_store_n(&c->live, 0, __ATOMIC_RELEASE);
   uintptr_t key = (uintptr_t)c->handle;
+  /* A thread's cached comm (wrappers.c) compares handle: set to a value
+   * no handle has, it no longer matches the value a new comm may reuse.  Relaxed: the cache is
+   * a hint checked against the handle the caller passes. */
+  __atomic_store_n(&c->handle, (ncclComm_t)NTI_REG_TOMB, __ATOMIC_RELAXED);
+  nti_comm_fast_off(c);
   if (key <= NTI_REG_TOMB)
     return;
   uint32_t i = nti_reg_slot_of(key);

@@ -150,6 +150,10 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
   /* Evidence once per process: a second fault (maybe inside our own dump,
    * or on another thread) goes straight to the chaining below. */
   if (nti_active() && !__atomic_exchange_n(&fatal_taken, 1, __ATOMIC_ACQ_REL)) {
+    /* Records of a handler take a block of their own: the interrupted
+     * thread may be in the middle of using its cursor (nti.h).  Left set:
+     * the thread dies, or the application's handler may not return. */
+    nti_tls.internal++;
     nti_record_event(NTR_KIND_SIGNAL, NULL, sig_text(sig), 0, (uint64_t)sig, 0);
     mark_signaled(sig);
     /* libunwind from the interrupted context; see recorder/stack.h for its
@@ -173,12 +177,15 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
 
 static void on_term(int sig, siginfo_t *si, void *uc) {
   if (nti_active()) {
+    /* A block of its own for the handler's records (see on_fatal). */
+    nti_tls.internal++;
     nti_record_event(NTR_KIND_SIGNAL, NULL, sig_text(sig), 0, (uint64_t)sig, 0);
     struct sigaction a = app_get(sig);
     int default_action = !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL;
     if (default_action)
       mark_signaled(sig);
     int rc = nti_dump_now(NTR_TRIG_SIGNAL, sig, 0, sig_text(sig));
+    nti_tls.internal--;
     if (default_action) {
       if (rc == 0)
         ntr_ring_unlink(&nti_g.ring);
@@ -193,8 +200,10 @@ static void on_term(int sig, siginfo_t *si, void *uc) {
 static void on_usr1(int sig, siginfo_t *si, void *uc) {
   int rc = -1;
   if (nti_active()) {
+    nti_tls.internal++; /* a block of its own (see on_fatal) */
     nti_record_event(NTR_KIND_SIGNAL, NULL, "SIGUSR1", 0, (uint64_t)sig, 0);
     rc = nti_dump_now(NTR_TRIG_SIGUSR1, sig, 0, "SIGUSR1");
+    nti_tls.internal--;
   }
   /* Dump and continue: SIGUSR1's default (terminate) is NOT applied; only
    * an application handler is called -- unless the application itself set

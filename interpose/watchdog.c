@@ -346,8 +346,11 @@ void nti_start_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t po
 
 void nti_start_boost(unsigned long long comm_id) {
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
-    if (c->cs && c->cs->comm_id == comm_id)
+    if (c->cs && c->cs->comm_id == comm_id) {
       __atomic_store_n(&c->start_every, 1, __ATOMIC_RELAXED);
+      if (nti_tracked(c))
+        nti_comm_fast_off(c); /* start events: the slow path's */
+    }
 }
 
 /* The stream reached a start event: the device's arrival at that op. */
@@ -416,6 +419,7 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
   ev_fill(c, NTI_EVQ / 2);
   __atomic_store_n(&c->start_every, ntr_cfg.start_every, __ATOMIC_RELAXED);
   __atomic_store_n(&c->cu_ctx, ctx, __ATOMIC_RELEASE); /* pairs with ctx_of() */
+  nti_comm_flags_update(c);
 }
 
 /* ------------------------------------------------------------ watchdog -- */
@@ -549,6 +553,80 @@ static uint64_t comm_stalled(struct nti_comm *c, uint64_t pos) {
  * The newest record waits while its call has not returned (its result
  * would be missing from the copy), for about a second (70 polls) at most;
  * the wrapper patches a copy made earlier (nti_record_patch). */
+/* last_enqueued of a comm without completion tracking: the wrappers'
+ * fast path leaves it to us (wrappers.c: fast_post), and we read it off
+ * the records we copy: the newest collective, outside a group (GroupEnd
+ * keeps those, group.c), that NCCL accepted.  Watchdog only; a tracked
+ * comm's value is the wrappers'. */
+static void note_enqueued(struct nti_comm *c, const struct ntr_record *r) {
+  if (nti_tracked(c) || r->kind == NTR_KIND_SEND || r->kind == NTR_KIND_RECV || (r->flags & NTR_REC_IN_GROUP) ||
+      (r->result != ncclSuccess && r->result != ncclInProgress))
+    return;
+  /* Relaxed load: only we write it for such a comm.  Release store: as
+   * the wrappers' (readers of the mapping). */
+  if (r->seq > __atomic_load_n(&c->cs->last_enqueued, __ATOMIC_RELAXED))
+    __atomic_store_n(&c->cs->last_enqueued, r->seq, __ATOMIC_RELEASE);
+}
+
+/* A record copied into recent[] before its call returned (after about a
+ * second): its result, once the main ring has it, goes into the copy.  The
+ * wrappers used to do this; now the calling thread stores the result into
+ * the ring only. */
+static void recent_patch(struct nti_comm *c) {
+  uint64_t p1 = c->recent_patch_pos;
+  if (!p1)
+    return;
+  struct ntr_record r;
+  if (ntr_ring_read_slot(&nti_g.ring.slots[(p1 - 1) & nti_g.ring.mask], &r) != p1) {
+    c->recent_patch_pos = 0; /* overwritten: the copy keeps -1 */
+    return;
+  }
+  if (r.result == -1)
+    return;
+  nti_record_patch(p1 - 1, c, r.result, 0, 0);
+  note_enqueued(c, &r);
+  c->recent_patch_pos = 0;
+}
+
+/* A collective or p2p call in progress for longer than the timeout (NCCL
+ * connects to peers lazily, inside the first op that needs them): the
+ * wrappers' fast path marks nothing, so the comm's newest record tells --
+ * an op CALL record of this comm whose result is still -1.  It is timed
+ * out like a lifecycle call: the comm is marked blocked in it (so dumps
+ * show where), reported once, and the mark is taken back once the call
+ * returned.  The mark is only set where there is none: a lifecycle or
+ * group mark of the same comm comes first. */
+static void poll_incall(struct nti_comm *c, uint64_t now, uint64_t tmo) {
+  struct ntr_comm_state *cs = c->cs;
+  uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
+  struct ntr_record r;
+  int incall = newest && ntr_ring_read_slot(&nti_g.ring.slots[(newest - 1) & nti_g.ring.mask], &r) == newest &&
+               r.phase == NTR_PHASE_CALL && is_op(r.kind) && r.result == -1 && r.comm_id == cs->comm_id;
+  if (c->incall_mark && (!incall || r.tsc != c->incall_mark)) {
+    uint64_t mark = c->incall_mark;
+    /* Ours only: a lifecycle call may have marked the comm since. */
+    __atomic_compare_exchange_n(&cs->blocked_since, &mark, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    c->incall_mark = 0;
+  }
+  if (!incall || !tmo || now <= r.tsc || now - r.tsc <= tmo || c->incall_reported_pos == newest)
+    return;
+  c->incall_reported_pos = newest;
+  uint64_t zero = 0;
+  /* kind and tid first, then since with release (pairs with readers'
+   * acquire of blocked_since); a failed CAS leaves an existing mark and
+   * its kind alone, but kind/tid may then briefly name our call: a
+   * snapshot reader accepts that. */
+  if (__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED) == 0) {
+    cs->blocked_kind = r.kind;
+    cs->blocked_tid = r.tid;
+    if (__atomic_compare_exchange_n(&cs->blocked_since, &zero, r.tsc, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+      c->incall_mark = r.tsc;
+      c->life_reported_since = r.tsc; /* reported here, not again by poll_lifecycle */
+    }
+  }
+  timeout_report(c, r.seq, nti_kind_name(r.kind), secs(now - r.tsc));
+}
+
 static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
   static struct ntr_record got[NTR_COMM_RECENT]; /* watchdog only (or its last pass at exit) */
   uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
@@ -569,10 +647,13 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
       break;
     }
     if (r.phase == NTR_PHASE_CALL && is_op(r.kind)) {
-      if (p == newest - 1 && r.result == -1 && !final && comm_stalled(c, p) < 70)
+      if (p == newest - 1 && r.result == -1 && !final && comm_stalled(c, p) < 70) {
         done = p; /* its call has not returned: copied at a later poll */
-      else
+      } else {
         got[n++] = r;
+        if (r.result == -1)
+          c->recent_patch_pos = p + 1; /* its result is patched in later */
+      }
     }
     if (!r.prev_gap || r.prev_gap > p)
       break;
@@ -581,6 +662,7 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
   while (n > 0) { /* oldest first: recent[] keeps the newest at the top */
     n--;
     ntr_ring_commit_recent(c->cs, &got[n], got[n].commit - 1);
+    note_enqueued(c, &got[n]);
   }
   /* Release: a wrapper that sees the new position also sees the copies. */
   __atomic_store_n(&c->recent_upto, done, __ATOMIC_RELEASE);
@@ -588,8 +670,10 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
 
 static void recent_scan(int final) {
   uint64_t head = __atomic_load_n(&nti_g.ring.hdr->head, __ATOMIC_ACQUIRE);
-  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
     recent_scan_comm(c, head, final);
+    recent_patch(c);
+  }
 }
 
 static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
@@ -624,7 +708,6 @@ static void *watchdog_main(void *arg) {
   (void)arg;
   /* Everything this thread calls into NCCL passes through unrecorded. */
   nti_tls.guard = 1;
-  nti_tls.internal = 1;
   /* Thread-local capture mode, once, before any CUDA call of this thread
    * (including those NCCL makes for ncclCommGetAsyncError): a thread with
    * no capture of its own is then never prohibited, so none of its event
@@ -642,6 +725,7 @@ static void *watchdog_main(void *arg) {
     for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
       poll_events(c, now, tmo);
       poll_lifecycle(c, now, tmo);
+      poll_incall(c, now, tmo);
       if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
         poll_async(c);
     }

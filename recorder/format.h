@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NTR_FORMAT_VERSION 2u /* 2: Python call sites (stack kinds, string table, PYTHREADS); CUDA graph records (GRAPH_*), comm replay counters; clock offset in the header, lateness in comm state, STRAGGLER and DEV_ARRIVE */
+#define NTR_FORMAT_VERSION 2u /* 2: Python call sites (stack kinds, string table, PYTHREADS); CUDA graph records (GRAPH_*), comm replay counters; clock offset in the header, lateness in comm state, STRAGGLER and DEV_ARRIVE; single-writer blocks (block words, unused), fp derived by readers */
 
 #define NTR_RING_MAGIC "NCTRRING" /* 8 bytes, no NUL stored */
 #define NTR_DUMP_MAGIC "NCTRDUMP"
@@ -102,6 +102,32 @@ static inline unsigned ntr_kind_fp_op(unsigned kind) {
   return kind == NTR_KIND_BCAST ? (unsigned)NTR_KIND_BROADCAST : kind;
 }
 
+/* ---------------------------------------------------------- fingerprint -- */
+
+/* The fingerprint hash of a record, derived from its fields by whoever
+ * reads it (the recorder stores 0 in ntr_record.fp since format 2: the
+ * calling thread does not pay for it).  A few multiplies: two dependent
+ * rounds, not one per field: the small fields are packed into one word
+ * first (op 8 bits, dtype 8, redop 16, root 32; a custom redop that differs
+ * only above bit 15 would collide, which a 32-bit hash allows anyway).
+ * The hash is informational (docs/wire-protocol.md): the exchange and the
+ * tools compare the fields themselves.  Pure functions, any thread, signal
+ * handlers included. */
+static inline uint32_t ntr_fp_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdull;
+  return (uint32_t)(h ^ (h >> 32));
+}
+static inline uint32_t ntr_fp_coll(unsigned kind, uint64_t count, int dtype, int redop, int root) {
+  uint64_t packed = (uint64_t)(ntr_kind_fp_op(kind) & 0xffu) | (uint64_t)((uint32_t)dtype & 0xffu) << 8 |
+                    (uint64_t)((uint32_t)redop & 0xffffu) << 16 | (uint64_t)(uint32_t)root << 32;
+  return ntr_fp_mix(ntr_fp_mix(0x6e63636cull, packed), count);
+}
+static inline uint32_t ntr_fp_p2p(uint64_t seq, uint64_t count, int dtype, int peer, int dir) {
+  uint64_t packed = (uint64_t)((uint32_t)dtype & 0xffu) | (uint64_t)(dir & 1) << 8 | (uint64_t)(uint32_t)peer << 32;
+  return ntr_fp_mix(ntr_fp_mix(ntr_fp_mix(0x70327032ull, packed), count), seq);
+}
+
 /* --------------------------------------------------------------- record -- */
 
 /* One event, 128 bytes (two cache lines).  Published seqlock-style:
@@ -120,7 +146,8 @@ struct ntr_record {
   uint64_t commit;    /* 0: never written (recent[]: or being written);
                          NTR_COMMIT_WRITING: being written; else position + 1 */
   uint64_t tsc;       /* time of the call (clock ticks, see ntr_clock) */
-  uint64_t tsc_done;  /* completion time, 0 while not complete (watchdog writes it) */
+  uint64_t tsc_done;  /* completion time (watchdog writes it); valid only with NTR_REC_COMPLETED:
+                         op records leave it as the slot had it, readers clear it */
   uint64_t comm_id;   /* 0 for records without a communicator */
   uint64_t count;     /* element count; MARK: value */
   union {
@@ -142,17 +169,45 @@ struct ntr_record {
   uint32_t group_id;  /* per-thread outermost group counter, 0 outside groups */
   uint16_t group_depth;
   uint16_t flags;     /* enum ntr_record_flag */
-  uint32_t fp;        /* fingerprint hash (ntr_fp_*); 0 when not applicable */
+  uint32_t fp;        /* fingerprint hash: written 0; readers fill in ntr_record_fp(r) */
   uint16_t stack_id;  /* native stack (NCCLTRACE_STACKS): index+1 into the stack table, 0 = none */
   uint16_t pystack_id; /* Python call site: index+1 into the stack table, 0 = none */
   uint32_t prev_gap;  /* position - position of the previous record of the same comm written
                          by an application thread; 0: none or unknown (interpose/nti.h) */
-  uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error */
+  uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error;
+                         op CALL records leave it as the slot had it, readers clear it */
 };
 _Static_assert(sizeof(struct ntr_record) == 128, "record is two cache lines");
+
+/* The fingerprint of an operation record (collective or point-to-point
+ * CALL/ENTER), 0 for any other: what readers put in fp. */
+static inline uint32_t ntr_record_fp(const struct ntr_record *r) {
+  if (r->kind == NTR_KIND_SEND || r->kind == NTR_KIND_RECV)
+    return ntr_fp_p2p(r->seq, r->count, r->dtype, r->peer, r->kind == NTR_KIND_RECV);
+  switch (r->kind) {
+#define NT_COLL(name, KIND, ...) case NTR_KIND_##KIND:
+#define NT_P2P(...)
+#define NT_GROUP(...)
+#define NT_LIFE(...)
+#include "../interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+    return ntr_fp_coll(r->kind, r->count, r->dtype, r->redop, r->peer);
+  default:
+    return 0;
+  }
+}
 _Static_assert(offsetof(struct ntr_record, seq) == 64, "record layout");
 _Static_assert(offsetof(struct ntr_record, aux) == 120, "record layout");
 _Static_assert(offsetof(struct ntr_record, stack_id) == 112, "record layout");
+_Static_assert(offsetof(struct ntr_record, pystack_id) == 114, "stack_id and pystack_id: one word");
+_Static_assert(offsetof(struct ntr_record, tid) == 96 && offsetof(struct ntr_record, group_depth) == 104 &&
+               offsetof(struct ntr_record, fp) == 108, "record layout: the hot path stores 96..112 at once");
+_Static_assert(offsetof(struct ntr_record, kind) == 72 && offsetof(struct ntr_record, dtype) == 75 &&
+               offsetof(struct ntr_record, peer) == 88 && offsetof(struct ntr_record, result) == 92,
+               "record layout: the hot path stores kind..dtype and peer..result as words");
 
 /* ------------------------------------------------------------ comm state -- */
 
@@ -264,7 +319,7 @@ enum ntr_py_state {
   NTR_PY_DISABLED = 3,    /* NCCLTRACE_PYSTACKS=0 */
 };
 
-/* The ring file: [header 16 KiB][comm table][stack table][strings][slots].  Offsets are
+/* The ring file: [header 16 KiB][comm table][stack table][strings][block words][slots].  Offsets are
  * absolute file offsets; readers validate each against file_size. */
 struct ntr_ring_header {
   char magic[8];            /* NTR_RING_MAGIC */
@@ -279,6 +334,11 @@ struct ntr_ring_header {
   uint64_t dropped;         /* records not written (tracer errors) (atomic) */
   uint32_t comm_count;      /* comm slots handed out (atomic) */
   uint32_t stack_count;     /* stack slots used (atomic) */
+  uint64_t unused;          /* positions never written: skipped blocks, the rest of released
+                               ones (atomic; recorder/ring.h) */
+  uint64_t block_offset;    /* block ownership words, block_count x uint64 (recorder/ring.h) */
+  uint32_t block_count;     /* slot_count / block_positions */
+  uint32_t block_positions; /* positions per block, a power of two */
 
   /* identity */
   int32_t pid, ppid;

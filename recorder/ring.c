@@ -62,16 +62,20 @@ static void read_exe(char *out, size_t cap) {
   ntr_strlcpy(out, program_invocation_short_name ? program_invocation_short_name : "?", cap);
 }
 
-/* Layout: [header 16 KiB][comm table][stack table][strings][slots], each section page
- * aligned so a reader can map them independently. */
+/* Layout: [header 16 KiB][comm table][stack table][strings][block words][slots],
+ * each section page aligned so a reader can map them independently. */
 void ntr_ring_layout(struct ntr_ring_header *h, uint32_t slots) {
+  uint32_t block = slots / 64 < NTR_RING_BLOCK ? (slots / 64 ? slots / 64 : 1) : NTR_RING_BLOCK;
+  h->block_positions = block;
+  h->block_count = slots / block;
   h->comm_offset = NTR_RING_HEADER_BYTES;
   h->stack_offset =
       ALIGN_UP(h->comm_offset + (uint64_t)NTR_COMM_MAX * sizeof(struct ntr_comm_state), PAGE);
   h->str_offset =
       ALIGN_UP(h->stack_offset + (uint64_t)NTR_STACK_MAX * sizeof(struct ntr_stack), PAGE);
   h->str_size = NTR_STR_BYTES;
-  h->slot_offset = ALIGN_UP(h->str_offset + NTR_STR_BYTES, PAGE);
+  h->block_offset = ALIGN_UP(h->str_offset + NTR_STR_BYTES, PAGE);
+  h->slot_offset = ALIGN_UP(h->block_offset + (uint64_t)h->block_count * sizeof(uint64_t), PAGE);
   h->file_size = ALIGN_UP(h->slot_offset + (uint64_t)slots * sizeof(struct ntr_record), PAGE);
 }
 
@@ -118,6 +122,9 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   h->slot_count = slots;
   h->comm_offset = tmp.comm_offset;
   h->stack_offset = tmp.stack_offset;
+  h->block_offset = tmp.block_offset;
+  h->block_count = tmp.block_count;
+  h->block_positions = tmp.block_positions;
   h->slot_offset = tmp.slot_offset;
   h->str_offset = tmp.str_offset;
   h->str_size = tmp.str_size;
@@ -136,10 +143,13 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   ring->stacks = (struct ntr_stack *)((char *)map + h->stack_offset);
   ring->slots = (struct ntr_record *)((char *)map + h->slot_offset);
   ring->strs = (char *)map + h->str_offset;
+  ring->blocks = (uint64_t *)((char *)map + h->block_offset);
   ring->mask = slots - 1;
-  /* A block is at most 1/64 of the ring: threads' blocks never share a
-   * lap's slots, and a small ring is not all holes. */
-  ring->block = slots / 64 < NTR_RING_BLOCK ? (slots / 64 ? slots / 64 : 1) : NTR_RING_BLOCK;
+  /* A block is at most 1/64 of the ring (ntr_ring_layout): a small ring is
+   * not all holes, and 64 block indexes leave room for quiet owners. */
+  ring->block = h->block_positions;
+  ring->bmask = h->block_count - 1;
+  ring->block_shift = (uint32_t)__builtin_ctz(ring->block);
   ring->map_size = h->file_size;
   return 0;
 }
@@ -296,42 +306,152 @@ uint64_t ntr_ring_read_slot(const struct ntr_record *slot, struct ntr_record *ou
   return c1;
 }
 
+/* ------------------------------------------------------------ blocks -- */
+
+/* Where a record goes when no block can be had (every index held): never
+ * read, so its races are harmless; per thread so that TSan agrees. */
+static __thread __attribute__((tls_model("initial-exec"))) struct ntr_record scratch;
+
+/* Give block start back if it is still ours (OPEN or CLOSED by a reader);
+ * its positions from next on are counted unused.  A CAS, not a store: the
+ * block may have been released already by the commit of its last position
+ * (ntr_ring_commit) and claimed again by a writer of a later lap. */
+static void release_block(struct ntr_ring *ring, uint64_t start, uint64_t next) {
+  uint64_t *w = ntr_ring_blk(ring, start);
+  uint64_t expect = ntr_blk_word(start, NTR_BLK_OPEN);
+  /* Release: every record we committed in the block is visible to whoever
+   * sees FREE (the next claimer's acquire CAS, a reader's acquire load in
+   * ntr_ring_settle). */
+  if (!__atomic_compare_exchange_n(w, &expect, ntr_blk_word(start, NTR_BLK_FREE), 0, __ATOMIC_RELEASE,
+                                   __ATOMIC_RELAXED)) {
+    expect = ntr_blk_word(start, NTR_BLK_CLOSED);
+    if (!__atomic_compare_exchange_n(w, &expect, ntr_blk_word(start, NTR_BLK_FREE), 0, __ATOMIC_RELEASE,
+                                     __ATOMIC_RELAXED))
+      return; /* released already; its unused rest was counted then */
+  }
+  uint64_t end = start + ring->block;
+  if (next < end) /* Relaxed: a statistic (ntr_ring_lost). */
+    __atomic_fetch_add(&ring->hdr->unused, end - next, __ATOMIC_RELAXED);
+}
+
+void ntr_ring_release_at(struct ntr_ring *ring, uint64_t pos) {
+  /* Only a record that is in the ring: not the scratch slot of a dropped
+   * record, whose position is not its own.  Relaxed: we wrote it. */
+  if (__atomic_load_n(&ring->slots[pos & ring->mask].commit, __ATOMIC_RELAXED) != pos + 1)
+    return;
+  release_block(ring, pos & ~(uint64_t)(ring->block - 1), pos + 1);
+}
+
+void ntr_ring_release(struct ntr_ring *ring, struct ntr_ring_cursor *cur) {
+  if (cur->word && ring->hdr)
+    release_block(ring, cur->end - ring->block, cur->next);
+  cur->next = cur->end = 0;
+  cur->word = NULL;
+  cur->open = 0;
+  cur->slot = NULL;
+}
+
+/* Claim a fresh block: @return its first position, or UINT64_MAX when
+ * every index was held for a whole round. */
+static uint64_t claim_block(struct ntr_ring *ring) {
+  for (uint64_t tries = 0; tries <= ring->bmask; tries++) {
+    /* Relaxed: the position only has to be unique; the block word and the
+     * slots' commits carry all ordering. */
+    uint64_t s = __atomic_fetch_add(&ring->hdr->head, ring->block, __ATOMIC_RELAXED);
+    uint64_t *w = ntr_ring_blk(ring, s);
+    /* Acquire (load and CAS) pairs with the release in release_block: our
+     * slot stores come after every store of the block's previous owner. */
+    uint64_t old = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    if ((old & 3u) == NTR_BLK_FREE && (old >> 2) < s + 1 &&
+        __atomic_compare_exchange_n(w, &old, ntr_blk_word(s, NTR_BLK_OPEN), 0, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED))
+      return s;
+    /* Held by a writer of an older lap, or taken by a later one: skipped.
+     * Relaxed: a statistic. */
+    __atomic_fetch_add(&ring->hdr->unused, ring->block, __ATOMIC_RELAXED);
+  }
+  return UINT64_MAX;
+}
+
+struct ntr_record *ntr_ring_reserve_block(struct ntr_ring *ring, struct ntr_ring_cursor *cur,
+                                          uint64_t *pos) {
+  ntr_ring_release(ring, cur);
+  uint64_t s = claim_block(ring);
+  if (s == UINT64_MAX) {
+    /* Relaxed: a statistic. */
+    __atomic_fetch_add(&ring->hdr->dropped, 1, __ATOMIC_RELAXED);
+    *pos = 0;
+    return &scratch;
+  }
+  cur->next = s + 1;
+  cur->end = s + ring->block;
+  cur->word = ntr_ring_blk(ring, s);
+  cur->open = ntr_blk_word(s, NTR_BLK_OPEN);
+  cur->slot = &ring->slots[(s + 1) & ring->mask];
+  *pos = s;
+  return ntr_ring_open_slot(ring, s);
+}
+
+int ntr_ring_refill(struct ntr_ring *ring, struct ntr_ring_cursor *cur) {
+  ntr_ring_release(ring, cur);
+  uint64_t s = claim_block(ring);
+  if (s == UINT64_MAX)
+    return -1;
+  cur->next = s;
+  cur->end = s + ring->block;
+  cur->word = ntr_ring_blk(ring, s);
+  cur->open = ntr_blk_word(s, NTR_BLK_OPEN);
+  cur->slot = &ring->slots[s & ring->mask];
+  return 0;
+}
+
+struct ntr_record *ntr_ring_reserve(struct ntr_ring *ring, uint64_t *pos) {
+  uint64_t s = claim_block(ring);
+  if (s == UINT64_MAX) {
+    __atomic_fetch_add(&ring->hdr->dropped, 1, __ATOMIC_RELAXED);
+    *pos = 0;
+    return &scratch;
+  }
+  /* The last position: ntr_ring_commit of it releases the block.  Relaxed:
+   * a statistic. */
+  if (ring->block > 1)
+    __atomic_fetch_add(&ring->hdr->unused, ring->block - 1, __ATOMIC_RELAXED);
+  *pos = s + ring->block - 1;
+  return ntr_ring_open_slot(ring, *pos);
+}
+
 /* ------------------------------------------------------------- holes -- */
 
 /* Slot of position q holds q or a later position, or is being written. */
 static int slot_taken(const struct ntr_ring *ring, uint64_t q) {
-  /* Relaxed: a hint for the reader; the claim below decides. */
+  /* Relaxed: a hint for the reader. */
   uint64_t c = __atomic_load_n(&ring->slots[q & ring->mask].commit, __ATOMIC_RELAXED);
   return c > q; /* NTR_COMMIT_WRITING is larger than any position */
 }
 
-/* Write a filler at position p through the writers' claim.  @return 1 when
- * p is settled (ours now, or taken by someone else first), 0 when a writer
- * still holds the slot. */
-static int fill_one(struct ntr_ring *ring, uint64_t p) {
-  struct ntr_record *rec = &ring->slots[p & ring->mask];
-  uint64_t pos;
-  if (!ntr_ring_claim(&rec->commit, p))
-    return __atomic_load_n(&rec->commit, __ATOMIC_ACQUIRE) != NTR_COMMIT_WRITING;
-  ntr_ring_claimed(rec, p, &pos);
-  /* Word-atomic stores, as in ntr_ring_commit_recent: readers copy
-   * concurrently.  All zero: kind NTR_KIND_NONE. */
-  uint64_t *d = (uint64_t *)rec;
-  for (size_t w = 1; w < sizeof *rec / 8; w++)
-    __atomic_store_n(&d[w], 0, __ATOMIC_RELAXED);
-  /* Release pairs with the acquire load in ntr_ring_read_slot. */
-  __atomic_store_n(&rec->commit, pos + 1, __ATOMIC_RELEASE);
-  return 1;
-}
-
-int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int fill) {
+int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int close) {
   uint64_t c = __atomic_load_n(&ring->slots[p & ring->mask].commit, __ATOMIC_ACQUIRE);
   if (c == NTR_COMMIT_WRITING)
     return NTR_HOLE_WRITING;
   if (c > p)
     return NTR_SETTLED;
-  /* Unclaimed.  A thread's block has at most ring->block - 1 positions
-   * after p, so if anything after p is written, it is within that reach. */
+  uint64_t start = p & ~(uint64_t)(ring->block - 1);
+  uint64_t *w = ntr_ring_blk(ring, start);
+  /* Acquire pairs with the release in release_block: a released block's
+   * records are all visible, so an unwritten slot there stays unwritten. */
+  uint64_t word = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+  uint64_t owner = (word >> 2) - 1; /* start of the block that holds the index */
+  unsigned st = (unsigned)(word & 3u);
+  if (word && owner > start)
+    return NTR_SETTLED; /* lapped: a later block took the index */
+  if (word && owner == start && st != NTR_BLK_OPEN) {
+    /* released or closed: read the slot once more (its owner may have
+     * committed it just before releasing) */
+    c = __atomic_load_n(&ring->slots[p & ring->mask].commit, __ATOMIC_ACQUIRE);
+    return c == NTR_COMMIT_WRITING ? NTR_HOLE_WRITING : NTR_SETTLED;
+  }
+  /* Open (ours to wait for), or not claimed at this lap yet (the claimer
+   * is between its fetch_add and its CAS, or skipped the index). */
   uint64_t lim = p + 1 + ring->block, q = p + 1;
   if (lim > head)
     lim = head;
@@ -339,13 +459,18 @@ int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int fill) 
     q++;
   if (q >= lim)
     return NTR_HOLE_FRONTIER;
-  if (!fill)
+  if (!close)
     return NTR_HOLE_BLOCKING;
-  for (uint64_t f = p; f < q; f++)
-    if (!fill_one(ring, f))
-      break;
+  /* Close the block (its owner moves on at its next record) or, when no
+   * one claimed it, fence it (FREE(start): a late claimer's CAS fails). */
+  uint64_t target = st == NTR_BLK_OPEN && owner == start ? ntr_blk_word(start, NTR_BLK_CLOSED)
+                                                         : ntr_blk_word(start, NTR_BLK_FREE);
+  if (word && owner < start && st != NTR_BLK_FREE)
+    return NTR_SETTLED; /* an older lap's owner holds it: its claimer at p skipped it */
+  /* Relaxed: the reader only needs the outcome; the slots' commits carry
+   * the data. */
+  if (!__atomic_compare_exchange_n(w, &word, target, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    return NTR_HOLE_BLOCKING; /* changed under us: look again next time */
   c = __atomic_load_n(&ring->slots[p & ring->mask].commit, __ATOMIC_ACQUIRE);
-  if (c == NTR_COMMIT_WRITING)
-    return NTR_HOLE_WRITING;
-  return c > p ? NTR_SETTLED : NTR_HOLE_BLOCKING;
+  return c == NTR_COMMIT_WRITING ? NTR_HOLE_WRITING : NTR_SETTLED;
 }

@@ -6,39 +6,59 @@
  * constructor / destructor, fork child handler) and are not thread-safe.
  * Everything else is lock-free, multi-producer: any thread may reserve/commit
  * concurrently.  ntr_ring_set_job may run once while writers are active.
- * A ntr_ring_cursor belongs to one thread (and its signal handlers).
- * Signal-safety: ntr_ring_reserve, ntr_ring_reserve_in, ntr_ring_commit,
+ * A ntr_ring_cursor belongs to one thread; its signal handlers must not use
+ * it (they take ntr_ring_reserve).
+ * Signal-safety: ntr_ring_reserve, ntr_ring_commit, ntr_ring_release,
  * ntr_ring_comm_alloc, ntr_ring_lost, ntr_ring_read_slot and ntr_ring_settle
  * are async-signal-safe (atomics and plain stores only); ntr_ring_reopen_child is async-signal-safe in the sense
  * that a pthread_atfork child handler needs (syscalls only, no malloc, no
  * stdio, no locks); ntr_ring_open/close are not signal-safe.
  *
- * Write protocol (seqlock per slot), pairs with ntr_ring_read_slot:
- *   take a position p; rec = slots[p & mask];
- *   claim: commit c -> NTR_COMMIT_WRITING by CAS (ntr_ring_claim); release
- *   fence; fill the body; release-store rec->commit = p + 1.
- * Positions come from the shared head one at a time (ntr_ring_reserve), or,
- * on the hot path, from a per-thread block of ring->block positions
- * (ntr_ring_reserve_in: one fetch_add on the head per block, so threads do
- * not bounce the head's cache line on every call).  The claim makes a slot
- * single-owner whatever the source of p: a writer preempted for a whole lap
- * of the ring keeps its slot and the lapping writer moves on (that position
- * stays a hole); a position taken twice (a signal handler that interrupted
- * its thread between reading and advancing the block, a reader's filler)
- * goes to exactly one of them.  Without the claim two writers could write
- * one slot and leave a mixed body under a stable commit.
+ * Write protocol: single-writer blocks, seqlock per slot.  Pairs with
+ * ntr_ring_read_slot and ntr_ring_settle.
  *
- * Holes and fillers: a block's unused positions are holes until its thread
+ *   Positions are free-running; the shared head only ever advances by a
+ *   whole block of ring->block positions (NTR_RING_BLOCK, less in small
+ *   rings), so blocks are aligned: block S covers [S, S + block) and has
+ *   one ownership word, blocks[(S / block) & bmask], in the mapping.
+ *   claim (once per block):  S = fetch_add(head, block); CAS the word from
+ *     FREE(x) with x < S to OPEN(S).  A word that is OPEN or CLOSED (a
+ *     writer of an older lap still holds that index) or FREE(x >= S) (a
+ *     later lap took it) is not ours: the block is skipped, its positions
+ *     never written (counted in hdr->unused), and the next one taken.
+ *   write (every record, owner only, no read-modify-write): store
+ *     commit = NTR_COMMIT_WRITING; release fence; fill the body;
+ *     release-store commit = p + 1.
+ *   release (once per block): store FREE(S) when the owner moves on (block
+ *     used up, a communicator floor above it, the block closed by a
+ *     reader, thread exit), counting its unused positions.
+ *
+ * The owner is the only writer of the block's slots from its claim to its
+ * release, whatever happens to the rest of the ring: a writer preempted
+ * for a whole lap keeps its block, and the lapping writers skip that index
+ * (those positions stay holes).  So no claim per record is needed and no
+ * two writers can ever mix bodies under one commit value.  Records that do
+ * not come from a thread's cursor (signal handlers, the tools' tests,
+ * anything without one) take a block of their own (ntr_ring_reserve: its
+ * last position; ntr_ring_commit of a block's last position releases it).
+ *
+ * Holes and closing: a block's unused positions are holes until its owner
  * writes them; a thread that goes quiet leaves them open.  Readers that
- * follow positions in order (the exchange client) settle a hole that
- * holds them up with ntr_ring_settle: a filler record (kind NTR_KIND_NONE)
- * takes the position through the same claim, and the owning thread, whose
- * claim then fails, moves to a fresh block.  Consequences: position order is
- * program order per thread and per communicator (the caller passes a floor,
+ * follow positions in order (the exchange client) settle a hole with
+ * ntr_ring_settle: positions of a released block, a skipped block or a
+ * lapped one will never be written and are passed at once; a hole in an
+ * open block that holds up later records is, on request, closed (CAS
+ * OPEN(S) -> CLOSED(S)): the owner sees it at its next record (it
+ * compares its block's word on every record: one load of a line it owns)
+ * and moves to a fresh block, releasing the closed one.  The one race
+ * left: an owner that compared just before the close writes one more
+ * record there, which a reader that already passed it does not see (the
+ * ring and dumps still hold it).  Consequences: position order is program
+ * order per thread and per communicator (the caller passes a floor,
  * ntr_ring_reserve_in), but across threads a record may carry a lower
- * position than one written before it; and head counts reserved positions,
- * so ntr_ring_lost may count up to ring->block - 1 unused positions per
- * thread as lost.
+ * position than one written before it; and ntr_ring_lost counts the
+ * unused positions of blocks still open (up to ring->block - 1 per
+ * thread) as lost.
  */
 #ifndef NTR_RING_H
 #define NTR_RING_H
@@ -70,8 +90,11 @@ struct ntr_ring {
   struct ntr_stack *stacks;      /* hdr + stack_offset */
   struct ntr_record *slots;      /* hdr + slot_offset */
   char *strs;                    /* hdr + str_offset: the Python string table */
+  uint64_t *blocks;              /* hdr + block_offset: block ownership words */
   uint64_t mask;                 /* slot_count - 1 */
-  uint32_t block;                /* positions per thread block: NTR_RING_BLOCK, less in small rings */
+  uint64_t bmask;                /* block_count - 1 */
+  uint32_t block;                /* positions per block: NTR_RING_BLOCK, less in small rings (power of two) */
+  uint32_t block_shift;          /* log2(block) */
   size_t map_size;
   char path[256];                /* the ring file ("" when anonymous) */
   char dir[1024];                /* directory of the ring file (for set_job); "" when anonymous */
@@ -143,113 +166,139 @@ void ntr_ring_unlink(struct ntr_ring *ring);
  *         addr is not ours.  Async-signal-safe (mmap). */
 int ntr_ring_repair_fault(struct ntr_ring *ring, void *addr);
 
-/* Take ownership of a slot for position p.
- * @return 1 when the caller now owns the slot (its commit is
- *         NTR_COMMIT_WRITING), 0 when another writer owns it or it already
- *         holds position p or a later one. */
-static inline int ntr_ring_claim(uint64_t *commit, uint64_t p) {
-  /* Acquire pairs with the release store of the previous owner's commit:
-   * our body stores are ordered after that owner's. */
-  uint64_t c = __atomic_load_n(commit, __ATOMIC_ACQUIRE);
-  if (c == NTR_COMMIT_WRITING || c > p)
-    return 0; /* being written, or holds position c - 1 >= p */
-  /* CAS rather than a store: exactly one of several claimants wins (0, a
-   * never written slot, is claimed the same way). */
-  return __atomic_compare_exchange_n(commit, &c, NTR_COMMIT_WRITING, 0, __ATOMIC_ACQUIRE,
-                                     __ATOMIC_RELAXED);
+/* Block ownership words (blocks[] in the mapping, one per block index):
+ * ((S + 1) << 2) | state, S the first position of the block that last
+ * claimed the index; 0: never claimed. */
+enum ntr_blk_state { NTR_BLK_FREE = 0, NTR_BLK_OPEN = 1, NTR_BLK_CLOSED = 2 };
+static inline uint64_t ntr_blk_word(uint64_t start, unsigned state) { return (start + 1) << 2 | state; }
+static inline uint64_t *ntr_ring_blk(const struct ntr_ring *ring, uint64_t p) {
+  return &ring->blocks[(p >> ring->block_shift) & ring->bmask];
 }
 
-/* After a successful claim: the claim must be visible before any body store,
- * so that a reader that copied part of the new body sees commit change and
- * drops its copy.  Pairs with the acquire fence in ntr_ring_read_slot. */
-static inline struct ntr_record *ntr_ring_claimed(struct ntr_record *rec, uint64_t p, uint64_t *pos) {
+/* A thread's block (thread-local, process-local; all zero = none).
+ * NTR_RING_BLOCK positions (8 KiB of slots) per block in rings of 4096
+ * slots or more: one fetch_add on the shared head and one CAS on a block
+ * word per 64 records, and threads that write at once meet at a block
+ * boundary once per 64 records (bench/scale/threads: 16 -> 64 took 8
+ * threads on 2 vCPUs from 3.0-3.3x to 1.9-2.0x one thread's cost per
+ * call).  The price: up to 63 positions a quiet thread leaves open. */
+#define NTR_RING_BLOCK 64u
+struct ntr_ring_cursor {
+  uint64_t next, end; /* next position to use; end of the block (0: none) */
+  uint64_t *word;     /* the block's ownership word; NULL: none */
+  uint64_t open;      /* ntr_blk_word(start, NTR_BLK_OPEN): what *word holds while ours */
+  struct ntr_record *slot; /* the slot of next (a block's slots are contiguous) */
+};
+
+/* Out of line: release the cursor's block and claim a fresh one.  Returns
+ * its first slot, opened (commit = NTR_COMMIT_WRITING).  When every block
+ * index is held (more quiet writers than blocks: tiny rings) the record
+ * goes to a thread-local scratch slot instead and hdr->dropped counts it.
+ * Async-signal-safe. */
+struct ntr_record *ntr_ring_reserve_block(struct ntr_ring *ring, struct ntr_ring_cursor *cur,
+                                          uint64_t *pos);
+
+/* Out of line: release the cursor's block and claim a fresh one, leaving
+ * the cursor at its first position (nothing opened).  @return 0, or -1
+ * when every block index is held (the cursor is then empty).
+ * Async-signal-safe. */
+int ntr_ring_refill(struct ntr_ring *ring, struct ntr_ring_cursor *cur);
+
+/* Open slot p of a block the caller owns: no other writer can touch it, so
+ * a plain store marks it; the release fence orders that mark before every
+ * body store, so a reader that copied part of the new body sees commit
+ * change and drops its copy (pairs with the acquire fence in
+ * ntr_ring_read_slot).  On x86-64 both are plain instructions. */
+static inline struct ntr_record *ntr_ring_open_slot(struct ntr_ring *ring, uint64_t p) {
+  struct ntr_record *rec = &ring->slots[p & ring->mask];
+  /* Relaxed: ordered by the fence below. */
+  __atomic_store_n(&rec->commit, NTR_COMMIT_WRITING, __ATOMIC_RELAXED);
   NTR_FENCE_RELEASE();
-  *pos = p;
   return rec;
 }
 
-/* Reserve the next slot from the shared head: the returned record is
- * claimed and holds its old content; fill it and call ntr_ring_commit.
- * Never fails, never blocks; wait-free in practice (a position whose slot
- * is still owned by a writer a whole lap behind is skipped). */
-static inline struct ntr_record *ntr_ring_reserve(struct ntr_ring *ring, uint64_t *pos) {
-  for (;;) {
-    /* Relaxed: the position only has to be unique; the slot's commit
-     * carries all ordering towards readers. */
-    uint64_t p = __atomic_fetch_add(&ring->hdr->head, 1, __ATOMIC_RELAXED);
-    struct ntr_record *rec = &ring->slots[p & ring->mask];
-    if (ntr_ring_claim(&rec->commit, p))
-      return ntr_ring_claimed(rec, p, pos);
-  }
-}
-
-/* A thread's block of positions (thread-local, process-local; zero = none).
- * NTR_RING_BLOCK positions (8 KiB of slots) per block in rings of 4096
- * slots or more: one fetch_add on the shared head per 64 records, and
- * threads that write at once meet at a block boundary once per 64 records
- * (bench/scale/threads: 16 -> 64 took 8 threads on 2 vCPUs from 3.0-3.3x
- * to 1.9-2.0x one thread's cost per call).  The price: up to 63 positions
- * a reader fills when their thread goes quiet (ntr_ring_settle). */
-#define NTR_RING_BLOCK 64u
-struct ntr_ring_cursor {
-  uint64_t next, end; /* next position to use; end of the block */
-};
-
-/* Reserve the next slot from the caller's block, taking a fresh block from
- * the head when it is used up, when a claim fails (a reader filled the rest
- * of it, or it was lapped) or when its next position is below floor (the
- * last position + 1 of the communicator the record is for: records of one
- * communicator stay in position order when it moves between threads).
- * Same contract as ntr_ring_reserve.  Async-signal-safe: a handler that
- * interrupts its thread in here may take the same position; the claim gives
- * it to one of the two and the other moves on. */
+/* Reserve the next slot from the caller's block, taking a fresh block when
+ * it is used up, when a reader closed it, or when its next position is
+ * below floor (the last position + 1 of the communicator the record is
+ * for: records of one communicator stay in position order when it moves
+ * between threads).  The returned record is opened and holds its old
+ * content; fill it and call ntr_ring_commit.  Never fails, never blocks.
+ * Not for signal handlers that may interrupt the cursor's thread in here
+ * (they use ntr_ring_reserve). */
 static inline struct ntr_record *ntr_ring_reserve_in(struct ntr_ring *ring, struct ntr_ring_cursor *cur,
                                                      uint64_t floor, uint64_t *pos) {
-  for (;;) {
-    uint64_t p = cur->next;
-    if (__builtin_expect(p >= cur->end || p < floor, 0)) {
-      p = __atomic_fetch_add(&ring->hdr->head, ring->block, __ATOMIC_RELAXED);
-      cur->end = p + ring->block;
-    }
-    cur->next = p + 1;
-    struct ntr_record *rec = &ring->slots[p & ring->mask];
-    if (__builtin_expect(ntr_ring_claim(&rec->commit, p), 1))
-      return ntr_ring_claimed(rec, p, pos);
-    cur->end = 0; /* settled by a reader or lapped: the rest is not ours */
-  }
+  uint64_t p = cur->next;
+  /* Relaxed load of our own block's word: a reader's close only has to be
+   * seen at some later record (ring.h, holes and closing). */
+  if (__builtin_expect(p >= cur->end || p < floor ||
+                           __atomic_load_n(cur->word, __ATOMIC_RELAXED) != cur->open, 0))
+    return ntr_ring_reserve_block(ring, cur, pos);
+  cur->next = p + 1;
+  *pos = p;
+  struct ntr_record *rec = cur->slot++;
+  (void)ring;
+  /* Relaxed: ordered by the fence (ntr_ring_open_slot). */
+  __atomic_store_n(&rec->commit, NTR_COMMIT_WRITING, __ATOMIC_RELAXED);
+  NTR_FENCE_RELEASE();
+  return rec;
 }
 
+/* Give the cursor's block back (its unused positions are counted in
+ * hdr->unused) and reset the cursor: thread exit, or a writer that wants
+ * to leave no open block behind.  Async-signal-safe. */
+void ntr_ring_release(struct ntr_ring *ring, struct ntr_ring_cursor *cur);
+
+/* Reserve a slot for a writer without a cursor (signal handlers, tools,
+ * tests): a block of its own, whose last position it takes (the others are
+ * counted unused); ntr_ring_commit releases the block.  Thread-safe and
+ * async-signal-safe.  Same contract as ntr_ring_reserve_in otherwise. */
+struct ntr_record *ntr_ring_reserve(struct ntr_ring *ring, uint64_t *pos);
+
 /* For readers that follow positions in order, at a position p < head whose
- * slot does not hold p (yet).  With fill = 1, a hole that holds up later
- * records is filled with fillers, and so are the unused positions after it
- * up to the next written one (at most ring->block), through the writers'
- * claim.  A reader should wait a while before it fills: a thread in the
- * middle of a call is about to write p.
- * @return NTR_SETTLED: p holds p now (a filler included) or a later
- *         position: read it again / move on;
- *         NTR_HOLE_WRITING: a writer holds the slot;
+ * slot does not hold p (yet).  With close = 1, an open block whose hole
+ * holds up later records is closed (ring.h, holes and closing).  A reader
+ * should wait a while before it closes: a thread in the middle of a call
+ * is about to write p.
+ * @return NTR_SETTLED: p holds p now or a later position, or will never
+ *         be written (its block was released, skipped, lapped or closed):
+ *         read it again / move on;
+ *         NTR_HOLE_WRITING: its writer is writing the slot;
  *         NTR_HOLE_FRONTIER: nothing is written after p yet: the unused rest
  *         of a block whose thread will write it next, never to be skipped;
- *         NTR_HOLE_BLOCKING: a hole with later records after it (not filled:
- *         fill = 0, or its writer claimed it first).
+ *         NTR_HOLE_BLOCKING: a hole with later records after it (not closed:
+ *         close = 0).
  * Thread-safe; async-signal-safe. */
 enum ntr_settle { NTR_SETTLED = 1, NTR_HOLE_WRITING = 0, NTR_HOLE_FRONTIER = -1, NTR_HOLE_BLOCKING = -2 };
-int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int fill);
+int ntr_ring_settle(struct ntr_ring *ring, uint64_t p, uint64_t head, int close);
 
 /* Copy a record being committed into a communicator's recent[], with the
  * same seqlock (recorder/ring.c).  pre: the caller still owns rec. */
 void ntr_ring_commit_recent(struct ntr_comm_state *cs, const struct ntr_record *rec,
                             uint64_t pos);
 
+/* Release the block of position pos if pos is its last position and the
+ * block is still the one that holds it (ring.c).  Async-signal-safe. */
+void ntr_ring_release_at(struct ntr_ring *ring, uint64_t pos);
+
 /* Publish: release-stores commit = pos + 1.  If cs is non-NULL the record is
- * also copied into cs->recent[] so a quiet communicator keeps its history. */
+ * also copied into cs->recent[] so a quiet communicator keeps its history.
+ * The last position of a block releases it (a cursor-less writer's block,
+ * ntr_ring_reserve; an owner's block it used up: its next reserve finds it
+ * released already). */
 static inline void ntr_ring_commit(struct ntr_ring *ring, struct ntr_record *rec, uint64_t pos,
                                    struct ntr_comm_state *cs) {
-  (void)ring;
-  /* Copy first, while the slot is still ours: once committed, a writer a lap
-   * ahead may claim it and rewrite the body under our copy. */
+  /* Copy first, while the slot is still ours. */
   if (cs)
     ntr_ring_commit_recent(cs, rec, pos);
+  /* Release pairs with the acquire load of commit in ntr_ring_read_slot. */
+  __atomic_store_n(&rec->commit, pos + 1, __ATOMIC_RELEASE);
+  if (((pos + 1) & (ring->block - 1)) == 0)
+    ntr_ring_release_at(ring, pos);
+}
+
+/* The hot path's publish: the store alone (the block is released by the
+ * owner's next claim). */
+static inline void ntr_ring_publish(struct ntr_record *rec, uint64_t pos) {
   /* Release pairs with the acquire load of commit in ntr_ring_read_slot. */
   __atomic_store_n(&rec->commit, pos + 1, __ATOMIC_RELEASE);
 }
@@ -257,13 +306,15 @@ static inline void ntr_ring_commit(struct ntr_ring *ring, struct ntr_record *rec
 /* Hand out a fresh comm slot (zeroed), or NULL when all NTR_COMM_MAX are used. */
 struct ntr_comm_state *ntr_ring_comm_alloc(struct ntr_ring *ring);
 
-/* Positions overwritten so far (head - slot_count when positive): records
- * lost, plus any reserved positions that were never used (see above). */
+/* Records overwritten so far: positions handed out, less those never used
+ * (skipped and released blocks' rest, hdr->unused), less one ring's worth;
+ * the unused rest of blocks still open counts as lost (see above). */
 static inline uint64_t ntr_ring_lost(const struct ntr_ring *ring) {
-  /* Relaxed: a statistic read at one instant. */
+  /* Relaxed: statistics read at one instant. */
   uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_RELAXED);
-  uint64_t slots = ring->mask + 1;
-  return head > slots ? head - slots : 0;
+  uint64_t unused = __atomic_load_n(&ring->hdr->unused, __ATOMIC_RELAXED);
+  uint64_t slots = ring->mask + 1, used = head > unused ? head - unused : 0;
+  return used > slots ? used - slots : 0;
 }
 
 /* Seqlock read of one slot (main ring or a recent[] entry) into *out.

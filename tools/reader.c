@@ -67,8 +67,27 @@ static int rec_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* What a reader fills in or clears (recorder/format.h): the fingerprint
+ * (format 2 records carry 0); tsc_done without NTR_REC_COMPLETED and an
+ * op record's aux, which the recorder's fast path leaves as the slot had
+ * them. */
+static void ntt_record_derive(struct ntr_record *r) {
+  /* Only an op record's fp is derived: a graph record's is the
+   * recorder's (the fingerprint of its captured calls). */
+  uint32_t fp = ntr_record_fp(r);
+  if (fp)
+    r->fp = fp;
+  if (!(r->flags & NTR_REC_COMPLETED))
+    r->tsc_done = 0;
+  /* A captured op's aux is its capture id (interpose/graph.c). */
+  if (fp && r->phase == NTR_PHASE_CALL && !(r->flags & NTR_REC_CAPTURED))
+    r->aux = 0;
+}
+
 /* The main ring and a comm's recent[] may both hold the same position; the
- * watchdog marks completion in the main-ring copy, so a completed copy wins. */
+ * watchdog marks completion in the main-ring copy, so a completed copy wins.
+ * Derived fields are filled in on the way: the fingerprint hash (format 2
+ * records carry 0, recorder/format.h: ntr_record_fp). */
 uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n) {
   if (!recs || n == 0)
     return 0;
@@ -92,13 +111,19 @@ uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n) {
         recs[out] = recs[i];
       out++;
     }
-    if (i == n)
+    if (i == n) {
+      for (uint64_t k = 0; k < out; k++)
+        ntt_record_derive(&recs[k]);
       return out;
+    }
     /* Out of order at i: everything before it was kept as it was, apart from
      * duplicates folded into their first copy -- the same records, so sorting
      * the kept prefix and the untouched rest gives the same result. */
-    if (sorted)
+    if (sorted) {
+      for (uint64_t k = 0; k < out; k++)
+        ntt_record_derive(&recs[k]);
       return out; /* cannot happen: sorted input has no inversion */
+    }
     memmove(&recs[out], &recs[i], (size_t)(n - i) * sizeof *recs);
     n = out + (n - i);
     qsort(recs, (size_t)n, sizeof *recs, rec_cmp);

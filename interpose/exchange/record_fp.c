@@ -26,7 +26,7 @@ int ntx_fp_from_record(const struct ntr_record *r, struct ntx_fp *fp) {
   fp->comm_id = r->comm_id;
   fp->seq = r->seq;
   fp->count = r->count;
-  fp->fp = r->fp;
+  fp->fp = ntr_record_fp(r); /* derived here, off the hot path */
   fp->kind = (uint16_t)ntr_kind_fp_op(r->kind);
   fp->dtype = r->dtype;
   fp->dir = (uint8_t)dir;

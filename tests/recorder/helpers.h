@@ -32,6 +32,16 @@
   } while (0)
 
 /* A fresh private directory under /tmp (removed by t_rmtree). */
+/* A writer thread's records, as the interposer writes them: from the
+ * thread's own block (recorder/ring.h).  One cursor per thread; call
+ * t_cursor_reset when the thread switches rings (a fork child's new ring). */
+#include "recorder/ring.h"
+static __thread struct ntr_ring_cursor t_cur;
+static inline struct ntr_record *t_reserve(struct ntr_ring *ring, uint64_t *pos) {
+  return ntr_ring_reserve_in(ring, &t_cur, 0, pos);
+}
+static inline void t_cursor_reset(void) { memset(&t_cur, 0, sizeof t_cur); }
+
 static inline void t_tmpdir(char *out, size_t cap) {
   snprintf(out, cap, "/tmp/ntr-test-XXXXXX");
   if (!mkdtemp(out)) {

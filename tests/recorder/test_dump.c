@@ -24,7 +24,7 @@ static struct ntr_ring ring;
 
 static void put(unsigned long long writer, unsigned long long i, struct ntr_comm_state *cs) {
   uint64_t pos;
-  struct ntr_record *r = ntr_ring_reserve(&ring, &pos);
+  struct ntr_record *r = t_reserve(&ring, &pos);
   t_fill(r, writer, i);
   ntr_ring_commit(&ring, r, pos, cs);
 }
@@ -246,7 +246,7 @@ int main(void) {
   parse_dump(path, &d);
   CHECK(!memcmp(d.hdr->magic, NTR_RING_MAGIC, 8));
   CHECK_EQ(d.hdr->pid, getpid());
-  CHECK_EQ(d.hdr->head, 3020);
+  CHECK(d.hdr->head >= 3020 && d.hdr->head - 3020 < d.hdr->block_positions); /* one writer's blocks */
   CHECK_EQ(d.hdr->comm_count, 2);
   CHECK_EQ(d.ncomms, 2);
   CHECK_EQ(d.comms[0].comm_id, 0xaaaa);
@@ -256,8 +256,9 @@ int main(void) {
   CHECK_EQ(d.nstacks, 2);
   CHECK_EQ(d.stacks[0].ip[0], 0x1234);
   CHECK_EQ(d.stacks[1].hash, 22);
-  /* B's 20 (only in recent[]) + the ring's last 1024 (A's), oldest first */
-  CHECK_EQ(d.nrecs, 20 + 1024);
+  /* B's 20 (only in recent[]) + the ring's last 1024 positions (A's), less
+   * the unused rest of the writer's open block, oldest first */
+  CHECK_EQ(d.nrecs, 20 + 1024 - (d.hdr->head - 3020));
   for (size_t i = 0; i < d.nrecs; i++) {
     CHECK(t_intact(&d.recs[i]));
     if (i)
@@ -267,11 +268,13 @@ int main(void) {
     CHECK_EQ(d.recs[i].commit, i + 1);
     CHECK_EQ(d.recs[i].count, (2ull << 40) | i);
   }
-  for (unsigned i = 0; i < 1024; i++)
-    CHECK_EQ(d.recs[20 + i].count, (3ull << 40) | (3000 - 1024 + i));
+  size_t na = d.nrecs - 20; /* A's newest, up to its last (3000 - 1) */
+  for (unsigned i = 0; i < na; i++)
+    CHECK_EQ(d.recs[20 + i].count, (3ull << 40) | (3000 - na + i));
   CHECK_EQ(d.trig->kind, NTR_TRIG_SIGNAL);
   CHECK_EQ(d.trig->signo, SIGTERM);
-  CHECK_EQ(d.trig->lost, 3020 - 1024);
+  /* the open block's unused rest counts as lost (recorder/ring.h) */
+  CHECK_EQ(d.trig->lost, d.hdr->head - 1024);
   CHECK(d.trig->tsc != 0);
   CHECK(!strcmp(d.trig->reason, "test reason"));
 

@@ -21,7 +21,7 @@ static void *writer(void *arg) {
   unsigned long long id = (unsigned long long)(uintptr_t)arg;
   for (unsigned long long i = 0; i < per_writer; i++) {
     uint64_t pos;
-    struct ntr_record *r = ntr_ring_reserve(&ring, &pos);
+    struct ntr_record *r = t_reserve(&ring, &pos);
     t_fill(r, id, i);
     ntr_ring_commit(&ring, r, pos, (i & 1) ? comm[id & 1] : NULL);
   }

@@ -1,17 +1,19 @@
 /* test_ring_overflow -- single writer laps the ring: the loss counter is
- * exactly records - slots, the ring holds the newest slot_count records in
- * order; retention: after 1,000,000 records on comm A, the last 64 records
+ * exactly records - slots once the writer's block is given back (an open
+ * block's unused rest counts as lost until then, recorder/ring.h), the
+ * ring holds the newest records in order; retention: after 1,000,000 records on comm A, the last 64 records
  * of comm B are still readable from B's recent[]. */
 #include "helpers.h"
 #include "recorder/ring.h"
 
 static struct ntr_ring ring;
 
-static void put(unsigned long long writer, unsigned long long i, struct ntr_comm_state *cs) {
+static uint64_t put(unsigned long long writer, unsigned long long i, struct ntr_comm_state *cs) {
   uint64_t pos;
-  struct ntr_record *r = ntr_ring_reserve(&ring, &pos);
+  struct ntr_record *r = t_reserve(&ring, &pos);
   t_fill(r, writer, i);
   ntr_ring_commit(&ring, r, pos, cs);
+  return pos;
 }
 
 int main(void) {
@@ -27,27 +29,34 @@ int main(void) {
     put(1, i, NULL);
   CHECK_EQ(ntr_ring_lost(&ring), 0);
   put(1, 1024, NULL);
+  /* its block holds 1 record and block - 1 unused positions */
+  CHECK_EQ(ntr_ring_lost(&ring), ring.block);
+  ntr_ring_release(&ring, &t_cur);
   CHECK_EQ(ntr_ring_lost(&ring), 1);
+  uint64_t skip = ring.block - 1; /* records from 1025 on: position = index + skip */
   for (unsigned i = 1025; i < 10000; i++)
     put(1, i, NULL);
+  ntr_ring_release(&ring, &t_cur);
   CHECK_EQ(ntr_ring_lost(&ring), 10000 - 1024);
-  CHECK_EQ(ring.hdr->head, 10000);
-  for (uint64_t pos = 10000 - 1024; pos < 10000; pos++) {
+  CHECK_EQ(ring.hdr->head, 10000 + skip + (ring.block - (10000 + skip) % ring.block) % ring.block);
+  for (uint64_t i = 10000 - 1000; i < 10000; i++) {
     struct ntr_record copy;
+    uint64_t pos = i + skip;
     CHECK_EQ(ntr_ring_read_slot(&ring.slots[pos & ring.mask], &copy), pos + 1);
     CHECK(t_intact(&copy));
-    CHECK_EQ(copy.count, (1ull << 40) | pos);
+    CHECK_EQ(copy.count, (1ull << 40) | i);
   }
 
   /* retention */
   struct ntr_comm_state *a = ntr_ring_comm_alloc(&ring), *b = ntr_ring_comm_alloc(&ring);
   CHECK(a && b);
+  uint64_t b_last_pos = 0;
   for (unsigned i = 0; i < 74; i++)
-    put(2, i, b);
-  uint64_t b_last_pos = ring.hdr->head - 1;
+    b_last_pos = put(2, i, b); /* one writer: consecutive positions */
   for (unsigned i = 0; i < 1000000; i++)
     put(3, i, a);
-  CHECK_EQ(ntr_ring_lost(&ring), ring.hdr->head - 1024);
+  ntr_ring_release(&ring, &t_cur);
+  CHECK_EQ(ntr_ring_lost(&ring), ring.hdr->head - ring.hdr->unused - 1024);
   CHECK_EQ(b->rec_count, 74);
   CHECK_EQ(a->rec_count, 1000000);
   int seen[74] = {0};

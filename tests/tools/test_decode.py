@@ -33,6 +33,22 @@ RECORD = ["pos", "t_ns", "t_done_ns", "comm", "rank", "nranks", "kind", "phase",
 BASE = 1700000000000000000
 
 
+M64 = (1 << 64) - 1
+
+
+def fp_mix(h, v):
+    # recorder/format.h: ntr_fp_mix
+    h ^= (v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)) & M64
+    h = (h * 0xff51afd7ed558ccd) & M64
+    return (h ^ (h >> 32)) & 0xffffffff
+
+
+def fp_coll(op, count, dtype, redop, root):
+    # recorder/format.h: ntr_fp_coll -- what readers derive from a record
+    packed = (op & 0xff) | (dtype & 0xff) << 8 | (redop & 0xffff) << 16 | (root & 0xffffffff) << 32
+    return "%08x" % fp_mix(fp_mix(0x6e63636c, packed), count)
+
+
 def check_keys(obj, keys, where):
     missing = [k for k in keys if k not in obj]
     check(not missing, "%s lacks keys %s" % (where, missing))
@@ -69,7 +85,7 @@ def check_canonical(doc, fmt, path):
     check(ar["t_ns"] == BASE + 3000000 and ar["t_done_ns"] == BASE + 3250000 and ar["seq"] == 1
           and ar["count"] == 64 and ar["dtype"] == "float32" and ar["redop"] == "sum" and ar["root"] is None
           and ar["peer"] is None and ar["completed"] is True and "completed" in ar["flags"]
-          and ar["comm"] == "9f2c0123456789ab" and ar["fp"] == "c0de0002" and ar["tid"] == 777, fmt + " AllReduce %r" % ar)
+          and ar["comm"] == "9f2c0123456789ab" and ar["fp"] == fp_coll(1, 64, 7, 0, -1) and ar["tid"] == 777, fmt + " AllReduce %r" % ar)
     bc = recs[3]
     check(bc["root"] == 0 and bc["peer"] is None and bc["redop"] is None and bc["seq"] == 2, fmt + " Broadcast %r" % bc)
     sd = recs[4]

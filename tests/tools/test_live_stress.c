@@ -3,7 +3,8 @@
  * A child process writes records into a real ring (recorder/ring.h, 1024
  * slots, so it wraps every few microseconds) as fast as it can in bursts;
  * every record's body is a function of its position (count = seq = pos,
- * aux = ~pos, sendbuf = pos ^ K), and every fourth one also goes to a
+ * stream = ~pos, sendbuf = pos ^ K; aux, which readers clear on op
+ * records, is not checked), and every fourth one also goes to a
  * communicator's recent[].  Meanwhile this process loads the live ring over
  * and over with ntr_image_load.  Proves: no record the reader returns is
  * torn (each body matches its position), positions are strictly increasing,
@@ -38,10 +39,11 @@ static void writer(struct ntr_ring *ring) {
   cs->nranks = 1;
   cs->lifecycle = NTR_COMM_READY;
   uint64_t end = now_ns() + RUN_NS + 500000000ull;
+  struct ntr_ring_cursor cur = {0}; /* a writer thread's block, as the interposer's */
   while (now_ns() < end) {
     for (int i = 0; i < 2000; i++) {
       uint64_t pos;
-      struct ntr_record *r = ntr_ring_reserve(ring, &pos);
+      struct ntr_record *r = ntr_ring_reserve_in(ring, &cur, 0, &pos);
       r->tsc = pos;
       r->tsc_done = 0;
       r->comm_id = pos % 4 == 0 ? cs->comm_id : 0;
@@ -107,10 +109,10 @@ int main(void) {
     for (uint64_t i = 0; i < img.nrecs && !bad; i++) {
       const struct ntr_record *r = &img.recs[i];
       uint64_t p = r->commit - 1;
-      if (r->count != p || r->seq != p || r->aux != ~p || r->u.buf.sendbuf != (p ^ KEY) ||
+      if (r->count != p || r->seq != p || r->u.buf.stream != ~p || r->u.buf.sendbuf != (p ^ KEY) ||
           r->u.buf.recvbuf != p || r->u.buf.stream != ~p || r->tsc != p) {
-        fprintf(stderr, "FAIL: torn record accepted at position %llu (count %llu, aux %llx)\n",
-                (unsigned long long)p, (unsigned long long)r->count, (unsigned long long)r->aux);
+        fprintf(stderr, "FAIL: torn record accepted at position %llu (count %llu, stream %llx)\n",
+                (unsigned long long)p, (unsigned long long)r->count, (unsigned long long)r->u.buf.stream);
         bad = 1;
       }
       if (i && img.recs[i - 1].commit >= r->commit) {

@@ -64,6 +64,8 @@ static int64_t offset_of(const struct nta_proc *p) {
 /* The rows of c: seqs every rank issued, newest NTA_STRAG_SCAN.  @return n, -1 no memory. */
 static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_rows) {
   int n = c->nranked;
+  if (n <= 0)
+    return 0;
   uint64_t hi = UINT64_MAX, lo = 0;
   for (int i = 0; i < n; i++) {
     const struct nta_member *m = c->ranked[i];
