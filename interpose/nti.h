@@ -541,14 +541,8 @@ void nti_comm_fast_off(struct nti_comm *c);
  * Any thread. */
 void nti_fast_off_all(void);
 /* Refresh c->rec_flags from c's state (nonblocking, tracking): at bind,
- * and when the watchdog learns the comm's CUDA context. */
-static inline void nti_comm_flags_update(struct nti_comm *c) {
-  uint32_t f = (uint32_t)((c->nonblocking ? NTR_REC_NONBLOCKING : 0) |
-                          (nti_tracked(c) ? 0 : NTR_REC_NO_TRACKING)) << 16;
-  __atomic_store_n(&c->rec_flags, f, __ATOMIC_RELAXED);
-  if (nti_tracked(c) && __atomic_load_n(&c->start_every, __ATOMIC_RELAXED))
-    nti_comm_fast_off(c);
-}
+ * and when the watchdog learns the comm's CUDA context (registry.c). */
+void nti_comm_flags_update(struct nti_comm *c);
 /* Is the stream capturing?  1 yes, 0 no or unknown. */
 int nti_stream_capturing(void *stream);
 /* The capture id of a capturing stream (and the graph being built, NULL

@@ -302,7 +302,6 @@ def t_overflow():
             d = load_run(slots, nthreads, iters)
             h = d["header"]
             pos = sorted(r["pos"] for r in d["records"])
-            end = h["lost"] + slots  # the head: positions reserved
             check(h["torn"] == 0, "ring %d: %d torn slots" % (slots, h["torn"]))
             # the same program makes the same records: all but the newest
             # were overwritten; lost also counts reserved, unused positions
@@ -318,26 +317,44 @@ def t_overflow():
             check(head - slots - unused_max(slots) <= h["lost"] <= head - slots + unused_max(slots),
                   "ring %d: lost %d, but %d of %d records cannot fit" % (slots, h["lost"], head - slots, head))
             check(d["trigger"]["kind"] == "exit", "trigger %s" % d["trigger"])
-            inring = [p for p in pos if p >= h["lost"]]
-            holes = sorted(set(range(h["lost"], end)) - set(inring))
+            # the last lap: the slots' worth of positions below the head
+            lap0 = head - slots
+            inring = [p for p in pos if p >= lap0]
+            holes = sorted(set(range(lap0, head)) - set(inring))
             check(len(holes) <= unused_max(slots), "ring %d: %d holes in the last lap" % (slots, len(holes)))
             print("overflow: ring %d: %d positions for %d records, %d unused in the last lap"
-                  % (slots, end, total, len(holes)))
+                  % (slots, head, total, len(holes)))
             # the ring keeps exactly the newest records: per comm, the seqs in
             # the last lap are the last ones made, without a gap
-            per = {}
+            per, allseqs = {}, {}
             for r in d["records"]:
                 if r["kind"] in ("AllReduce", "Broadcast"):
                     # every record, from the ring or an older one kept in its
                     # comm's recent[], is intact
                     check(thread_of(r, nthreads, 1) is not None, "ring %d: record pos %d is not a call the "
                           "program made: %s" % (slots, r["pos"], r))
-                    if r["pos"] >= h["lost"]:
+                    allseqs.setdefault(r["comm"], set()).add(r["seq"])
+                    if r["pos"] >= lap0:
                         per.setdefault(r["comm"], []).append(r["seq"])
+            # a thread's block may hold its newest records below the last
+            # lap's start (positions follow claims, not time, across
+            # threads): from the oldest seq seen in the last lap up to the
+            # newest, every seq is somewhere in the dump.  One exception,
+            # the documented bound of recent[] (docs/dump-format.md, "The
+            # communicator's recent[]"): the watchdog copies a comm's
+            # records at its next poll, so a comm whose thread finished
+            # while the others still lapped this tiny ring within that poll
+            # may lose its newest records -- only its tail, never a gap,
+            # and never the comm of the last writer
+            complete = 0
             for c, seqs in per.items():
                 seqs.sort()
-                check(seqs[-1] == iters and seqs == list(range(seqs[0], iters + 1)),
-                      "ring %d comm %s: seqs in the last lap %s..%s with gaps" % (slots, c, seqs[0], seqs[-1]))
+                missing = sorted(set(range(seqs[0], iters + 1)) - allseqs[c])
+                tail = bool(missing) and missing[0] > max(allseqs[c]) and nthreads > 1
+                check(not missing or tail, "ring %d comm %s: seqs %s..%s from the last lap on, %d missing (%s)"
+                      % (slots, c, seqs[0], iters, len(missing), missing[:5]))
+                complete += not missing
+            check(not per or complete >= 1, "ring %d: no comm kept its newest records" % slots)
             print("overflow: %d thread(s) x %d calls, ring %d: %d records made, lost %d, retained %d in the ring"
                   " (+%d from comm recent[])" % (nthreads, iters, slots, total, h["lost"], len(inring),
                                                   len(pos) - len(inring)))
