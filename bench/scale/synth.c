@@ -37,7 +37,9 @@ static uint64_t rnd(uint64_t *x) {
 
 static void put(struct synth *s, struct ntr_comm_state *cs, const struct ntr_record *body) {
   uint64_t pos;
-  struct ntr_record *r = ntr_ring_reserve(&s->ring, &pos);
+  /* From a block, as an application thread writes: a cursor-less
+   * reserve takes a whole block for one record (recorder/ring.h). */
+  struct ntr_record *r = ntr_ring_reserve_in(&s->ring, &s->cur, 0, &pos);
   uint64_t commit = r->commit;
   *r = *body;
   r->commit = commit; /* still 0: ours until committed */
@@ -52,7 +54,10 @@ void synth_fill(struct synth *s, int rank, int nranks, uint64_t nrecs, uint64_t 
   /* Clear: slots, comm table, counters (the claim protocol needs commit 0). */
   memset(rg->slots, 0, (size_t)s->slots * sizeof *rg->slots);
   memset(rg->comms, 0, (size_t)h->comm_max * sizeof *rg->comms);
+  memset(rg->blocks, 0, (size_t)h->block_count * sizeof *rg->blocks); /* every block FREE */
+  memset(&s->cur, 0, sizeof s->cur);
   h->head = 0;
+  h->unused = 0;
   h->comm_count = 0;
   h->dropped = 0;
   h->pid = 100000 + rank;
@@ -132,6 +137,7 @@ void synth_fill(struct synth *s, int rank, int nranks, uint64_t nrecs, uint64_t 
       cs->last_completed = seq;
     cs->last_enqueue_tsc = t;
   }
+  ntr_ring_release(rg, &s->cur); /* no block left open for the dump */
 }
 
 int synth_dump(struct synth *s, char *path, size_t path_len) {

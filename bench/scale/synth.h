@@ -19,6 +19,7 @@
 
 struct synth {
   struct ntr_ring ring;
+  struct ntr_ring_cursor cur; /* the writer's block, as an application thread's */
   char ringdir[512];
   uint32_t slots;
 };
