@@ -338,3 +338,11 @@ int ntt_held_ranks(const struct ntr_image *img, uint64_t comm_id, int *out, int 
   }
   return n;
 }
+
+int ntt_held_ranks_at(const struct ntr_image *img, uint32_t i, int *out, int max) {
+  uint64_t cid = img->comms[i].comm_id;
+  for (uint32_t j = 0; j < i; j++)
+    if (img->comms[j].comm_id == cid)
+      return 0;
+  return ntt_held_ranks(img, cid, out, max);
+}

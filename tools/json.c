@@ -238,11 +238,8 @@ json_t *ntt_image_json(const struct ntr_image *img) {
   json_t *held = json_array(); /* the comm ranks this process holds, per communicator */
   for (uint32_t i = 0; i < img->ncomms; i++) {
     uint64_t cid = img->comms[i].comm_id;
-    int first = 1;
-    for (uint32_t j = 0; j < i; j++)
-      first &= img->comms[j].comm_id != cid;
     int r[NTR_COMM_MAX];
-    int n = first ? ntt_held_ranks(img, cid, r, NTR_COMM_MAX) : 0;
+    int n = ntt_held_ranks_at(img, i, r, NTR_COMM_MAX);
     if (n < 1)
       continue;
     json_t *h = json_object(), *ra = json_array();

@@ -77,6 +77,10 @@ void ntt_rank_ranges(const int *r, int n, char *buf, size_t len);
  * max: a process of ncclCommInitAll or of a thread per device holds
  * several.  @return how many. */
 int ntt_held_ranks(const struct ntr_image *img, uint64_t comm_id, int *out, int max);
+/* The same for the communicator of table entry i when it is the first
+ * entry of its comm_id (0 for a later one): each comm once, in table
+ * order, for the per-communicator lists of decode and its JSON. */
+int ntt_held_ranks_at(const struct ntr_image *img, uint32_t i, int *out, int max);
 
 /* ---- JSON (json.c) ------------------------------------------------------ */
 /* A JSON string from bytes that may be neither terminated nor UTF-8. */
