@@ -101,13 +101,8 @@ int main(int argc, char **argv) {
   const char *lib = argv[i], *noop = argv[i + 1];
   /* The traced children write their ring and dump here, not in the cwd. */
   char tmpl[64];
-  if (bu_mkdtemp(tmpl, sizeof tmpl, "bench"))
+  if (bu_trace_dirs(tmpl, sizeof tmpl, "bench"))
     return 1;
-  char d1[80], d2[80];
-  snprintf(d1, sizeof d1, "%s/rings", tmpl);
-  snprintf(d2, sizeof d2, "%s/dumps", tmpl);
-  setenv("NCCLTRACE_RING_DIR", d1, 1);
-  setenv("NCCLTRACE_DIR", d2, 1);
   setenv("LD_LIBRARY_PATH", noop, 1); /* both sides run on the no-op NCCL */
   double plain[50], traced[50], mr[50], plain_lo = 1e30, traced_lo = 1e30, mr_lo = 1e30;
   for (int r = 0; r < rounds; r++) {

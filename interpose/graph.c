@@ -344,27 +344,22 @@ void nti_graph_updated(void *exec, void *graph, int rc) {
   pthread_mutex_unlock(&g_lock);
 }
 
-void nti_graph_exec_destroyed(void *exec) {
+/* A graph or an exec of one that holds NCCL calls is destroyed: its
+ * record (aux 1 for an exec), and the key leaves its map. */
+static void destroyed(struct nti_gmap_slot *m, uintptr_t key, int is_exec) {
   pthread_mutex_lock(&g_lock);
-  struct nti_graph *e = gmap_get(nti_exec_map, (uintptr_t)exec);
+  struct nti_graph *e = gmap_get(m, key);
   if (e) {
-    graph_records(e, NTR_KIND_GRAPH_DESTROY, (uintptr_t)exec, __atomic_load_n(&e->replays, __ATOMIC_RELAXED),
-                  NULL, 0, 1, NULL);
-    unmap(nti_exec_map, (uintptr_t)exec);
+    graph_records(e, NTR_KIND_GRAPH_DESTROY, key, __atomic_load_n(&e->replays, __ATOMIC_RELAXED), NULL, 0,
+                  is_exec, NULL);
+    unmap(m, key);
   }
   pthread_mutex_unlock(&g_lock);
 }
 
-void nti_graph_destroyed(void *graph) {
-  pthread_mutex_lock(&g_lock);
-  struct nti_graph *e = gmap_get(graph_map, (uintptr_t)graph);
-  if (e) {
-    graph_records(e, NTR_KIND_GRAPH_DESTROY, (uintptr_t)graph, __atomic_load_n(&e->replays, __ATOMIC_RELAXED),
-                  NULL, 0, 0, NULL);
-    unmap(graph_map, (uintptr_t)graph);
-  }
-  pthread_mutex_unlock(&g_lock);
-}
+void nti_graph_exec_destroyed(void *exec) { destroyed(nti_exec_map, (uintptr_t)exec, 1); }
+
+void nti_graph_destroyed(void *graph) { destroyed(graph_map, (uintptr_t)graph, 0); }
 
 /* A clone runs the same captured calls: a new entry with the same id (the
  * same captured sequence), its own replay count. */

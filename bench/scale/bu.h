@@ -103,6 +103,20 @@ static inline int bu_mkdtemp(char *out, size_t cap, const char *name) {
   return mkdtemp(out) ? 0 : -1;
 }
 
+/* A fresh directory (bu_mkdtemp) for the traced children's rings and
+ * dumps, not the cwd: NCCLTRACE_RING_DIR and NCCLTRACE_DIR point under it.
+ * @return 0, -1 with errno. */
+static inline int bu_trace_dirs(char *out, size_t cap, const char *name) {
+  if (bu_mkdtemp(out, cap, name))
+    return -1;
+  char d[4200];
+  snprintf(d, sizeof d, "%s/rings", out);
+  setenv("NCCLTRACE_RING_DIR", d, 1);
+  snprintf(d, sizeof d, "%s/dumps", out);
+  setenv("NCCLTRACE_DIR", d, 1);
+  return 0;
+}
+
 static inline double bu_median(double *v, int n) {
   if (n <= 0)
     return 0;

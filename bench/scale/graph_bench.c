@@ -125,13 +125,8 @@ int main(int argc, char **argv) {
   }
   const char *lib = argv[i], *emu = argv[i + 1];
   char tmpl[64];
-  if (bu_mkdtemp(tmpl, sizeof tmpl, "graphbench"))
+  if (bu_trace_dirs(tmpl, sizeof tmpl, "graphbench"))
     return 1;
-  char d1[80], d2[80];
-  snprintf(d1, sizeof d1, "%s/rings", tmpl);
-  snprintf(d2, sizeof d2, "%s/dumps", tmpl);
-  setenv("NCCLTRACE_RING_DIR", d1, 1);
-  setenv("NCCLTRACE_DIR", d2, 1);
   setenv("LD_LIBRARY_PATH", emu, 1);
   setenv("NCCLEMU_DEVICES", "8", 1);
   unsetenv("NCCLTRACE_CHECK");

@@ -105,13 +105,8 @@ int main(int argc, char **argv) {
   }
   const char *lib = argv[i];
   char tmpl[64];
-  if (bu_mkdtemp(tmpl, sizeof tmpl, "threads"))
+  if (bu_trace_dirs(tmpl, sizeof tmpl, "threads"))
     return 1;
-  char d1[80], d2[80];
-  snprintf(d1, sizeof d1, "%s/rings", tmpl);
-  snprintf(d2, sizeof d2, "%s/dumps", tmpl);
-  setenv("NCCLTRACE_RING_DIR", d1, 1);
-  setenv("NCCLTRACE_DIR", d2, 1);
   double p1[25], t1[25], pn[25], tn[25];
   for (int r = 0; r < rounds; r++) {
     if (run_child(1, calls, NULL, &p1[r]) || run_child(1, calls, lib, &t1[r]) ||

@@ -99,7 +99,8 @@ EMU_API cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, si
   return cudaSuccess;
 }
 
-/* The kernel handle is the host stub's address: every launch of a kernel
+/* The kernel handle is the address of the host-side function nvcc
+ * generates for the kernel: every launch of a kernel
  * the emulator does not know is the same no-op. */
 EMU_API cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
 {
