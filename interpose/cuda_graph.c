@@ -127,4 +127,3 @@ static void *ntg_resolve(const char *name) {
     NTG_BODY_##ROLE(real, args, a, b)                                         \
   }
 #include "interpose/cuda_graph.def"
-#undef NTG

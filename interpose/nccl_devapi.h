@@ -4,7 +4,7 @@
  * types here are opaque where nccltrace and the emulator only pass
  * pointers along, and copied member for member where a value crosses the
  * call (struct ncclTeam, returned by value).  The functions
- * themselves are rows of interpose/nccl_api.def (the collective ones,
+ * themselves are rows of recorder/nccl_api.def (the collective ones,
  * recorded) and interpose/nccl_passthrough.def (the rest), which declare
  * them for their consumers; this header is included by both tables.
  *

@@ -160,17 +160,13 @@ void nti_say_raw(const char *s); /* async-signal-safe */
 
 /* ---------------------------------------------------------- resolve.c -- */
 
-/* Row index of every table entry (the order of interpose/nccl_api.def). */
+/* Row index of every table entry (the order of recorder/nccl_api.def). */
 enum nti_fn {
 #define NT_COLL(name, ...) NTI_FN_##name,
 #define NT_P2P(name, ...) NTI_FN_##name,
 #define NT_GROUP(name, ...) NTI_FN_##name,
 #define NT_LIFE(name, ...) NTI_FN_##name,
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
   NTI_FN_COUNT
 };
 
@@ -181,11 +177,7 @@ enum nti_fn {
 #define NT_P2P NT_COLL
 #define NT_GROUP NT_COLL
 #define NT_LIFE NT_COLL
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 
 /* Resolve row fn (enum nti_fn) and store it in its pointer.
  * @return the function, or NULL when the loaded NCCL lacks it (said once). */

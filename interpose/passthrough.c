@@ -55,9 +55,6 @@ static void *pass_resolve(void **slot, const char *name) {
   PASS_VOID_FN(p##name, "p" #name, params, args)
 #define NT_PASS_VOID_NOALIAS(name, params, args) PASS_VOID_FN(name, #name, params, args)
 #include "interpose/nccl_passthrough.def"
-#undef NT_PASS
-#undef NT_PASS_VOID
-#undef NT_PASS_VOID_NOALIAS
 
 /* The profiling aliases of the recorded functions. */
 #define PASS_P(name, params, args)                                                      \
@@ -67,9 +64,5 @@ static void *pass_resolve(void **slot, const char *name) {
 #define NT_P2P NT_COLL
 #define NT_GROUP(name, KIND, params, args) PASS_P(name, params, args)
 #define NT_LIFE NT_GROUP
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 #undef PASS_P

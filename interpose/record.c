@@ -140,11 +140,7 @@ const char *nti_kind_name(unsigned kind) {
 #define NT_P2P NT_COLL
 #define NT_GROUP NT_COLL
 #define NT_LIFE NT_COLL
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
   };
   if (kind > 0 && kind < sizeof names / sizeof names[0])
     return names[kind] + 4;

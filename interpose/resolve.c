@@ -26,22 +26,14 @@
 #define NT_P2P NT_COLL
 #define NT_GROUP NT_COLL
 #define NT_LIFE NT_COLL
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 
 static const char *const fn_names[NTI_FN_COUNT] = {
 #define NT_COLL(name, ...) #name,
 #define NT_P2P(name, ...) #name,
 #define NT_GROUP(name, ...) #name,
 #define NT_LIFE(name, ...) #name,
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 };
 
 static void **const fn_slots[NTI_FN_COUNT] = {
@@ -49,11 +41,7 @@ static void **const fn_slots[NTI_FN_COUNT] = {
 #define NT_P2P(name, ...) (void **)&nti_real_##name,
 #define NT_GROUP(name, ...) (void **)&nti_real_##name,
 #define NT_LIFE(name, ...) (void **)&nti_real_##name,
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 };
 
 static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -521,15 +521,9 @@ static int is_op(unsigned kind) {
 #define NT_COLL(name, KIND, ...) kind == NTR_KIND_##KIND ||
   /* replays too: published like ops (graph.c), copied like ops */
 #define NT_P2P NT_COLL
-#define NT_GROUP(...)
-#define NT_LIFE(...)
   return kind == NTR_KIND_GRAPH_LAUNCH ||
-#include "interpose/nccl_api.def"
+#include "recorder/nccl_api.def"
       0;
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
 }
 
 /* Polls the scan has waited for c's record at pos (counted once per poll). */

@@ -1,5 +1,5 @@
 /* wrappers.c -- the collective, point-to-point and group wrappers, generated
- * from interpose/nccl_api.def (lifecycle wrappers: lifecycle.c).
+ * from recorder/nccl_api.def (lifecycle wrappers: lifecycle.c).
  *
  * Thread-safety: every wrapper may run on any thread concurrently.  Shared
  * state is touched with atomics only (comm seq counters, the ring); group
@@ -485,13 +485,7 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
             nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype), nti_o.redop = -1, nti_o.root = -1,        \
             nti_o.peer = (a_peer), nti_o.dir = NTR_KIND_##KIND == NTR_KIND_RECV, nti_o.comm = (a_comm),      \
             nti_o.stream = (void *)(a_stream)))
-#define NT_GROUP(...)
-#define NT_LIFE(...)
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 
 /* ----------------------------------------------------------- replay -- */
 
@@ -520,13 +514,7 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
     return real ? real args : ncclInvalidUsage;                              \
   }
 #define NT_P2P NT_COLL
-#define NT_GROUP(...)
-#define NT_LIFE(...)
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 
 ncclResult_t nti_replay(const struct nti_op *o) {
   ncclResult_t res;
@@ -536,13 +524,7 @@ ncclResult_t nti_replay(const struct nti_op *o) {
     res = replay_##name(o);                                                  \
     break;
 #define NT_P2P NT_COLL
-#define NT_GROUP(...)
-#define NT_LIFE(...)
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
   default:
     return ncclInternalError;
   }

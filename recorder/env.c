@@ -10,7 +10,6 @@ extern char **environ;
 static const char *const recorded_vars[] = {
 #define NTR_ENV(name) #name,
 #include "recorder/env_vars.def"
-#undef NTR_ENV
 };
 
 /* Words that make a name look like it holds a secret (matched anywhere in

@@ -36,7 +36,7 @@
 
 /* ---------------------------------------------------------------- kinds -- */
 
-/* Event kinds.  The NCCL ones come from interpose/nccl_api.def in table order;
+/* Event kinds.  The NCCL ones come from recorder/nccl_api.def in table order;
  * the tracer's own events follow.  Values are on-disk: append only. */
 enum ntr_kind {
   NTR_KIND_NONE = 0, /* a filler: a reserved position nobody wrote (ring.h) */
@@ -44,11 +44,7 @@ enum ntr_kind {
 #define NT_P2P(name, KIND, ...) NTR_KIND_##KIND,
 #define NT_GROUP(name, KIND, ...) NTR_KIND_##KIND,
 #define NT_LIFE(name, KIND, ...) NTR_KIND_##KIND,
-#include "../interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "nccl_api.def"
   NTR_KIND_FIRST_TRACER_EVENT = 64,
   NTR_KIND_MARK = 64,        /* nccltrace_mark(): text = what, count = value */
   NTR_KIND_ASYNC_ERROR,      /* async error transition: aux = new ncclResult_t, result = old */
@@ -186,14 +182,7 @@ static inline uint32_t ntr_record_fp(const struct ntr_record *r) {
     return ntr_fp_p2p(r->seq, r->count, r->dtype, r->peer, r->kind == NTR_KIND_RECV);
   switch (r->kind) {
 #define NT_COLL(name, KIND, ...) case NTR_KIND_##KIND:
-#define NT_P2P(...)
-#define NT_GROUP(...)
-#define NT_LIFE(...)
-#include "../interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "nccl_api.def"
     return ntr_fp_coll(r->kind, r->count, r->dtype, r->redop, r->peer);
   default:
     return 0;

@@ -47,7 +47,7 @@ void ntr_image_free(struct ntr_image *img);
 int ntr_image_pyframe(const struct ntr_image *img, uint64_t word, const char **file,
                       const char **func, uint32_t *line);
 
-/* Names for the tools (from interpose/nccl_api.def and nccl.h values). */
+/* Names for the tools (from recorder/nccl_api.def and nccl.h values). */
 const char *ntr_kind_name(unsigned kind);       /* "AllReduce", "Send", "CommInitRank", "Mark" */
 const char *ntr_dtype_name(unsigned dtype);     /* "float32", "bfloat16", ... */
 const char *ntr_redop_name(int redop);          /* "sum", "prod", "max", "min", "avg", "premulsum#5" */

@@ -1,5 +1,5 @@
 /* names.c -- names of event kinds, data types, reduction ops and results
- * (recorder/reader.h).  Kind names come from interpose/nccl_api.def, so a row
+ * (recorder/reader.h).  Kind names come from recorder/nccl_api.def, so a row
  * added there is named here without another edit.
  *
  * Thread-safety: reentrant; names of unknown values are formatted into a small
@@ -16,11 +16,7 @@ static const char *const kind_names[NTR_KIND_COUNT] = {
 #define NT_P2P(name, KIND, ...) [NTR_KIND_##KIND] = &#name[4],
 #define NT_GROUP(name, KIND, ...) [NTR_KIND_##KIND] = &#name[4],
 #define NT_LIFE(name, KIND, ...) [NTR_KIND_##KIND] = &#name[4],
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
     [NTR_KIND_MARK] = "Mark",
     [NTR_KIND_ASYNC_ERROR] = "AsyncError",
     [NTR_KIND_TIMEOUT] = "Timeout",
@@ -45,13 +41,7 @@ static const char *const kind_names[NTR_KIND_COUNT] = {
 static const unsigned char kind_class[NTR_KIND_COUNT] = {
 #define NT_COLL(name, KIND, ...) [NTR_KIND_##KIND] = 1,
 #define NT_P2P(name, KIND, ...) [NTR_KIND_##KIND] = 2,
-#define NT_GROUP(name, KIND, ...)
-#define NT_LIFE(name, KIND, ...)
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
 };
 
 static const char *const dtype_names[] = {

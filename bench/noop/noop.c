@@ -1,4 +1,4 @@
-/* noop.c -- a no-op NCCL generated from interpose/nccl_api.def: every row
+/* noop.c -- a no-op NCCL generated from recorder/nccl_api.def: every row
  * is an exported function that returns ncclSuccess and does nothing else.
  * The definitions are weak so that noop_life.c can give the few calls that
  * must hand back a handle (inits, split, shrink) and the query functions a
@@ -18,8 +18,4 @@
 #define NT_P2P NT_COLL
 #define NT_GROUP NT_COLL
 #define NT_LIFE NT_COLL
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"

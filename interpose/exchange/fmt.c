@@ -1,5 +1,5 @@
 /* fmt.c -- names and descriptions in the lines the coordinator writes
- * (contract: check.h).  Kind names come from interpose/nccl_api.def. */
+ * (contract: check.h).  Kind names come from recorder/nccl_api.def. */
 #include "interpose/exchange/check_int.h"
 
 #include <stdio.h>
@@ -11,13 +11,7 @@ static const char *kind_name(unsigned kind) {
   switch (kind) {
 #define NT_COLL(name, KIND, ...) case NTR_KIND_##KIND: return &#name[4]; /* "ncclAllReduce" -> "AllReduce" */
 #define NT_P2P(name, KIND, ...) case NTR_KIND_##KIND: return &#name[4]; /* "ncclAllReduce" -> "AllReduce" */
-#define NT_GROUP(name, KIND, ...)
-#define NT_LIFE(name, KIND, ...)
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
   default: return "Op?";
   }
 }

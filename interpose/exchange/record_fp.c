@@ -1,6 +1,6 @@
 /* record_fp.c -- a ring record's fingerprint as the wire carries it
  * (contract: record_fp.h).  Which kinds are collectives and which are
- * send/recv comes from interpose/nccl_api.def. */
+ * send/recv comes from recorder/nccl_api.def. */
 #include "interpose/exchange/record_fp.h"
 #include "recorder/clock.h"
 
@@ -8,13 +8,7 @@ static int fp_dir_of(unsigned kind) {
   switch (kind) {
 #define NT_COLL(name, KIND, ...) case NTR_KIND_##KIND: return NTX_FP_COLL;
 #define NT_P2P(name, KIND, ...) case NTR_KIND_##KIND: return NTR_KIND_##KIND == NTR_KIND_SEND ? NTX_FP_SEND : NTX_FP_RECV;
-#define NT_GROUP(name, KIND, ...)
-#define NT_LIFE(name, KIND, ...)
-#include "interpose/nccl_api.def"
-#undef NT_COLL
-#undef NT_P2P
-#undef NT_GROUP
-#undef NT_LIFE
+#include "recorder/nccl_api.def"
   default: return -1;
   }
 }

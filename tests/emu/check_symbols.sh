@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_symbols.sh NCCL_API_DEF REAL_LIBNCCL EMU_LIBNCCL EMU_LIBCUDART REAL_LIBCUDART EMU_LIBCUDA
 # Acceptance (c): every function design.md section 3 wraps (the rows of
-# interpose/nccl_api.def) exists in the real libnccl.so.2; the emulator
+# recorder/nccl_api.def) exists in the real libnccl.so.2; the emulator
 # exports the same set plus the extra functions it promises, each as a WEAK
 # ncclX and a GLOBAL pncclX at the same address, like the real library; the
 # emulator's runtime versions every symbol with node libcudart.so.13 and

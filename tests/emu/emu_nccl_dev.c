@@ -29,11 +29,7 @@
 
 #define NT_PASS(ret, fail, name, params, args) ret p##name params;
 #define NT_PASS_VOID(name, params, args) void p##name params;
-#define NT_PASS_VOID_NOALIAS(name, params, args)
 #include "interpose/nccl_passthrough.def"
-#undef NT_PASS
-#undef NT_PASS_VOID
-#undef NT_PASS_VOID_NOALIAS
 ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *out);
 ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
 void ncclResetDebugInitInternal(void);

@@ -580,8 +580,9 @@ def t_exports():
     check(p.returncode == 0, "nm failed: %s" % p.stderr)
     got = {ln.split()[-1] for ln in p.stdout.splitlines() if ln.strip()}
     rows = re.findall(r"^NT_(?:COLL|P2P|GROUP|LIFE)\((\w+),", open(ENV["def"]).read(), re.M)
-    # forwarders for drop-in mode (interpose/nccl_passthrough.def, next to the table)
-    passdef = os.path.join(os.path.dirname(ENV["def"]), "nccl_passthrough.def")
+    # forwarders for drop-in mode (interpose/nccl_passthrough.def)
+    interpose_dir = os.path.join(os.path.dirname(os.path.dirname(ENV["def"])), "interpose")
+    passdef = os.path.join(interpose_dir, "nccl_passthrough.def")
     # (the name is the argument followed by the parameter list; a failure
     # value may hold commas)
     passrows = re.findall(r"^NT_PASS(\w*)\(.*?\b(nccl[A-Z][A-Za-z0-9]*),\s*\((?!\()", open(passdef).read(), re.M | re.S)
@@ -589,7 +590,7 @@ def t_exports():
     aliased = rows + [n for cls, n in passrows if cls != "_VOID_NOALIAS"]
     rows += [n for _, n in passrows] + ["p" + n for n in aliased]
     # the CUDA graph entry points (interpose/cuda_graph.def)
-    graphdef = os.path.join(os.path.dirname(ENV["def"]), "cuda_graph.def")
+    graphdef = os.path.join(interpose_dir, "cuda_graph.def")
     rows += re.findall(r"^NTG\((\w+),", open(graphdef).read(), re.M)
     want = set(rows) | {"nccltrace_mark", "nccltrace_dump", "nccltrace_version", "nccltrace_enabled",
                         "sigaction", "signal", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
