@@ -7,6 +7,7 @@
  */
 #include "interpose/nti.h"
 #include "interpose/pyframes.h"
+#include "recorder/names.h"
 #include "recorder/stack.h"
 
 static void patch(struct ntr_record *e, int result, uint16_t flags, uint64_t tsc_done) {
@@ -133,21 +134,6 @@ __attribute__((noinline)) void nti_sites(struct ntr_record *r, const void *site)
 }
 
 const char *nti_kind_name(unsigned kind) {
-  /* NCCL's names without the "nccl" prefix, from the table. */
-  static const char *const names[] = {
-      "None",
-#define NT_COLL(name, ...) #name,
-#define NT_P2P NT_COLL
-#define NT_GROUP NT_COLL
-#define NT_LIFE NT_COLL
-#include "recorder/nccl_api.def"
-  };
-  if (kind > 0 && kind < sizeof names / sizeof names[0])
-    return names[kind] + 4;
-  switch (kind) {
-  case NTR_KIND_MARK: return "Mark";
-  case NTR_KIND_TIMEOUT: return "Timeout";
-  case NTR_KIND_GRAPH_LAUNCH: return "GraphLaunch";
-  default: return "Event";
-  }
+  const char *n = ntr_name_kind(kind);
+  return n ? n : "Event";
 }

@@ -21,6 +21,7 @@
 
 #include "interpose/nti.h"
 #include "recorder/stack.h"
+#include "recorder/names.h"
 
 static const int our_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
                                   SIGTERM, SIGINT, SIGUSR1};
@@ -61,17 +62,8 @@ static struct sigaction app_get(int sig) {
 }
 
 static const char *sig_text(int sig) {
-  switch (sig) {
-  case SIGSEGV: return "SIGSEGV";
-  case SIGBUS: return "SIGBUS";
-  case SIGILL: return "SIGILL";
-  case SIGFPE: return "SIGFPE";
-  case SIGABRT: return "SIGABRT";
-  case SIGTERM: return "SIGTERM";
-  case SIGINT: return "SIGINT";
-  case SIGUSR1: return "SIGUSR1";
-  default: return "signal";
-  }
+  const char *n = ntr_name_signal(sig);
+  return n ? n : "signal";
 }
 
 /* Call what the application installed.  @return 1 when it had a function

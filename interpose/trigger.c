@@ -14,13 +14,14 @@
 #include "interpose/nti.h"
 #include "interpose/trigger.h"
 #include "recorder/dump.h"
+#include "recorder/names.h"
 
 /* Dumps per trigger kind are budgeted (dump_rate.h): a storm of verdicts
  * or signals must not fill the disk or keep a core compressing. */
 static struct nti_rate dump_rate;
 
 static const char *trig_name(int kind) {
-  const char *n = ntr_trigger_name((unsigned)kind);
+  const char *n = ntr_name_trigger((unsigned)kind);
   return n ? n : "unknown";
 }
 

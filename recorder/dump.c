@@ -26,6 +26,7 @@
 #include <zstd.h>
 
 #include "recorder/clock.h"
+#include "recorder/names.h"
 #include "recorder/safedir.h"
 #include "recorder/util.h"
 
@@ -222,27 +223,6 @@ void ntr_dump_reset_child(void) {
   __atomic_store_n(&dump_busy, 0, __ATOMIC_RELAXED);
 }
 
-/* -------------------------------------------------------------- names -- */
-
-const char *ntr_dump_signal_name(int signo) {
-  switch (signo) {
-  case SIGTERM: return "sigterm";
-  case SIGINT: return "sigint";
-  case SIGHUP: return "sighup";
-  case SIGQUIT: return "sigquit";
-  case SIGUSR1: return "sigusr1";
-  case SIGUSR2: return "sigusr2";
-  case SIGSEGV: return "sigsegv";
-  case SIGBUS: return "sigbus";
-  case SIGILL: return "sigill";
-  case SIGFPE: return "sigfpe";
-  case SIGABRT: return "sigabrt";
-  case SIGKILL: return "sigkill";
-  case SIGXFSZ: return "sigxfsz";
-  default: return NULL;
-  }
-}
-
 /* The <rank> of a dump's name (docs/dump-format.md "Dump file"): the
  * launcher rank when known ("r3"); else the comm ranks the process holds
  * in its first communicator: "r2" for one, "r0..3" for a run of them
@@ -324,8 +304,8 @@ static int dump_names(char *final, char *tmp, size_t cap, const struct ntr_ring_
   ntr_sb_str(&sb, "-");
   const char *tn = NULL;
   if (trig->kind == NTR_TRIG_SIGNAL || trig->kind == NTR_TRIG_FATAL_SIGNAL)
-    tn = ntr_dump_signal_name(trig->signo);
-  ntr_sb_str(&sb, tn ? tn : ntr_trigger_file_tag(trig->kind));
+    tn = ntr_name_signal_tag(trig->signo);
+  ntr_sb_str(&sb, tn ? tn : ntr_name_trigger_tag(trig->kind));
   ntr_sb_str(&sb, ".zst");
   if (sb.overflow)
     return -ENAMETOOLONG;

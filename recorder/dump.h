@@ -36,15 +36,11 @@ const char *ntr_dump_dir(void);
  * (its busy flag was copied by fork; no dump runs in the child yet). */
 void ntr_dump_reset_child(void);
 
-/* "sigterm", "sigsegv", ... for the signals nccltrace handles, NULL for
- * others.  A dump triggered by a signal is named after the signal. */
-const char *ntr_dump_signal_name(int signo);
-
 /* Snapshot the ring and write <dir>/nccltrace-<job>-r<rank>-<host>-<pid>-<n>-<trigger>.zst.
  * <job> is "nojob" while unknown, <rank> the launcher rank (else the first
  * communicator's rank, else "na"), <n> a per-process dump counter, <trigger>
- * ntr_dump_signal_name(trig->signo) for signal triggers, else
- * ntr_trigger_file_tag(trig->kind) (recorder/format.h).  The file is written as .<name>.tmp,
+ * ntr_name_signal_tag(trig->signo) for signal triggers (when named), else
+ * ntr_name_trigger_tag(trig->kind) (recorder/names.h).  The file is written as .<name>.tmp,
  * fsync'd and renamed (never replacing an existing dump: n is bumped).
  * trig->tsc (when 0) and trig->lost are filled in the written copy.
  * SIGXFSZ is blocked around the write (an RLIMIT_FSIZE overrun then fails

@@ -36,8 +36,51 @@
 
 /* ---------------------------------------------------------------- kinds -- */
 
+/* The tracer's own event kinds: X(KIND, value, name).  Values are on-disk
+ * (append only, from NTR_KIND_FIRST_TRACER_EVENT); the name is what every
+ * reader prints (recorder/names.h).
+ *
+ * CUDA graphs holding NCCL calls (interpose/graph.c, docs/dump-format.md):
+ * one record per (graph, communicator), all with the same layout --
+ * seq = the last captured collective seq of that comm in the graph,
+ * u.buf.sendbuf = the first one, peer = how many NCCL calls of that comm it
+ * holds, redop = enum ntr_kind of its first call, fp = the fingerprint of
+ * its captured calls in order, aux = the graph id (the CUDA capture id of
+ * the capture that made it), u.buf.recvbuf = the graph (CAPTURE,
+ * GRAPH_DESTROY) or exec (INSTANTIATE, LAUNCH, EXEC_DESTROY) handle,
+ * result = the CUDA call's result. */
+#define NTR_EVENT_LIST(X)                                                                            \
+  X(MARK, 64, "Mark")                 /* nccltrace_mark(): text = what, count = value */            \
+  X(ASYNC_ERROR, 65, "AsyncError")    /* async error transition: aux = new ncclResult_t, result = old */ \
+  X(TIMEOUT, 66, "Timeout")           /* watchdog: seq did not complete within NCCLTRACE_TIMEOUT */ \
+  X(MISMATCH, 67, "Mismatch")         /* coordinator verdict: text = field, aux = other rank, seq */ \
+  X(PEER_LOST, 68, "PeerLost")        /* coordinator: a rank's connection was lost; peer = that rank */ \
+  X(SKEW, 69, "Skew")                 /* coordinator: a rank stayed behind; peer = that rank */     \
+  X(ENV_DIFF, 70, "EnvDiff")          /* coordinator: NCCL_* differs; text = variable */            \
+  X(SIGNAL, 71, "Signal")             /* signal received: aux = signo */                            \
+  X(EXIT, 72, "Exit")                 /* process exit: aux = exit code */                           \
+  X(DUMP, 73, "Dump")                 /* a dump was written: text = trigger */                      \
+  X(STRICT_BLOCK, 74, "StrictBlock")  /* strict mode refused a call (returned ncclInvalidUsage) */  \
+  X(NOTE, 75, "Note")                 /* free text from the tracer */                               \
+  X(EXEC, 76, "Exec")                 /* exec family: ENTER text = path tail, count = path length;  \
+                                         EXIT (failed): aux = errno */                              \
+  X(GRAPH_CAPTURE, 77, "GraphCapture") /* EVENT: a capture ended; u.buf.stream = captured stream */ \
+  X(GRAPH_INSTANTIATE, 78, "GraphInstantiate") /* EVENT: an exec made (or updated) from the graph;  \
+                                                  count = graph handle */                           \
+  X(GRAPH_LAUNCH, 79, "GraphLaunch")  /* CALL: a replay; count = replay number on this rank (1, 2, ...), \
+                                         u.buf.stream = launch stream; completion as for collectives */ \
+  X(GRAPH_DESTROY, 80, "GraphDestroy") /* EVENT: exec or graph destroyed; count = replays so far,   \
+                                          dtype = 1 exec, 0 graph */                                \
+  X(STRAGGLER, 81, "Straggler")       /* coordinator: peer = the late rank, aux = median lateness us, \
+                                         count = late collectives, seq = window (0: one long stall; \
+                                         then count = its seq) */                                   \
+  X(DEV_ARRIVE, 82, "DeviceArrive")   /* watchdog: the stream reached collective seq (start event   \
+                                         done) at tsc; count = tsc of the call, aux = ring position \
+                                         of its CALL record */
+
 /* Event kinds.  The NCCL ones come from recorder/nccl_api.def in table order;
- * the tracer's own events follow.  Values are on-disk: append only. */
+ * the tracer's own events follow (NTR_EVENT_LIST).  Values are on-disk:
+ * append only. */
 enum ntr_kind {
   NTR_KIND_NONE = 0, /* a filler: a reserved position nobody wrote (ring.h) */
 #define NT_COLL(name, KIND, ...) NTR_KIND_##KIND,
@@ -46,37 +89,9 @@ enum ntr_kind {
 #define NT_LIFE(name, KIND, ...) NTR_KIND_##KIND,
 #include "nccl_api.def"
   NTR_KIND_FIRST_TRACER_EVENT = 64,
-  NTR_KIND_MARK = 64,        /* nccltrace_mark(): text = what, count = value */
-  NTR_KIND_ASYNC_ERROR,      /* async error transition: aux = new ncclResult_t, result = old */
-  NTR_KIND_TIMEOUT,          /* watchdog: seq did not complete within NCCLTRACE_TIMEOUT */
-  NTR_KIND_MISMATCH,         /* coordinator verdict: text = field, aux = other rank, seq */
-  NTR_KIND_PEER_LOST,        /* coordinator: a rank's connection was lost; peer = that rank */
-  NTR_KIND_SKEW,             /* coordinator: a rank stayed behind; peer = that rank */
-  NTR_KIND_ENV_DIFF,         /* coordinator: NCCL_* differs; text = variable */
-  NTR_KIND_SIGNAL,           /* signal received: aux = signo */
-  NTR_KIND_EXIT,             /* process exit: aux = exit code */
-  NTR_KIND_DUMP,             /* a dump was written: text = trigger */
-  NTR_KIND_STRICT_BLOCK,     /* strict mode refused a call (returned ncclInvalidUsage) */
-  NTR_KIND_NOTE,             /* free text from the tracer */
-  NTR_KIND_EXEC,             /* exec family: ENTER text = path tail, count = path length; EXIT (failed): aux = errno */
-  /* CUDA graphs holding NCCL calls (interpose/graph.c, docs/dump-format.md):
-   * one record per (graph, communicator), all with the same layout --
-   * seq = the last captured collective seq of that comm in the graph,
-   * u.buf.sendbuf = the first one, peer = how many NCCL calls of that comm it
-   * holds, redop = enum ntr_kind of its first call, fp = the fingerprint of
-   * its captured calls in order, aux = the graph id (the CUDA capture id of
-   * the capture that made it), u.buf.recvbuf = the graph (CAPTURE,
-   * GRAPH_DESTROY) or exec (INSTANTIATE, LAUNCH, EXEC_DESTROY) handle,
-   * result = the CUDA call's result. */
-  NTR_KIND_GRAPH_CAPTURE,    /* EVENT: a capture ended; u.buf.stream = captured stream */
-  NTR_KIND_GRAPH_INSTANTIATE,/* EVENT: an exec made (or updated) from the graph; count = graph handle */
-  NTR_KIND_GRAPH_LAUNCH,     /* CALL: a replay; count = replay number on this rank (1, 2, ...),
-                                u.buf.stream = launch stream; completion as for collectives */
-  NTR_KIND_GRAPH_DESTROY,    /* EVENT: exec or graph destroyed; count = replays so far, dtype = 1 exec, 0 graph */
-  NTR_KIND_STRAGGLER,        /* coordinator: peer = the late rank, aux = median lateness us, count = late
-                                collectives, seq = window (0: one long stall; then count = its seq) */
-  NTR_KIND_DEV_ARRIVE,       /* watchdog: the stream reached collective seq (start event done) at tsc;
-                                count = tsc of the call, aux = ring position of its CALL record */
+#define NTR_X_ENUM(KIND, value, name) NTR_KIND_##KIND = value,
+  NTR_EVENT_LIST(NTR_X_ENUM)
+#undef NTR_X_ENUM
   NTR_KIND_COUNT
 };
 
@@ -433,25 +448,32 @@ enum ntr_trigger_kind {
 #undef NTR_X_ENUM
 };
 
-/* NULL for a kind this version does not know.  Async-signal-safe. */
-static inline const char *ntr_trigger_name(unsigned kind) {
-  switch (kind) {
-#define NTR_X_NAME(k, v, name, tag) case v: return name;
-  NTR_TRIGGER_LIST(NTR_X_NAME)
-#undef NTR_X_NAME
-  default: return NULL;
-  }
-}
-
-/* "unknown" for a kind this version does not know.  Async-signal-safe. */
-static inline const char *ntr_trigger_file_tag(unsigned kind) {
-  switch (kind) {
-#define NTR_X_TAG(k, v, name, tag) case v: return tag;
-  NTR_TRIGGER_LIST(NTR_X_TAG)
-#undef NTR_X_TAG
-  default: return "unknown";
-  }
-}
+/* Every signal a reader or the tracer names: X(SIGNAME, file tag).  The
+ * on-disk fields (ntr_trigger.signo, bt_signo, SIGNAL's aux, the header's
+ * signo) hold the writer's Linux signal numbers, so a consumer expands the
+ * list where <signal.h> gives SIGNAME its number (recorder/names.h).  The
+ * name ("SIGSEGV") is what the tracer's SIGNAL event and the tools print,
+ * the tag ends a signal dump's file name.  Which signals the tracer handles
+ * is interpose/signals.c's choice, not this list's. */
+#define NTR_SIGNAL_LIST(X)                                                     \
+  X(SIGHUP, "sighup")                                                          \
+  X(SIGINT, "sigint")                                                          \
+  X(SIGQUIT, "sigquit")                                                        \
+  X(SIGILL, "sigill")                                                          \
+  X(SIGTRAP, "sigtrap")                                                        \
+  X(SIGABRT, "sigabrt")                                                        \
+  X(SIGBUS, "sigbus")                                                          \
+  X(SIGFPE, "sigfpe")                                                          \
+  X(SIGKILL, "sigkill")                                                        \
+  X(SIGUSR1, "sigusr1")                                                        \
+  X(SIGSEGV, "sigsegv")                                                        \
+  X(SIGUSR2, "sigusr2")                                                        \
+  X(SIGPIPE, "sigpipe")                                                        \
+  X(SIGALRM, "sigalrm")                                                        \
+  X(SIGTERM, "sigterm")                                                        \
+  X(SIGXCPU, "sigxcpu")                                                        \
+  X(SIGXFSZ, "sigxfsz")                                                        \
+  X(SIGSYS, "sigsys")
 
 struct ntr_trigger {
   uint32_t kind;        /* enum ntr_trigger_kind */

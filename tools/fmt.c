@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "tools/ntt.h"
+#include "recorder/names.h"
 
 void ntt_fmt_time(uint64_t real_ns, char *buf, size_t len) {
   if (real_ns == 0) {
@@ -69,20 +70,10 @@ void ntt_rec_text(const struct ntr_record *r, char *buf, size_t len) {
   ntt_field_str(r->u.text, sizeof r->u.text, buf, len);
 }
 
-static const struct {
-  int signo;
-  const char *name;
-} sig_names[] = {
-    {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-    {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-    {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
-    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
-};
-
 const char *ntt_signal_name(int signo, char *buf, size_t len) {
-  for (size_t i = 0; i < sizeof sig_names / sizeof sig_names[0]; i++)
-    if (sig_names[i].signo == signo)
-      return sig_names[i].name;
+  const char *n = ntr_name_signal(signo);
+  if (n)
+    return n;
   snprintf(buf, len, "signal %d", signo);
   return buf;
 }
@@ -112,7 +103,7 @@ const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len)
       return buf;
     }
   }
-  const char *n = ntr_trigger_name(t->kind);
+  const char *n = ntr_name_trigger(t->kind);
   if (n)
     return n;
   snprintf(buf, len, "trigger#%u", t->kind);

@@ -5,30 +5,22 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "recorder/format.h"
+#include "recorder/names.h"
 
 static const char *kind_name(unsigned kind) {
-  switch (kind) {
-#define NT_COLL(name, KIND, ...) case NTR_KIND_##KIND: return &#name[4]; /* "ncclAllReduce" -> "AllReduce" */
-#define NT_P2P(name, KIND, ...) case NTR_KIND_##KIND: return &#name[4]; /* "ncclAllReduce" -> "AllReduce" */
-#include "recorder/nccl_api.def"
-  default: return "Op?";
-  }
+  const char *n = ntr_name_kind(kind);
+  return n ? n : "Op?";
 }
 
-/* ncclDataType_t and ncclRedOp_t values of nccl.h (stable since NCCL 2.0;
- * the float8 types since 2.24). */
 static const char *dtype_name(unsigned d) {
-  static const char *const n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                  "float16", "float32", "float64", "bfloat16", "float8e4m3",
-                                  "float8e5m2"};
-  return d < sizeof n / sizeof n[0] ? n[d] : "dtype?";
+  const char *n = ntr_name_dtype(d);
+  return n ? n : "dtype?";
 }
 
 static void redop_str(int32_t op, char *b, size_t len) {
-  static const char *const n[] = {"sum", "prod", "max", "min", "avg"};
-  if (op >= 0 && op < 5)
-    snprintf(b, len, "%s", n[op]);
+  const char *n = ntr_name_redop(op);
+  if (n)
+    snprintf(b, len, "%s", n);
   else
     snprintf(b, len, "premulsum#%d", (int)op); /* user-created ops */
 }

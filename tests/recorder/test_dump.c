@@ -18,6 +18,7 @@
 
 #include "helpers.h"
 #include "recorder/dump.h"
+#include "recorder/names.h"
 #include "recorder/ring.h"
 
 static struct ntr_ring ring;
@@ -299,8 +300,8 @@ int main(void) {
   struct ntr_trigger fatal = {.kind = NTR_TRIG_FATAL_SIGNAL, .signo = SIGSEGV};
   CHECK_EQ(ntr_dump_write(&ring, &fatal, path, sizeof path), 0);
   CHECK(strstr(path, "-2-sigsegv.zst") != NULL);
-  CHECK(!strcmp(ntr_trigger_file_tag(NTR_TRIG_MISMATCH), "mismatch"));
-  CHECK(!strcmp(ntr_trigger_file_tag(999), "unknown"));
+  CHECK(!strcmp(ntr_name_trigger_tag(NTR_TRIG_MISMATCH), "mismatch"));
+  CHECK(!strcmp(ntr_name_trigger_tag(999), "unknown"));
   CHECK_EQ(tmp_files(dumps), 0);
   free(d.payload);
   free(d2.payload);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "tools/analyze/analyze.h"
 #include "tools/ntt.h"
+#include "recorder/names.h"
 
 #define NTA_VICTIM_GRACE_NS 1000000000ull /* pending this long before dying: already stuck */
 
@@ -106,20 +107,8 @@ static int victim_at(const struct nta_proc *p, uint64_t t) {
 }
 
 static const char *sig_name(int s) {
-  switch (s) {
-  case SIGSEGV: return "SIGSEGV";
-  case SIGBUS: return "SIGBUS";
-  case SIGILL: return "SIGILL";
-  case SIGFPE: return "SIGFPE";
-  case SIGABRT: return "SIGABRT";
-  case SIGTERM: return "SIGTERM";
-  case SIGINT: return "SIGINT";
-  case SIGKILL: return "SIGKILL";
-  case SIGHUP: return "SIGHUP";
-  case SIGQUIT: return "SIGQUIT";
-  case SIGSYS: return "SIGSYS";
-  default: return "signal";
-  }
+  const char *n = ntr_name_signal(s);
+  return n ? n : "signal";
 }
 
 static void proc_where(const struct nta_proc *p, char *buf, size_t len) {
