@@ -102,23 +102,3 @@ void ntr_clock_calibrate(struct ntr_ring_header *hdr) {
   hdr->tsc_hz = (uint64_t)((unsigned __int128)(tsc1 - tsc0) * 1000000000u / dns);
 }
 
-/* ns elapsed between tsc_base and tsc, signed (records may predate the base
- * by a few ns when another thread read the clock first). */
-static int64_t delta_ns(const struct ntr_ring_header *hdr, uint64_t tsc) {
-  if (hdr->tsc_hz == 0)
-    return 0;
-  if (tsc >= hdr->tsc_base) {
-    unsigned __int128 d = (unsigned __int128)(tsc - hdr->tsc_base) * 1000000000u / hdr->tsc_hz;
-    return d > INT64_MAX ? INT64_MAX : (int64_t)d;
-  }
-  unsigned __int128 d = (unsigned __int128)(hdr->tsc_base - tsc) * 1000000000u / hdr->tsc_hz;
-  return d > INT64_MAX ? INT64_MIN : -(int64_t)d;
-}
-
-uint64_t ntr_clock_to_mono_ns(const struct ntr_ring_header *hdr, uint64_t tsc) {
-  return hdr->mono_base_ns + (uint64_t)delta_ns(hdr, tsc);
-}
-
-uint64_t ntr_clock_to_real_ns(const struct ntr_ring_header *hdr, uint64_t tsc) {
-  return hdr->real_base_ns + (uint64_t)delta_ns(hdr, tsc);
-}

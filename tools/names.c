@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 #include "recorder/reader.h"
+#include "recorder/clock.h"
 #include "recorder/names.h"
 
 /* Unknown values still get a distinct, greppable name ("dtype#99"). */
@@ -48,14 +49,5 @@ const char *ntr_result_name(int result) {
 int ntr_kind_is_collective(unsigned kind) { return ntr_name_kind_class(kind) == 1; }
 int ntr_kind_is_p2p(unsigned kind) { return ntr_name_kind_class(kind) == 2; }
 
-/* ns = real_base_ns + (tsc - tsc_base) * 1e9 / tsc_hz, split into quotient
- * and remainder so that the multiplication cannot overflow for any clock
- * rate below 18 GHz.  tsc_hz 0 means the ticks already are nanoseconds. */
-uint64_t ntr_image_ns(const struct ntr_image *img, uint64_t tsc) {
-  const struct ntr_ring_header *h = &img->hdr;
-  uint64_t hz = h->tsc_hz ? h->tsc_hz : 1000000000ull;
-  int neg = tsc < h->tsc_base;
-  uint64_t d = neg ? h->tsc_base - tsc : tsc - h->tsc_base;
-  uint64_t ns = (d / hz) * 1000000000ull + (d % hz) * 1000000000ull / hz;
-  return neg ? h->real_base_ns - ns : h->real_base_ns + ns;
-}
+/* recorder/clock.h's rule, on the writer host's realtime clock. */
+uint64_t ntr_image_ns(const struct ntr_image *img, uint64_t tsc) { return ntr_clock_to_real_ns(&img->hdr, tsc); }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "recorder/clock.h"
 
 /* ------------------------------------------------------------- slots -- */
 
@@ -452,17 +453,10 @@ static int encode(struct red *R, struct slot *s) {
  * smallest/largest ticks and need no conversion per record. */
 static int ns_monotone(const struct ntr_image *img, uint64_t lo, uint64_t hi) {
   const struct ntr_ring_header *h = &img->hdr;
-  uint64_t hz = h->tsc_hz ? h->tsc_hz : 1000000000ull;
-  uint64_t ends[2] = {lo, hi};
-  for (int i = 0; i < 2; i++) {
-    uint64_t t = ends[i];
-    uint64_t d = t < h->tsc_base ? h->tsc_base - t : t - h->tsc_base;
-    if (d / hz > (UINT64_MAX - 1000000000ull) / 1000000000ull)
-      return 0;
-    uint64_t ns = (d / hz) * 1000000000ull + (d % hz) * 1000000000ull / hz;
-    if (t < h->tsc_base ? ns >= h->real_base_ns : ns > UINT64_MAX - h->real_base_ns)
-      return 0;
-  }
+  uint64_t ns;
+  if (!ntr_clock_ns_exact(h->real_base_ns, h->tsc_base, h->tsc_hz, lo, &ns) ||
+      !ntr_clock_ns_exact(h->real_base_ns, h->tsc_base, h->tsc_hz, hi, &ns))
+    return 0;
   return ntr_image_ns(img, lo) != 0;
 }
 
