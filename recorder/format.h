@@ -5,7 +5,7 @@
  * file-backed shared mapping (the ring file) or a dump, and read by the
  * `nccltrace` tools, possibly on another machine and long after the writer
  * died.  Readers therefore treat every field as hostile: each offset and count
- * is checked against the file size before use (recorder/reader.c).
+ * is checked against the file size before use (tools/reader.c, tools/reader_dump.c, tools/reader_fast.c).
  *
  * Rules: fixed-width little-endian fields, explicit padding, no pointers (only
  * offsets from the start of the file), a _Static_assert on every size.  Any

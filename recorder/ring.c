@@ -288,22 +288,20 @@ NTR_NO_TSAN static void copy_body(struct ntr_record *out, const struct ntr_recor
     d[w] = s[w];
 }
 
-uint64_t ntr_ring_read_slot(const struct ntr_record *slot, struct ntr_record *out) {
+enum ntr_slot_state ntr_ring_read(const struct ntr_record *slot, struct ntr_record *out) {
   /* Acquire pairs with the writer's release store of commit: the body we
    * copy is at least as new as that commit. */
   uint64_t c1 = __atomic_load_n(&slot->commit, __ATOMIC_ACQUIRE);
   if (c1 == 0 || c1 == NTR_COMMIT_WRITING)
-    return 0;
+    return ntr_slot_judge(c1, c1);
   copy_body(out, slot);
   /* Acquire fence pairs with the writer's release fence after commit = 0:
    * if any body word we read came from a newer writer, the second load
    * below sees that writer's commit = 0 (or later), not c1. */
   NTR_FENCE_ACQUIRE();
   uint64_t c2 = __atomic_load_n(&slot->commit, __ATOMIC_RELAXED);
-  if (c1 != c2)
-    return 0;
   out->commit = c1;
-  return c1;
+  return ntr_slot_judge(c1, c2);
 }
 
 /* ------------------------------------------------------------ blocks -- */

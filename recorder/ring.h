@@ -317,11 +317,51 @@ static inline uint64_t ntr_ring_lost(const struct ntr_ring *ring) {
   return used > slots ? used - slots : 0;
 }
 
-/* Seqlock read of one slot (main ring or a recent[] entry) into *out.
- * @return the record's commit value (position + 1) when the copy is
- *         consistent, 0 when the slot is empty, being written or was torn
- *         while copying.  The caller checks that the position fits the slot
- *         it expected (main ring: (commit - 1) & mask == index). */
-uint64_t ntr_ring_read_slot(const struct ntr_record *slot, struct ntr_record *out);
+/* What a reader's copy of a slot is (format.h, struct ntr_record). */
+enum ntr_slot_state {
+  NTR_SLOT_EMPTY = 0, /* commit 0: never written (recent[]: or being claimed) */
+  NTR_SLOT_VALID = 1, /* a whole record, the copy is consistent */
+  NTR_SLOT_TORN = 2,  /* being written (NTR_COMMIT_WRITING, or a writer that died
+                         there), or changed while it was copied */
+};
+
+/* The verdict on a copy taken between two reads of commit (before, after):
+ * the one rule every reader applies.  Pure function. */
+static inline enum ntr_slot_state ntr_slot_judge(uint64_t before, uint64_t after) {
+  if (before == 0)
+    return NTR_SLOT_EMPTY;
+  if (before == NTR_COMMIT_WRITING || before != after)
+    return NTR_SLOT_TORN;
+  return NTR_SLOT_VALID;
+}
+
+/* Seqlock read of one slot (main ring or a recent[] entry) of a live
+ * mapping into *out (valid only with NTR_SLOT_VALID, out->commit then being
+ * the position + 1).  The caller checks that the position fits the slot it
+ * expected (main ring: (commit - 1) & mask == index). */
+enum ntr_slot_state ntr_ring_read(const struct ntr_record *slot, struct ntr_record *out);
+
+/* ntr_ring_read for callers that want the position: @return the commit
+ * value (position + 1) when valid, else 0. */
+static inline uint64_t ntr_ring_read_slot(const struct ntr_record *slot, struct ntr_record *out) {
+  return ntr_ring_read(slot, out) == NTR_SLOT_VALID ? out->commit : 0;
+}
+
+/* The same read for a reader that cannot load the slot's words itself: the
+ * tools pread a ring file twice (a mapping would turn a writer's truncation
+ * into SIGBUS), and pread copies a slot's words in no specified order, so
+ * the two copies must agree in full, not only in commit: first is the
+ * earlier copy, second the later one (the same pointer for bytes that
+ * cannot change: a buffer in memory).  Plain memory reads, any alignment. */
+static inline enum ntr_slot_state ntr_ring_read_copies(const void *first, const void *second,
+                                                       struct ntr_record *out) {
+  uint64_t after;
+  __builtin_memcpy(out, first, sizeof *out);
+  __builtin_memcpy(&after, (const unsigned char *)second + offsetof(struct ntr_record, commit), sizeof after);
+  enum ntr_slot_state st = ntr_slot_judge(out->commit, after);
+  if (st == NTR_SLOT_VALID && first != second && __builtin_memcmp(first, second, sizeof *out) != 0)
+    return NTR_SLOT_TORN;
+  return st;
+}
 
 #endif /* NTR_RING_H */

@@ -1,5 +1,5 @@
 /* names.c -- names of event kinds, data types, reduction ops and results
- * (recorder/reader.h): the names of recorder/names.h, and a distinct name
+ * (tools/reader.h): the names of recorder/names.h, and a distinct name
  * for a value that table does not know.
  *
  * Thread-safety: reentrant; names of unknown values are formatted into a small
@@ -7,7 +7,7 @@
  * on the same thread.  Not signal-safe.
  */
 #include <stdio.h>
-#include "recorder/reader.h"
+#include "tools/reader.h"
 #include "recorder/clock.h"
 #include "recorder/names.h"
 

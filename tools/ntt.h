@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <jansson.h>
-#include "recorder/reader.h"
+#include "tools/reader.h"
 
 /* Exit statuses shared by every subcommand. */
 #define NTT_EXIT_OK 0

@@ -1,11 +1,11 @@
 /* reader.c -- load ring files (live or left behind) and dispatch dumps to
  * reader_dump.c; the shared validation helpers of reader_int.h.
  *
- * Thread-safety and signal-safety: see recorder/reader.h.  A live ring is
+ * Thread-safety and signal-safety: see tools/reader.h.  A live ring is
  * read with pread while its writer keeps writing (never mapped: a file
  * truncated meanwhile must not become SIGBUS): every record is taken only
  * when two successive reads of it agree (the seqlock protocol of
- * recorder/format.h, read_rec), and the header is copied once and validated
+ * recorder/format.h, ntr_ring_read_copies), and the header is copied once and validated
  * as a copy, so a writer changing it meanwhile cannot move us past a bounds
  * check.  A dump is read with pread into memory (it never changes once in
  * place).
@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "tools/reader.h"
+#include "recorder/ring.h"
 #include "tools/reader_int.h"
 
 int ntt_fail(char *err, size_t errlen, const char *name, const char *fmt, ...) {
@@ -153,7 +154,8 @@ void ntt_image_tidy(struct ntr_image *img) {
  * the fuzzers), or a file read with pread.  A file is never mapped: a
  * writer that truncates it while we read would turn a mapped load into
  * SIGBUS; pread just returns fewer bytes.  Each window of a file is read
- * twice, and a record counts only when both copies agree (read_rec). */
+ * twice, and a record counts only when both copies agree (ntr_ring_read_copies,
+ * recorder/ring.h). */
 struct src {
   const unsigned char *mem; /* the whole input, or NULL: fd */
   int fd;
@@ -203,26 +205,6 @@ static int src_window(struct src *s, uint64_t off, size_t n, const unsigned char
   *a = s->a;
   *b = s->b;
   return 0;
-}
-
-/* One slot from two copies taken one after the other (a before b).
- * @return 1 valid copy, 0 empty, -1 torn.
- * Why two equal copies prove an untorn record: the writer stores commit =
- * WRITING, then the body, then commit = its position, and positions only
- * grow.  If the writer touched the slot while we read, then either copy a
- * saw the old commit and copy b (begun after a ended) sees WRITING or a
- * larger position, or copy a saw the new commit -- so the body was complete
- * before a read commit, b is wholly new, and a differs from b unless a was
- * complete too.  For a buffer in memory (a == b) nothing changes meanwhile. */
-static int read_rec(const unsigned char *a, const unsigned char *b, struct ntr_record *out) {
-  memcpy(out, a, sizeof *out);
-  if (out->commit == 0)
-    return 0;
-  if (out->commit == NTR_COMMIT_WRITING)
-    return -1; /* being written (live), or its writer died */
-  if (a != b && memcmp(a, b, sizeof *out) != 0)
-    return -1;
-  return 1;
 }
 
 struct rec_vec {
@@ -377,10 +359,10 @@ static int load_ring(struct src *in, const char *name, int salvage, struct ntr_i
     memcpy(c, b, offsetof(struct ntr_comm_state, recent));
     for (unsigned j = 0; j < NTR_COMM_RECENT; j++) {
       size_t at = offsetof(struct ntr_comm_state, recent) + j * sizeof r;
-      int st = read_rec(a + at, b + at, &r);
-      if (st < 0)
+      enum ntr_slot_state st = ntr_ring_read_copies(a + at, b + at, &r);
+      if (st == NTR_SLOT_TORN)
         img->torn++;
-      if (st <= 0) {
+      if (st != NTR_SLOT_VALID) {
         memset(&c->recent[j], 0, sizeof r);
         continue;
       }
@@ -398,13 +380,13 @@ static int load_ring(struct src *in, const char *name, int salvage, struct ntr_i
       goto oom;
     for (uint64_t j = 0; j < k; j++) {
       uint64_t i = w + j;
-      int st = read_rec(a + j * sizeof r, b + j * sizeof r, &r);
-      /* 0: never written (a position reserved and not used is no damage:
-       * ring.h, holes and fillers); -1: claimed and not committed, or torn
+      enum ntr_slot_state st = ntr_ring_read_copies(a + j * sizeof r, b + j * sizeof r, &r);
+      /* EMPTY: never written (a position reserved and not used is no damage:
+       * ring.h, holes and fillers); TORN: claimed and not committed, or torn
        * while we copied. */
-      if (st < 0)
+      if (st == NTR_SLOT_TORN)
         img->torn++;
-      if (st <= 0 || r.kind == NTR_KIND_NONE)
+      if (st != NTR_SLOT_VALID || r.kind == NTR_KIND_NONE)
         continue; /* a filler carries nothing */
       if (((r.commit - 1) & mask) != i) {
         img->torn++; /* a position that does not belong in this slot: damage */

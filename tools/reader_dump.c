@@ -1,7 +1,7 @@
 /* reader_dump.c -- load a dump: validate the preamble, decompress the zstd
  * frame with every size bounded, verify the XXH64 checksum, walk sections.
  *
- * Thread-safety and signal-safety: see recorder/reader.h (tools/reader.h for
+ * Thread-safety and signal-safety: see tools/reader.h (also for
  * the peek).  No state is shared between calls.
  * A valid dump is read by reader_fast.c (in one call into a caller's
  * buffer, or in one streaming pass); anything unusual goes through the

@@ -3,7 +3,7 @@
  * falls back to its whole-payload path, which is the one that says what is
  * wrong; so nothing here reports an error, it only declines.
  *
- * Thread-safety and signal-safety: see recorder/reader.h and tools/reader.h;
+ * Thread-safety and signal-safety: see tools/reader.h;
  * no state is shared between calls (a load buffer belongs to its caller).
  */
 #include <stddef.h>

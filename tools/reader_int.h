@@ -1,5 +1,5 @@
 /* reader_int.h -- what reader.c (ring files, entry points) and reader_dump.c
- * (dumps) share.  Same contract as recorder/reader.h: one image per thread at
+ * (dumps) share.  Same contract as tools/reader.h: one image per thread at
  * a time, allocates, not signal-safe.
  */
 #ifndef NTT_READER_INT_H

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "recorder/reader.h"
+#include "tools/reader.h"
 #include "tools/analyze/analyze.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "recorder/reader.h"
 #include "tools/reader.h"
 
 /* The file path of the input, or -1. */

@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "recorder/reader.h"
+#include "tools/reader.h"
 #include "recorder/ring.h"
 
 #define KEY 0x5a5a5a5a5a5a5a5aull

@@ -1,4 +1,4 @@
-/* test_reader.c -- the reader (recorder/reader.h) on in-memory images.
+/* test_reader.c -- the reader (tools/reader.h) on in-memory images.
  *
  * Proves: records come back oldest first from the main ring and the comm's
  * recent[] merged without duplicates; a slot being written (commit 0 below
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fixture.h"
-#include "recorder/reader.h"
+#include "tools/reader.h"
 
 static int failed;
 #define CHECK(c, ...)                                                \

@@ -41,7 +41,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <jansson.h>
-#include "recorder/reader.h"
+#include "tools/reader.h"
 
 /* Entry point for `nccltrace analyze ...` (argv[0] is "analyze"). */
 int ntr_analyze_main(int argc, char **argv);
