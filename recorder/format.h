@@ -116,8 +116,8 @@ static inline unsigned ntr_kind_fp_op(unsigned kind) {
 /* ---------------------------------------------------------- fingerprint -- */
 
 /* The fingerprint hash of a record, derived from its fields by whoever
- * reads it (the recorder stores 0 in ntr_record.fp since format 2: the
- * calling thread does not pay for it).  A few multiplies: two dependent
+ * reads it (the recorder stores 0 in ntr_record.fp, so that the calling
+ * thread does not pay for it).  A few multiplies: two dependent
  * rounds, not one per field: the small fields are packed into one word
  * first (op 8 bits, dtype 8, redop 16, root 32; a custom redop that differs
  * only above bit 15 would collide, which a 32-bit hash allows anyway).

@@ -3,7 +3,7 @@
  * (design.md §1 evidence priority, §7 verdict vocabulary; docs/analyze.md).
  *
  * Thread-safety: load.c runs nta_reduce_proc on worker threads (one per CPU,
- * at most NTA_MAX_WORKERS; two on the 2-core machine it was sized on), each on
+ * at most NTA_MAX_WORKERS), each on
  * its own process (its own images, its own nta_proc; nothing else is shared
  * but an atomic work counter).  Everything after loading -- align, detect,
  * verdict, reports -- runs on one thread, and one nta_job is used by one
@@ -272,7 +272,7 @@ struct nta_member {
 /* Members are indexed by rank through `ranked` (sorted, one per rank in
  * [0, nranks)), never by an array of nranks entries: nranks comes from the
  * input (up to NTA_MAX_NRANKS), and no work or memory may follow it rather
- * than the evidence present (docs/reliability.md bug 11). */
+ * than the evidence present (hostile input: docs/reliability.md). */
 struct nta_comm {
   uint64_t id, parent;
   int nranks;

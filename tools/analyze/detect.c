@@ -7,7 +7,7 @@
  * Thread-safety: single-threaded (after loading).  Not signal-safe.
  * Every loop runs over the members present (c->ranked) or over the ranks
  * without evidence up to a fixed count, never over [0, nranks): nranks comes
- * from the input (docs/reliability.md bug 11).
+ * from the input, which may be hostile (docs/reliability.md).
  */
 #include <stdarg.h>
 #include <stdlib.h>

@@ -186,7 +186,7 @@ static uint32_t intern(struct red *R, const struct ntr_record *r) {
 
 /* intern() behind a direct-mapped cache compared field by field: a training
  * loop cycles through a few fingerprints, and building and hashing the
- * full key for every collective was a tenth of the reduction. */
+ * full key for every collective would cost a tenth of the reduction. */
 static uint32_t intern_fast(struct red *R, const struct ntr_record *r) {
   unsigned h = (unsigned)((r->count ^ (r->count >> 13) ^ (uint64_t)r->kind * 0x9e37u) & 15);
   uint32_t c = R->fcache[h];
@@ -270,8 +270,8 @@ static void replay_take(struct nta_mdata *d, const struct nta_proc *p, const str
   }
 }
 
-/* One record of the union, in position order.  Mirrors what the analysis
- * used to read from the full records: which (comm, rank) pairs are members,
+/* One record of the union, in position order.  Keeps what the analysis
+ * needs from the full records: which (comm, rank) pairs are members,
  * in which order, and per member its calls and lifecycle times. */
 static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, uint64_t *max_tsc) {
   struct nta_proc *p = R->p;

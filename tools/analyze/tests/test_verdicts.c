@@ -788,11 +788,11 @@ static void t_escapes(void) {
   nta_job_free(&job);
 }
 
-/* docs/reliability.md bug 11: nranks comes from the input.  One small
+/* nranks comes from the input, which may be hostile (docs/reliability.md).  One small
  * process whose records name 200 communicators of 2^20 - 1 ranks each (a
  * damaged ring or dump can say anything) must cost work in proportion to
- * the evidence, not to 200 x 2^20 claimed ranks: before the fix this made a
- * 33 KB dump take 14.6 s, and here the JSON alone would list 2e8 ranks.
+ * the evidence, not to 200 x 2^20 claimed ranks: work per claimed rank would
+ * make a 33 KB dump take seconds, and the JSON alone would list 2e8 ranks.
  * Checked without a tight clock: the reports list ranks without evidence up
  * to the budget and count the rest, and the analysis of the 200 comms
  * finishes in well under the generous 5 s. */
