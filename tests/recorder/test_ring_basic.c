@@ -166,6 +166,12 @@ int main(void) {
   conv = ntr_clock_to_real_ns(h, t);
   CHECK(conv <= real + 2000000 && conv + 2000000 >= real);
   CHECK(ntr_clock_to_mono_ns(h, h->tsc_base - 1000) <= h->mono_base_ns);
+  /* tsc_hz 0 (uncalibrated or damaged header): the ticks are ns (clock.h) */
+  static struct ntr_ring_header h0;
+  h0 = *h;
+  h0.tsc_hz = 0;
+  CHECK_EQ(ntr_clock_to_mono_ns(&h0, h0.tsc_base + 1500), h0.mono_base_ns + 1500);
+  CHECK_EQ(ntr_clock_to_real_ns(&h0, h0.tsc_base - 1500), h0.real_base_ns - 1500);
 
   /* comm slots: NTR_COMM_MAX, then NULL */
   for (unsigned c = 0; c < NTR_COMM_MAX; c++)
