@@ -269,7 +269,7 @@ void ntr_ring_commit_recent(struct ntr_comm_state *cs, const struct ntr_record *
   uint64_t *d = (uint64_t *)dst;
   for (size_t w = 1; w < sizeof *rec / 8; w++)
     __atomic_store_n(&d[w], src[w], __ATOMIC_RELAXED);
-  /* Release pairs with the acquire load in ntr_ring_read_slot. */
+  /* Release pairs with the acquire load in ntr_ring_read. */
   __atomic_store_n(&dst->commit, pos + 1, __ATOMIC_RELEASE);
 }
 

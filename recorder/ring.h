@@ -9,13 +9,14 @@
  * A ntr_ring_cursor belongs to one thread; its signal handlers must not use
  * it (they take ntr_ring_reserve).
  * Signal-safety: ntr_ring_reserve, ntr_ring_commit, ntr_ring_release,
- * ntr_ring_comm_alloc, ntr_ring_lost, ntr_ring_read_slot and ntr_ring_settle
+ * ntr_ring_comm_alloc, ntr_ring_lost, ntr_ring_read (and its forms
+ * ntr_ring_read_slot and ntr_ring_read_copies) and ntr_ring_settle
  * are async-signal-safe (atomics and plain stores only); ntr_ring_reopen_child is async-signal-safe in the sense
  * that a pthread_atfork child handler needs (syscalls only, no malloc, no
  * stdio, no locks); ntr_ring_open/close are not signal-safe.
  *
  * Write protocol: single-writer blocks, seqlock per slot.  Pairs with
- * ntr_ring_read_slot and ntr_ring_settle.
+ * ntr_ring_read and ntr_ring_settle.
  *
  *   Positions are free-running; the shared head only ever advances by a
  *   whole block of ring->block positions (NTR_RING_BLOCK, less in small
@@ -208,7 +209,7 @@ int ntr_ring_refill(struct ntr_ring *ring, struct ntr_ring_cursor *cur);
  * a plain store marks it; the release fence orders that mark before every
  * body store, so a reader that copied part of the new body sees commit
  * change and drops its copy (pairs with the acquire fence in
- * ntr_ring_read_slot).  On x86-64 both are plain instructions. */
+ * ntr_ring_read).  On x86-64 both are plain instructions. */
 static inline struct ntr_record *ntr_ring_open_slot(struct ntr_ring *ring, uint64_t p) {
   struct ntr_record *rec = &ring->slots[p & ring->mask];
   /* Relaxed: ordered by the fence below. */
@@ -290,7 +291,7 @@ static inline void ntr_ring_commit(struct ntr_ring *ring, struct ntr_record *rec
   /* Copy first, while the slot is still ours. */
   if (cs)
     ntr_ring_commit_recent(cs, rec, pos);
-  /* Release pairs with the acquire load of commit in ntr_ring_read_slot. */
+  /* Release pairs with the acquire load of commit in ntr_ring_read. */
   __atomic_store_n(&rec->commit, pos + 1, __ATOMIC_RELEASE);
   if (((pos + 1) & (ring->block - 1)) == 0)
     ntr_ring_release_at(ring, pos);
@@ -299,7 +300,7 @@ static inline void ntr_ring_commit(struct ntr_ring *ring, struct ntr_record *rec
 /* The hot path's publish: the store alone (the block is released by the
  * owner's next claim). */
 static inline void ntr_ring_publish(struct ntr_record *rec, uint64_t pos) {
-  /* Release pairs with the acquire load of commit in ntr_ring_read_slot. */
+  /* Release pairs with the acquire load of commit in ntr_ring_read. */
   __atomic_store_n(&rec->commit, pos + 1, __ATOMIC_RELEASE);
 }
 
