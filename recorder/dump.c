@@ -57,7 +57,7 @@ static struct {
   unsigned char *out;
   size_t out_cap;
   struct ntr_record *extra; /* recent[] records not found in the main ring */
-} g = {.sd = {.fd = -1}};
+} dump_state = {.sd = {.fd = -1}};
 
 static int dump_busy;        /* atomic: 1 while a dump runs (one at a time) */
 static unsigned dump_serial; /* atomic: per-process dump counter, the <n> of names */
@@ -108,37 +108,37 @@ static unsigned char *put_python(unsigned char *p, const struct ntr_ring *ring) 
 }
 
 static void unmap_all(void) {
-  if (g.cctx_mem)
-    munmap(g.cctx_mem, g.cctx_size);
-  if (g.payload)
-    munmap(g.payload, g.payload_cap);
-  if (g.out)
-    munmap(g.out, g.out_cap);
-  if (g.extra)
-    munmap(g.extra, EXTRA_MAX * sizeof(struct ntr_record));
-  g.cctx_mem = g.payload = g.out = NULL;
-  g.extra = NULL;
-  g.cctx = NULL;
-  g.ready = 0;
+  if (dump_state.cctx_mem)
+    munmap(dump_state.cctx_mem, dump_state.cctx_size);
+  if (dump_state.payload)
+    munmap(dump_state.payload, dump_state.payload_cap);
+  if (dump_state.out)
+    munmap(dump_state.out, dump_state.out_cap);
+  if (dump_state.extra)
+    munmap(dump_state.extra, EXTRA_MAX * sizeof(struct ntr_record));
+  dump_state.cctx_mem = dump_state.payload = dump_state.out = NULL;
+  dump_state.extra = NULL;
+  dump_state.cctx = NULL;
+  dump_state.ready = 0;
 }
 
 /* Open dir for the dumps to come.  A directory that another user could
  * have led us to or can write into (recorder/safedir.h) is replaced by a
- * private one, next to it or under $TMPDIR (else /tmp), and g.note says
+ * private one, next to it or under $TMPDIR (else /tmp), and dump_state.note says
  * so.  Any other failure (not creatable, not a directory) is left for the
  * first dump to report, as it was before we opened anything at init. */
 static void open_dump_dir(const char *dir) {
-  ntr_safedir_close(&g.sd);
-  g.note[0] = '\0';
-  ntr_strlcpy(g.dir, dir, sizeof g.dir);
-  int rc = ntr_safedir_open(&g.sd, dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
+  ntr_safedir_close(&dump_state.sd);
+  dump_state.note[0] = '\0';
+  ntr_strlcpy(dump_state.dir, dir, sizeof dump_state.dir);
+  int rc = ntr_safedir_open(&dump_state.sd, dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
   if (rc != -ELOOP && rc != -EPERM)
     return;
   struct ntr_sb sb;
-  ntr_sb_init(&sb, g.note, sizeof g.note);
-  ntr_safedir_say(&sb, "dump directory ", dir, rc, &g.sd);
+  ntr_sb_init(&sb, dump_state.note, sizeof dump_state.note);
+  ntr_safedir_say(&sb, "dump directory ", dir, rc, &dump_state.sd);
   char alt[1024], tmp[1024];
-  int r2 = ntr_safedir_sibling(&g.sd, dir, alt, sizeof alt);
+  int r2 = ntr_safedir_sibling(&dump_state.sd, dir, alt, sizeof alt);
   if (r2) {
     const char *t = getenv("TMPDIR");
     ntr_strlcpy(tmp, t && t[0] == '/' ? t : "/tmp", sizeof tmp);
@@ -148,19 +148,19 @@ static void open_dump_dir(const char *dir) {
     ntr_sb_str(&pb, "nccltrace-dumps-");
     ntr_sb_u64(&pb, geteuid());
     ntr_sb_str(&pb, "-");
-    r2 = ntr_safedir_private(&g.sd, tmp, prefix, alt, sizeof alt);
+    r2 = ntr_safedir_private(&dump_state.sd, tmp, prefix, alt, sizeof alt);
   }
   if (r2) {
     ntr_sb_str(&sb, "; no private directory could be made (");
     ntr_sb_errno(&sb, r2);
     ntr_sb_str(&sb, "): no dumps");
-    g.sd.fd = -1;
+    dump_state.sd.fd = -1;
     return;
   }
   ntr_sb_str(&sb, "; dumps go to the private directory ");
   ntr_sb_str(&sb, alt);
   ntr_sb_str(&sb, " instead");
-  ntr_strlcpy(g.dir, alt, sizeof g.dir);
+  ntr_strlcpy(dump_state.dir, alt, sizeof dump_state.dir);
 }
 
 /* The dump directory's fd for this dump.  The application may have closed
@@ -170,13 +170,13 @@ static void open_dump_dir(const char *dir) {
  * kept; the old number is left alone, it is not ours any more).
  * Async-signal-safe; pre: the caller holds dump_busy.  @return fd or -errno. */
 static int dump_dirfd(void) {
-  if (ntr_safedir_valid(&g.sd))
-    return g.sd.fd;
+  if (ntr_safedir_valid(&dump_state.sd))
+    return dump_state.sd.fd;
   struct ntr_safedir d;
-  int rc = ntr_safedir_open(&d, g.dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
+  int rc = ntr_safedir_open(&d, dump_state.dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
   if (rc)
     return rc;
-  g.sd = d;
+  dump_state.sd = d;
   return d.fd;
 }
 
@@ -186,37 +186,37 @@ int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
   if (strlen(dir) > 900)
     return -ENAMETOOLONG; /* leaves room for the file name in PATH_MAX-ish buffers */
   uint32_t slots = (uint32_t)(ring->mask + 1);
-  if (!g.ready || g.slots != slots) {
+  if (!dump_state.ready || dump_state.slots != slots) {
     unmap_all();
-    g.cctx_size = ZSTD_estimateCCtxSize(1);
-    g.payload_cap = payload_bytes(slots);
-    g.out_cap = ZSTD_compressBound(g.payload_cap);
-    if (ZSTD_isError(g.out_cap) || g.out_cap < g.payload_cap)
+    dump_state.cctx_size = ZSTD_estimateCCtxSize(1);
+    dump_state.payload_cap = payload_bytes(slots);
+    dump_state.out_cap = ZSTD_compressBound(dump_state.payload_cap);
+    if (ZSTD_isError(dump_state.out_cap) || dump_state.out_cap < dump_state.payload_cap)
       return -EOVERFLOW;
-    g.cctx_mem = map_anon(g.cctx_size);
-    g.payload = map_anon(g.payload_cap);
-    g.out = map_anon(g.out_cap);
-    g.extra = map_anon(EXTRA_MAX * sizeof(struct ntr_record));
-    if (!g.cctx_mem || !g.payload || !g.out || !g.extra) {
+    dump_state.cctx_mem = map_anon(dump_state.cctx_size);
+    dump_state.payload = map_anon(dump_state.payload_cap);
+    dump_state.out = map_anon(dump_state.out_cap);
+    dump_state.extra = map_anon(EXTRA_MAX * sizeof(struct ntr_record));
+    if (!dump_state.cctx_mem || !dump_state.payload || !dump_state.out || !dump_state.extra) {
       unmap_all();
       return -ENOMEM;
     }
-    g.cctx = ZSTD_initStaticCCtx(g.cctx_mem, g.cctx_size);
-    if (!g.cctx) {
+    dump_state.cctx = ZSTD_initStaticCCtx(dump_state.cctx_mem, dump_state.cctx_size);
+    if (!dump_state.cctx) {
       unmap_all();
       return -ENOMEM;
     }
-    g.slots = slots;
+    dump_state.slots = slots;
   }
-  g.mode = mode & 0777;
+  dump_state.mode = mode & 0777;
   open_dump_dir(dir);
-  g.ready = 1;
+  dump_state.ready = 1;
   return 0;
 }
 
-const char *ntr_dump_note(void) { return g.note; }
+const char *ntr_dump_note(void) { return dump_state.note; }
 
-const char *ntr_dump_dir(void) { return g.dir; }
+const char *ntr_dump_dir(void) { return dump_state.dir; }
 
 void ntr_dump_reset_child(void) {
   /* Relaxed: the child has one thread. */
@@ -520,17 +520,17 @@ static size_t snapshot_records(const struct ntr_ring *ring, uint32_t ncomms,
   size_t e = 0;
   for (uint32_t i = 0; i < ncomms; i++)
     for (uint32_t k = 0; k < NTR_COMM_RECENT && e < EXTRA_MAX; k++)
-      if (ntr_ring_read_slot(&ring->comms[i].recent[k], &g.extra[e]))
+      if (ntr_ring_read_slot(&ring->comms[i].recent[k], &dump_state.extra[e]))
         e++;
-  sort_by_commit(g.extra, e);
+  sort_by_commit(dump_state.extra, e);
   size_t keep = 0;
   for (size_t i = 0; i < e; i++) {
-    if (keep && g.extra[keep - 1].commit == g.extra[i].commit)
+    if (keep && dump_state.extra[keep - 1].commit == dump_state.extra[i].commit)
       continue;
-    if (has_commit(out, m, g.extra[i].commit))
+    if (has_commit(out, m, dump_state.extra[i].commit))
       continue;
     if (keep != i)
-      g.extra[keep] = g.extra[i];
+      dump_state.extra[keep] = dump_state.extra[i];
     keep++;
   }
   e = keep;
@@ -542,8 +542,8 @@ static size_t snapshot_records(const struct ntr_ring *ring, uint32_t ncomms,
   memmove(out + e, out, m * sizeof *out);
   size_t i = 0, j = 0, w = 0;
   while (i < e || j < m) {
-    if (j >= m || (i < e && g.extra[i].commit < out[e + j].commit))
-      out[w++] = g.extra[i++];
+    if (j >= m || (i < e && dump_state.extra[i].commit < out[e + j].commit))
+      out[w++] = dump_state.extra[i++];
     else
       out[w++] = out[e + j++];
   }
@@ -552,7 +552,7 @@ static size_t snapshot_records(const struct ntr_ring *ring, uint32_t ncomms,
 
 int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, char *path,
                    size_t path_len) {
-  if (!g.ready || !ring || !ring->hdr || !trig || (uint32_t)(ring->mask + 1) != g.slots)
+  if (!dump_state.ready || !ring || !ring->hdr || !trig || (uint32_t)(ring->mask + 1) != dump_state.slots)
     return -EINVAL;
   int expected = 0;
   /* Acquire pairs with the release store that ends the previous dump: its
@@ -569,7 +569,7 @@ int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, 
   if (nstacks > NTR_STACK_MAX)
     nstacks = NTR_STACK_MAX;
 
-  unsigned char *p = g.payload;
+  unsigned char *p = dump_state.payload;
   /* HEADER, with the counts made to match the sections that follow */
   p = put_section(p, NTR_SEC_HEADER, sizeof(struct ntr_ring_header));
   struct ntr_ring_header *h = (struct ntr_ring_header *)p;
@@ -611,22 +611,22 @@ int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, 
 
   p = put_python(p, ring);
 
-  size_t len = (size_t)(p - g.payload);
+  size_t len = (size_t)(p - dump_state.payload);
   struct ntr_dump_preamble pre;
   const void *data;
-  size_t dlen = pack(g.cctx, g.payload, len, g.out, g.out_cap, &pre, &data);
+  size_t dlen = pack(dump_state.cctx, dump_state.payload, len, dump_state.out, dump_state.out_cap, &pre, &data);
 
   struct dump_rank rank = {h->rank, cs, ncomms};
   /* Relaxed: the counter only has to be unique per dump. */
   unsigned n = __atomic_fetch_add(&dump_serial, 1, __ATOMIC_RELAXED);
   int rc = dump_dirfd();
   if (rc >= 0)
-    rc = write_dump_file(rc, g.dir, g.mode, h, &rank, &t, &pre, data, dlen, n, path, path_len);
+    rc = write_dump_file(rc, dump_state.dir, dump_state.mode, h, &rank, &t, &pre, data, dlen, n, path, path_len);
 
   /* give the pages back: a dump is rare, the RSS should not stay */
-  madvise(g.payload, g.payload_cap, MADV_DONTNEED);
-  madvise(g.out, g.out_cap, MADV_DONTNEED);
-  madvise(g.extra, EXTRA_MAX * sizeof(struct ntr_record), MADV_DONTNEED);
+  madvise(dump_state.payload, dump_state.payload_cap, MADV_DONTNEED);
+  madvise(dump_state.out, dump_state.out_cap, MADV_DONTNEED);
+  madvise(dump_state.extra, EXTRA_MAX * sizeof(struct ntr_record), MADV_DONTNEED);
   /* Release pairs with the acquire CAS of the next dump. */
   __atomic_store_n(&dump_busy, 0, __ATOMIC_RELEASE);
   return rc;

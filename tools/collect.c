@@ -39,7 +39,7 @@ static int mkdir_p(const char *dir) {
   return mkdir(p, 0700) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-static void fill_trigger(const struct ntr_image *img, struct ntr_trigger *t) {
+static void fill_trigger(const struct ntt_image *img, struct ntr_trigger *t) {
   const struct ntr_ring_header *h = &img->hdr;
   char sig[32];
   memset(t, 0, sizeof *t);
@@ -78,13 +78,13 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
     close(fd);
     return 0;
   }
-  struct ntr_image img;
+  struct ntt_image img;
   char err[512];
   int salvaged = 0;
-  if (ntr_image_load(ring, 0, &img, err, sizeof err)) {
+  if (ntt_image_load(ring, 0, &img, err, sizeof err)) {
     /* A writer killed mid-update can leave a damaged ring: keep what is intact. */
     char err2[512];
-    if (ntr_image_load(ring, 1, &img, err2, sizeof err2)) {
+    if (ntt_image_load(ring, 1, &img, err2, sizeof err2)) {
       fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, se, sizeof se));
       close(fd);
       return 2;
@@ -115,7 +115,7 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
              salvaged ? " (salvaged from a damaged ring)" : "", out);
     }
   }
-  ntr_image_free(&img);
+  ntt_image_free(&img);
   close(fd);
   return rc;
 }
@@ -144,16 +144,16 @@ static int salvage_tmps(const char *dir, const char *myhost) {
       printf("%s: not a regular file of yours: left alone\n", path);
       continue;
     }
-    struct ntr_image img;
+    struct ntt_image img;
     char err[512];
-    if (ntr_image_load(raw, 1, &img, err, sizeof err)) {
+    if (ntt_image_load(raw, 1, &img, err, sizeof err)) {
       char se[512];
       printf("%s: unfinished dump, nothing salvageable (%s): left alone\n", path, ntt_esc(err, se, sizeof se));
       continue;
     }
     if (strcmp(img.hdr.host, myhost) == 0 && kill((pid_t)img.hdr.pid, 0) == 0) {
       printf("%s: pid %d is alive (still writing?): left alone\n", path, img.hdr.pid);
-      ntr_image_free(&img);
+      ntt_image_free(&img);
       continue;
     }
     struct ntr_trigger trig = img.trigger;
@@ -180,7 +180,7 @@ static int salvage_tmps(const char *dir, const char *myhost) {
       printf("%s: unfinished dump of pid %d, %llu records%s -> %s\n", path, img.hdr.pid,
              (unsigned long long)img.nrecs, img.salvaged ? " (salvaged, damaged)" : "", out);
     }
-    ntr_image_free(&img);
+    ntt_image_free(&img);
   }
   closedir(d);
   return worst;

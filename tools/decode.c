@@ -29,7 +29,7 @@ static void print_env(FILE *out, const struct ntr_ring_header *h) {
     fprintf(out, "env:    (none recorded)\n");
 }
 
-static void print_header(FILE *out, const struct ntr_image *img) {
+static void print_header(FILE *out, const struct ntt_image *img) {
   const struct ntr_ring_header *h = &img->hdr;
   char sig[32], tb[48];
   struct ntt_ident id;
@@ -69,7 +69,7 @@ static void print_header(FILE *out, const struct ntr_image *img) {
           (unsigned long long)h->dropped, h->slot_count, img->salvaged ? "  (salvaged: damaged parts skipped)" : "");
   if (img->has_trigger) {
     char kb[32];
-    ntt_fmt_time(img->trigger.tsc ? ntr_image_ns(img, img->trigger.tsc) : 0, tb, sizeof tb);
+    ntt_fmt_time(img->trigger.tsc ? ntt_image_ns(img, img->trigger.tsc) : 0, tb, sizeof tb);
     fprintf(out, "trigger:  %s at %s", ntt_trigger_name(&img->trigger, kb, sizeof kb), tb);
     if (img->trigger.signo)
       fprintf(out, "  %s", ntt_signal_name(img->trigger.signo, sig, sizeof sig));
@@ -96,7 +96,7 @@ static void print_backtrace(FILE *out, const struct ntr_ring_header *h) {
   }
 }
 
-static void print_comms(FILE *out, const struct ntr_image *img) {
+static void print_comms(FILE *out, const struct ntt_image *img) {
   if (!img->ncomms) {
     fprintf(out, "communicators: none\n");
     return;
@@ -109,13 +109,13 @@ static void print_comms(FILE *out, const struct ntr_image *img) {
     char rk[24], blocked[96] = "-";
     snprintf(rk, sizeof rk, "%d/%d", c->rank, c->nranks);
     if (c->blocked_since) {
-      uint64_t since = ntr_image_ns(img, c->blocked_since);
+      uint64_t since = ntt_image_ns(img, c->blocked_since);
       double s = now > since ? (double)(now - since) / 1e9 : 0.0;
-      snprintf(blocked, sizeof blocked, "in %s for %.3f s", ntr_kind_name(c->blocked_kind), s);
+      snprintf(blocked, sizeof blocked, "in %s for %.3f s", ntt_kind_name(c->blocked_kind), s);
     }
     fprintf(out, "  %016llx  %-9s  %-11s  %9llu  %9llu  %-16s  %s\n", (unsigned long long)c->comm_id, rk,
             ntt_lifecycle_name(c->lifecycle), (unsigned long long)c->last_enqueued,
-            (unsigned long long)c->last_completed, ntr_result_name(c->async_error), blocked);
+            (unsigned long long)c->last_completed, ntt_result_name(c->async_error), blocked);
   }
 }
 
@@ -131,7 +131,7 @@ static int by_time(const void *a, const void *b) {
   return (i > j) - (i < j);
 }
 
-static void print_records(FILE *out, const struct ntr_image *img) {
+static void print_records(FILE *out, const struct ntt_image *img) {
   fprintf(out, "records (oldest first, by time):\n  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s\n", "TIME", "COMM", "RANK",
           "SEQ", "OP", "STATE", "RESULT");
   uint64_t *order = img->nrecs ? malloc(img->nrecs * sizeof *order) : NULL;
@@ -145,7 +145,7 @@ static void print_records(FILE *out, const struct ntr_image *img) {
     /* without memory for the index: position order, as stored */
     const struct ntr_record *r = &img->recs[order ? order[k] : k];
     char tb[48], comm[12] = "-", rank[12] = "-", op[160], seq[24] = "-";
-    ntt_fmt_time(ntr_image_ns(img, r->tsc), tb, sizeof tb);
+    ntt_fmt_time(ntt_image_ns(img, r->tsc), tb, sizeof tb);
     if (r->comm_id)
       snprintf(comm, sizeof comm, "%08llx", (unsigned long long)(r->comm_id >> 32));
     if (r->rank >= 0)
@@ -157,13 +157,13 @@ static void print_records(FILE *out, const struct ntr_image *img) {
     if (ntt_py_site(img, r->pystack_id, site + 4, sizeof site - 4))
       memcpy(site, " at ", 4);
     fprintf(out, "  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s%s\n", tb, comm, rank, seq, op, ntt_rec_state(r),
-            r->result >= 0 ? ntr_result_name(r->result) : "-", site);
+            r->result >= 0 ? ntt_result_name(r->result) : "-", site);
   }
   free(order);
 }
 
 /* The Python call sites (each distinct stack once) and the threads. */
-static void print_python(FILE *out, const struct ntr_image *img) {
+static void print_python(FILE *out, const struct ntt_image *img) {
   int any = 0;
   for (uint32_t i = 0; i < img->nstacks; i++) {
     const struct ntr_stack *s = ntt_py_stack(img, i + 1);
@@ -186,7 +186,7 @@ static void print_python(FILE *out, const struct ntr_image *img) {
   }
 }
 
-static void print_text(FILE *out, const struct ntr_image *img) {
+static void print_text(FILE *out, const struct ntt_image *img) {
   print_header(out, img);
   print_backtrace(out, &img->hdr);
   print_comms(out, img);
@@ -215,9 +215,9 @@ int ntt_decode_main(int argc, char **argv) {
   json_t *all = json && nfiles > 1 ? json_array() : NULL;
   json_t *single = NULL;
   for (int i = optind; i < argc; i++) {
-    struct ntr_image img;
+    struct ntt_image img;
     char err[512], shown[4096];
-    if (ntr_image_load(argv[i], salvage, &img, err, sizeof err)) {
+    if (ntt_image_load(argv[i], salvage, &img, err, sizeof err)) {
       fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, shown, sizeof shown));
       bad++;
       continue;
@@ -236,7 +236,7 @@ int ntt_decode_main(int argc, char **argv) {
         fputc('\n', stdout);
       print_text(stdout, &img);
     }
-    ntr_image_free(&img);
+    ntt_image_free(&img);
   }
   if (json) {
     json_t *top = all ? json_pack("{s:o}", "files", all) : single;

@@ -22,21 +22,21 @@
 #define NTT_MAX_TRIGGERS 16
 
 struct proc {
-  struct ntr_image img; /* the first image of the process, later ones merged in */
+  struct ntt_image img; /* the first image of the process, later ones merged in */
   struct ntr_trigger trig[NTT_MAX_TRIGGERS]; /* one instant per dump */
   int ntrig;
   int trace_pid;
 };
 
-static int same_process(const struct ntr_image *a, const struct ntr_image *b) {
+static int same_process(const struct ntt_image *a, const struct ntt_image *b) {
   return a->hdr.pid == b->hdr.pid && strcmp(a->hdr.host, b->hdr.host) == 0 &&
          a->hdr.real_base_ns == b->hdr.real_base_ns;
 }
 
 /* Fold b (another snapshot of a's process) into a: records by position,
  * communicators by id keeping the later state.  b is left to the caller. */
-static int merge_into(struct proc *p, const struct ntr_image *b) {
-  struct ntr_image *a = &p->img;
+static int merge_into(struct proc *p, const struct ntt_image *b) {
+  struct ntt_image *a = &p->img;
   if (b->nrecs) {
     struct ntr_record *v = realloc(a->recs, (size_t)(a->nrecs + b->nrecs) * sizeof *v);
     if (!v)
@@ -76,7 +76,7 @@ static json_t *meta(const char *name, int pid, int tid, const char *key, json_t 
   return json_pack("{s:s,s:s,s:i,s:i,s:{s:o}}", "name", name, "ph", "M", "pid", pid, "tid", tid, "args", key, val);
 }
 
-static int comm_track(const struct ntr_image *img, uint64_t comm_id) {
+static int comm_track(const struct ntt_image *img, uint64_t comm_id) {
   if (!comm_id)
     return 0;
   for (uint32_t i = 0; i < img->ncomms; i++)
@@ -105,7 +105,7 @@ static const char *instant_cat(unsigned kind) {
   }
 }
 
-static json_t *rec_args(const struct ntr_image *img, const struct ntr_record *r) {
+static json_t *rec_args(const struct ntt_image *img, const struct ntr_record *r) {
   json_t *a = json_object();
   json_object_set_new(a, "pos", ntt_json_u64(r->commit - 1));
   if (r->comm_id)
@@ -115,12 +115,12 @@ static json_t *rec_args(const struct ntr_image *img, const struct ntr_record *r)
   if (r->rank >= 0)
     json_object_set_new(a, "rank", json_integer(r->rank));
   if (r->result >= 0)
-    json_object_set_new(a, "result", json_string(ntr_result_name(r->result)));
-  if (ntr_kind_is_collective(r->kind) || ntr_kind_is_p2p(r->kind)) {
+    json_object_set_new(a, "result", json_string(ntt_result_name(r->result)));
+  if (ntt_kind_is_collective(r->kind) || ntt_kind_is_p2p(r->kind)) {
     char fp[9];
     snprintf(fp, sizeof fp, "%08x", r->fp);
     json_object_set_new(a, "count", ntt_json_u64(r->count));
-    json_object_set_new(a, "dtype", json_string(ntr_dtype_name(r->dtype)));
+    json_object_set_new(a, "dtype", json_string(ntt_dtype_name(r->dtype)));
     json_object_set_new(a, "fp", json_string(fp));
   }
   if (ntt_rec_has_text(r))
@@ -139,10 +139,10 @@ static void add_event(json_t *ev, json_t *o) { json_array_append_new(ev, o); }
 /* A CUDA graph replay: a slice from launch to completion on a track of its
  * launch stream (after the comm tracks), one per stream of the process. */
 #define EXP_STREAMS 16
-static void export_replay(json_t *ev, const struct ntr_image *img, const struct ntr_record *r, int pid, const char *op,
+static void export_replay(json_t *ev, const struct ntt_image *img, const struct ntr_record *r, int pid, const char *op,
                           uint64_t t, uint64_t t0, uint64_t t_end) {
   static uint64_t streams[EXP_STREAMS];
-  static const struct ntr_image *streams_of;
+  static const struct ntt_image *streams_of;
   static int nstreams;
   if (streams_of != img) { /* a new process: its own tracks */
     streams_of = img;
@@ -163,7 +163,7 @@ static void export_replay(json_t *ev, const struct ntr_image *img, const struct 
   json_t *args = rec_args(img, r);
   uint64_t end = t;
   if (r->tsc_done)
-    end = ntr_image_ns(img, r->tsc_done);
+    end = ntt_image_ns(img, r->tsc_done);
   else if (r->flags & (NTR_REC_NO_TRACKING | NTR_REC_CAPTURED))
     json_object_set_new(args, "tracking", json_string("off"));
   else if (r->result > 0)
@@ -180,7 +180,7 @@ static void export_replay(json_t *ev, const struct ntr_image *img, const struct 
 
 /* The events of one process. */
 static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t t_end) {
-  const struct ntr_image *img = &p->img;
+  const struct ntt_image *img = &p->img;
   const struct ntr_ring_header *h = &img->hdr;
   int pid = p->trace_pid;
   char name[160], op[160], host[64];
@@ -196,11 +196,11 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
   for (uint64_t i = 0; i < img->nrecs; i++) {
     const struct ntr_record *r = &img->recs[i];
     int tid = comm_track(img, r->comm_id);
-    uint64_t t = ntr_image_ns(img, r->tsc);
+    uint64_t t = ntt_image_ns(img, r->tsc);
     /* A call that returned an error (ncclInProgress is not one) is marked
      * where it happened, whatever its slice looks like. */
     if (r->result > 0 && r->result != 7 && r->kind < NTR_KIND_FIRST_TRACER_EVENT) {
-      snprintf(op, sizeof op, "%s -> %s", ntr_kind_name(r->kind), ntr_result_name(r->result));
+      snprintf(op, sizeof op, "%s -> %s", ntt_kind_name(r->kind), ntt_result_name(r->result));
       add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:o}", "name", op, "cat", "error", "ph", "i", "ts",
                               us(t, t0), "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(img, r)));
     }
@@ -209,12 +209,12 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
       export_replay(ev, img, r, pid, op, t, t0, t_end);
       continue;
     }
-    int coll = ntr_kind_is_collective(r->kind), p2p = ntr_kind_is_p2p(r->kind);
+    int coll = ntt_kind_is_collective(r->kind), p2p = ntt_kind_is_p2p(r->kind);
     if (coll || p2p) {
       json_t *args = rec_args(img, r);
       uint64_t end = t;
       if (r->tsc_done) {
-        end = ntr_image_ns(img, r->tsc_done);
+        end = ntt_image_ns(img, r->tsc_done);
       } else if (r->flags & (NTR_REC_NO_TRACKING | NTR_REC_CAPTURED)) {
         json_object_set_new(args, "tracking", json_string("off"));
       } else if (r->result > 0 || (r->flags & NTR_REC_STRICT_REFUSED)) {
@@ -239,14 +239,14 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
           x = &img->recs[k];
       json_t *args = rec_args(img, x ? x : r);
       if (x) {
-        end = ntr_image_ns(img, x->tsc);
+        end = ntt_image_ns(img, x->tsc);
         if (!tid)
           tid = comm_track(img, x->comm_id);
       } else {
         end = t_end > t ? t_end : t;
         json_object_set_new(args, "incomplete", json_true());
       }
-      snprintf(op, sizeof op, "%s", ntr_kind_name(r->kind));
+      snprintf(op, sizeof op, "%s", ntt_kind_name(r->kind));
       add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", op, "cat", "lifecycle", "ph", "X", "ts",
                               us(t, t0), "dur", dur_us(end, t), "pid", pid, "tid", tid, "args", args));
       continue;
@@ -260,7 +260,7 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
   for (int i = 0; i < p->ntrig; i++) {
     char kb[32];
     const struct ntr_trigger *tr = &p->trig[i];
-    uint64_t t = tr->tsc ? ntr_image_ns(img, tr->tsc) : t_end;
+    uint64_t t = tr->tsc ? ntt_image_ns(img, tr->tsc) : t_end;
     snprintf(op, sizeof op, "dump: %s", ntt_trigger_name(tr, kb, sizeof kb));
     add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:{s:o}}", "name", op, "cat", "dump", "ph", "i", "ts",
                             us(t, t0), "s", "p", "pid", pid, "tid", 0, "args", "reason",
@@ -311,11 +311,11 @@ static void export_lateness(json_t *events, const struct proc *procs, int np, ui
   size_t n = 0, cap = 0;
   struct arrival *a = NULL;
   for (int i = 0; i < np; i++) {
-    const struct ntr_image *img = &procs[i].img;
+    const struct ntt_image *img = &procs[i].img;
     int64_t off = img->hdr.clock_samples ? img->hdr.clock_offset_ns : 0;
     for (uint64_t k = 0; k < img->nrecs; k++) {
       const struct ntr_record *r = &img->recs[k];
-      if (!ntr_kind_is_collective(r->kind) || r->phase == NTR_PHASE_EXIT || !r->comm_id || r->rank < 0 || !r->seq)
+      if (!ntt_kind_is_collective(r->kind) || r->phase == NTR_PHASE_EXIT || !r->comm_id || r->rank < 0 || !r->seq)
         continue;
       if (n == cap) {
         size_t c = cap ? 2 * cap : 1024;
@@ -327,7 +327,7 @@ static void export_lateness(json_t *events, const struct proc *procs, int np, ui
         a = v;
         cap = c;
       }
-      a[n++] = (struct arrival){r->comm_id, r->seq, ntr_image_ns(img, r->tsc) - (uint64_t)off, r->rank};
+      a[n++] = (struct arrival){r->comm_id, r->seq, ntt_image_ns(img, r->tsc) - (uint64_t)off, r->rank};
     }
   }
   if (n)
@@ -394,9 +394,9 @@ int ntt_export_main(int argc, char **argv) {
     return NTT_EXIT_FAIL;
   }
   for (int i = 0; i < n; i++) {
-    struct ntr_image img;
+    struct ntt_image img;
     char err[512], se[sizeof err];
-    if (ntr_image_load(paths[i], 0, &img, err, sizeof err)) {
+    if (ntt_image_load(paths[i], 0, &img, err, sizeof err)) {
       fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, se, sizeof se));
       bad++;
       continue;
@@ -413,7 +413,7 @@ int ntt_export_main(int argc, char **argv) {
     }
     if (merge_into(&procs[k], &img))
       rc = NTT_EXIT_FAIL;
-    ntr_image_free(&img);
+    ntt_image_free(&img);
   }
   ntt_paths_free(paths, n);
   if (np == 0) {
@@ -424,9 +424,9 @@ int ntt_export_main(int argc, char **argv) {
   assign_pids(procs, np);
   uint64_t t0 = UINT64_MAX, t_end = 0;
   for (int i = 0; i < np; i++) {
-    const struct ntr_image *img = &procs[i].img;
+    const struct ntt_image *img = &procs[i].img;
     for (uint64_t k = 0; k < img->nrecs; k++) {
-      uint64_t t = ntr_image_ns(img, img->recs[k].tsc);
+      uint64_t t = ntt_image_ns(img, img->recs[k].tsc);
       if (t < t0)
         t0 = t;
     }
@@ -454,7 +454,7 @@ int ntt_export_main(int argc, char **argv) {
   }
   json_decref(root);
   for (int i = 0; i < np; i++)
-    ntr_image_free(&procs[i].img);
+    ntt_image_free(&procs[i].img);
   free(procs);
   if (rc == NTT_EXIT_OK && bad)
     rc = NTT_EXIT_INPUT;

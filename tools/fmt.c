@@ -111,7 +111,7 @@ const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len)
 }
 
 const char *ntt_rec_state(const struct ntr_record *r) {
-  if (!ntr_kind_is_collective(r->kind) && !ntr_kind_is_p2p(r->kind) && r->kind != NTR_KIND_GRAPH_LAUNCH)
+  if (!ntt_kind_is_collective(r->kind) && !ntt_kind_is_p2p(r->kind) && r->kind != NTR_KIND_GRAPH_LAUNCH)
     return "-";
   if (r->flags & NTR_REC_STRICT_REFUSED)
     return "refused";
@@ -129,23 +129,23 @@ static const char *phase_suffix(unsigned phase) {
 }
 
 void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
-  const char *k = ntr_kind_name(r->kind);
+  const char *k = ntt_kind_name(r->kind);
   char text[32], sig[32];
   unsigned long long cnt = (unsigned long long)r->count;
-  if (ntr_kind_is_collective(r->kind)) {
-    int n = snprintf(buf, len, "%s(count=%llu, %s", k, cnt, ntr_dtype_name(r->dtype));
+  if (ntt_kind_is_collective(r->kind)) {
+    int n = snprintf(buf, len, "%s(count=%llu, %s", k, cnt, ntt_dtype_name(r->dtype));
     if (n < 0 || (size_t)n >= len)
       return;
     if (r->redop >= 0)
-      n += snprintf(buf + n, len - (size_t)n, ", %s", ntr_redop_name(r->redop));
+      n += snprintf(buf + n, len - (size_t)n, ", %s", ntt_redop_name(r->redop));
     if (n >= 0 && (size_t)n < len && r->peer >= 0)
       n += snprintf(buf + n, len - (size_t)n, ", root=%d", r->peer);
     if (n >= 0 && (size_t)n < len)
       snprintf(buf + n, len - (size_t)n, ")");
     return;
   }
-  if (ntr_kind_is_p2p(r->kind)) {
-    snprintf(buf, len, "%s(count=%llu, %s, peer=%d)", k, cnt, ntr_dtype_name(r->dtype), r->peer);
+  if (ntt_kind_is_p2p(r->kind)) {
+    snprintf(buf, len, "%s(count=%llu, %s, peer=%d)", k, cnt, ntt_dtype_name(r->dtype), r->peer);
     return;
   }
   if (ntt_rec_has_text(r))
@@ -164,7 +164,7 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
     snprintf(buf, len, "Mark(%s=%lld)", text, (long long)r->count);
     return;
   case NTR_KIND_ASYNC_ERROR:
-    snprintf(buf, len, "AsyncError(%s)", ntr_result_name((int)r->aux));
+    snprintf(buf, len, "AsyncError(%s)", ntt_result_name((int)r->aux));
     return;
   case NTR_KIND_TIMEOUT:
     snprintf(buf, len, "Timeout(seq=%llu)", (unsigned long long)r->seq);
@@ -231,7 +231,7 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
 void ntt_fmt_graph(const struct ntr_record *r, char *buf, size_t len) {
   char calls[96];
   unsigned long long first = (unsigned long long)r->u.buf.sendbuf, last = (unsigned long long)r->seq;
-  const char *op = r->redop > 0 && r->redop < NTR_KIND_COUNT ? ntr_kind_name((unsigned)r->redop) : "?";
+  const char *op = r->redop > 0 && r->redop < NTR_KIND_COUNT ? ntt_kind_name((unsigned)r->redop) : "?";
   if (first && last > first)
     snprintf(calls, sizeof calls, "%s #%llu..#%llu, %d calls", op, first, last, r->peer);
   else if (first)
@@ -270,7 +270,7 @@ static void upd(uint64_t *m, uint64_t v) {
     *m = v;
 }
 
-uint64_t ntt_image_last_tsc(const struct ntr_image *img) {
+uint64_t ntt_image_last_tsc(const struct ntt_image *img) {
   uint64_t m = 0;
   for (uint64_t i = 0; i < img->nrecs; i++) {
     upd(&m, img->recs[i].tsc);
@@ -286,13 +286,13 @@ uint64_t ntt_image_last_tsc(const struct ntr_image *img) {
   return m;
 }
 
-uint64_t ntt_image_now_ns(const struct ntr_image *img) {
+uint64_t ntt_image_now_ns(const struct ntt_image *img) {
   if (!img->is_dump && img->pid_alive)
     return ntt_wall_now_ns();
   if (img->has_trigger && img->trigger.tsc)
-    return ntr_image_ns(img, img->trigger.tsc);
+    return ntt_image_ns(img, img->trigger.tsc);
   uint64_t t = ntt_image_last_tsc(img);
-  return t ? ntr_image_ns(img, t) : 0;
+  return t ? ntt_image_ns(img, t) : 0;
 }
 
 void ntt_rank_ranges(const int *r, int n, char *buf, size_t len) {
@@ -312,7 +312,7 @@ void ntt_rank_ranges(const int *r, int n, char *buf, size_t len) {
   }
 }
 
-int ntt_held_ranks(const struct ntr_image *img, uint64_t comm_id, int *out, int max) {
+int ntt_held_ranks(const struct ntt_image *img, uint64_t comm_id, int *out, int max) {
   int n = 0;
   for (uint32_t i = 0; i < img->ncomms; i++) {
     int r = img->comms[i].rank, dup = 0;
@@ -330,7 +330,7 @@ int ntt_held_ranks(const struct ntr_image *img, uint64_t comm_id, int *out, int 
   return n;
 }
 
-int ntt_held_ranks_at(const struct ntr_image *img, uint32_t i, int *out, int max) {
+int ntt_held_ranks_at(const struct ntt_image *img, uint32_t i, int *out, int max) {
   uint64_t cid = img->comms[i].comm_id;
   for (uint32_t j = 0; j < i; j++)
     if (img->comms[j].comm_id == cid)

@@ -35,7 +35,7 @@ json_t *ntt_json_u64(uint64_t v) { return json_integer((json_int_t)v); }
 
 static void set(json_t *o, const char *k, json_t *v) { json_object_set_new(o, k, v ? v : json_null()); }
 
-static json_t *header_json(const struct ntr_image *img) {
+static json_t *header_json(const struct ntt_image *img) {
   const struct ntr_ring_header *h = &img->hdr;
   json_t *o = json_object();
   set(o, "host", ntt_json_str(h->host, sizeof h->host));
@@ -87,7 +87,7 @@ static json_t *env_json(const struct ntr_ring_header *h) {
   return o;
 }
 
-static json_t *trigger_json(const struct ntr_image *img) {
+static json_t *trigger_json(const struct ntt_image *img) {
   if (!img->has_trigger)
     return json_null();
   char b[32];
@@ -96,7 +96,7 @@ static json_t *trigger_json(const struct ntr_image *img) {
   set(o, "reason", ntt_json_str(img->trigger.reason, sizeof img->trigger.reason));
   set(o, "signo", json_integer(img->trigger.signo));
   set(o, "exit_code", json_integer(img->trigger.exit_code));
-  set(o, "t_ns", img->trigger.tsc ? ntt_json_u64(ntr_image_ns(img, img->trigger.tsc)) : json_null());
+  set(o, "t_ns", img->trigger.tsc ? ntt_json_u64(ntt_image_ns(img, img->trigger.tsc)) : json_null());
   return o;
 }
 
@@ -118,20 +118,20 @@ static json_t *backtrace_json(const struct ntr_ring_header *h) {
   return o;
 }
 
-static json_t *comm_json(const struct ntr_image *img, const struct ntr_comm_state *c, uint64_t now_ns) {
+static json_t *comm_json(const struct ntt_image *img, const struct ntr_comm_state *c, uint64_t now_ns) {
   json_t *o = json_object();
   set(o, "id", ntt_json_hex64(c->comm_id));
   set(o, "parent", ntt_json_hex64(c->parent_id));
   set(o, "rank", json_integer(c->rank));
   set(o, "nranks", json_integer(c->nranks));
   set(o, "lifecycle", json_string(ntt_lifecycle_name(c->lifecycle)));
-  set(o, "async_error", json_string(ntr_result_name(c->async_error)));
+  set(o, "async_error", json_string(ntt_result_name(c->async_error)));
   set(o, "coll_seq", ntt_json_u64(c->coll_seq));
   set(o, "last_enqueued", ntt_json_u64(c->last_enqueued));
   set(o, "last_completed", ntt_json_u64(c->last_completed));
   if (c->blocked_since) {
-    uint64_t since = ntr_image_ns(img, c->blocked_since);
-    set(o, "blocked_kind", json_string(ntr_kind_name(c->blocked_kind)));
+    uint64_t since = ntt_image_ns(img, c->blocked_since);
+    set(o, "blocked_kind", json_string(ntt_kind_name(c->blocked_kind)));
     set(o, "blocked_for_ns", ntt_json_u64(now_ns > since ? now_ns - since : 0));
   } else {
     set(o, "blocked_kind", json_null());
@@ -161,25 +161,25 @@ static json_t *flags_json(unsigned f) {
   return a;
 }
 
-json_t *ntt_record_json(const struct ntr_image *img, const struct ntr_record *r) {
+json_t *ntt_record_json(const struct ntt_image *img, const struct ntr_record *r) {
   static const char *const phases[] = {"call", "enter", "exit", "event"};
-  int coll = ntr_kind_is_collective(r->kind);
+  int coll = ntt_kind_is_collective(r->kind);
   json_t *o = json_object();
   set(o, "pos", ntt_json_u64(r->commit - 1));
-  set(o, "t_ns", ntt_json_u64(ntr_image_ns(img, r->tsc)));
-  set(o, "t_done_ns", r->tsc_done ? ntt_json_u64(ntr_image_ns(img, r->tsc_done)) : json_null());
+  set(o, "t_ns", ntt_json_u64(ntt_image_ns(img, r->tsc)));
+  set(o, "t_done_ns", r->tsc_done ? ntt_json_u64(ntt_image_ns(img, r->tsc_done)) : json_null());
   set(o, "comm", r->comm_id ? ntt_json_hex64(r->comm_id) : json_null());
   set(o, "rank", json_integer(r->rank));
   set(o, "nranks", json_integer(r->nranks));
-  set(o, "kind", json_string(ntr_kind_name(r->kind)));
+  set(o, "kind", json_string(ntt_kind_name(r->kind)));
   set(o, "phase", json_string(r->phase < 4 ? phases[r->phase] : "unknown"));
   set(o, "seq", ntt_json_u64(r->seq));
   set(o, "count", ntt_json_u64(r->count));
-  set(o, "dtype", r->dtype == 0xff ? json_null() : json_string(ntr_dtype_name(r->dtype)));
-  set(o, "redop", r->redop < 0 ? json_null() : json_string(ntr_redop_name(r->redop)));
+  set(o, "dtype", r->dtype == 0xff ? json_null() : json_string(ntt_dtype_name(r->dtype)));
+  set(o, "redop", r->redop < 0 ? json_null() : json_string(ntt_redop_name(r->redop)));
   set(o, "root", coll && r->peer >= 0 ? json_integer(r->peer) : json_null());
   set(o, "peer", !coll && r->peer >= 0 ? json_integer(r->peer) : json_null());
-  set(o, "result", r->result < 0 ? json_null() : json_string(ntr_result_name(r->result)));
+  set(o, "result", r->result < 0 ? json_null() : json_string(ntt_result_name(r->result)));
   set(o, "completed", json_boolean((r->flags & NTR_REC_COMPLETED) || r->tsc_done));
   set(o, "flags", flags_json(r->flags));
   set(o, "group_depth", json_integer(r->group_depth));
@@ -196,7 +196,7 @@ json_t *ntt_record_json(const struct ntr_image *img, const struct ntr_record *r)
   return o;
 }
 
-static json_t *stacks_json(const struct ntr_image *img) {
+static json_t *stacks_json(const struct ntt_image *img) {
   json_t *a = json_array();
   for (uint32_t i = 0; i < img->nstacks; i++) {
     const struct ntr_stack *s = &img->stacks[i];
@@ -221,7 +221,7 @@ static json_t *stacks_json(const struct ntr_image *img) {
   return a;
 }
 
-json_t *ntt_image_json(const struct ntr_image *img) {
+json_t *ntt_image_json(const struct ntt_image *img) {
   json_t *o = json_object();
   uint64_t now = ntt_image_now_ns(img);
   set(o, "file", ntt_json_str(img->path, sizeof img->path));

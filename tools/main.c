@@ -12,7 +12,7 @@
 #include "ntr_config.h"
 #include "tools/ntt.h"
 
-int ntr_analyze_main(int argc, char **argv) __attribute__((weak));
+int nta_main(int argc, char **argv) __attribute__((weak));
 int ntx_coord_main(int argc, char **argv) __attribute__((weak));
 
 void ntt_usage(FILE *out) {
@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run"))
     return ntt_run_main(sargc, sargv);
   if (!strcmp(cmd, "analyze"))
-    return run_module(ntr_analyze_main, "analyze", sargc, sargv);
+    return run_module(nta_main, "analyze", sargc, sargv);
   if (!strcmp(cmd, "coord"))
     return run_module(ntx_coord_main, "coord", sargc, sargv);
   fprintf(stderr, "nccltrace: unknown command '%s' (try nccltrace --help)\n", cmd);

@@ -20,19 +20,19 @@ static const char *fmt_unknown(const char *what, long long v) {
   return b;
 }
 
-const char *ntr_kind_name(unsigned kind) {
+const char *ntt_kind_name(unsigned kind) {
   const char *n = ntr_name_kind(kind);
   return n ? n : fmt_unknown("kind", kind);
 }
 
-const char *ntr_dtype_name(unsigned dtype) {
+const char *ntt_dtype_name(unsigned dtype) {
   const char *n = ntr_name_dtype(dtype);
   return n ? n : fmt_unknown("dtype", dtype);
 }
 
 /* Ops >= ncclNumOps are created by ncclRedOpCreatePreMulSum: name them by
  * their handle so two ranks using different handles show the difference. */
-const char *ntr_redop_name(int redop) {
+const char *ntt_redop_name(int redop) {
   const char *n = ntr_name_redop(redop);
   if (n)
     return n;
@@ -41,13 +41,13 @@ const char *ntr_redop_name(int redop) {
   return fmt_unknown("redop", redop);
 }
 
-const char *ntr_result_name(int result) {
+const char *ntt_result_name(int result) {
   const char *n = ntr_name_result(result);
   return n ? n : fmt_unknown("ncclResult", result);
 }
 
-int ntr_kind_is_collective(unsigned kind) { return ntr_name_kind_class(kind) == 1; }
-int ntr_kind_is_p2p(unsigned kind) { return ntr_name_kind_class(kind) == 2; }
+int ntt_kind_is_collective(unsigned kind) { return ntr_name_kind_class(kind) == 1; }
+int ntt_kind_is_p2p(unsigned kind) { return ntr_name_kind_class(kind) == 2; }
 
 /* recorder/clock.h's rule, on the writer host's realtime clock. */
-uint64_t ntr_image_ns(const struct ntr_image *img, uint64_t tsc) { return ntr_clock_to_real_ns(&img->hdr, tsc); }
+uint64_t ntt_image_ns(const struct ntt_image *img, uint64_t tsc) { return ntr_clock_to_real_ns(&img->hdr, tsc); }

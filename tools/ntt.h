@@ -65,9 +65,9 @@ void ntt_ident_of(const struct ntr_ring_header *h, struct ntt_ident *id);
 /* Reference "now" of an image in realtime ns: the wall clock for a ring of a
  * live process, the trigger time for a dump, else the latest time in the
  * evidence (a dead ring says nothing about when its writer died). */
-uint64_t ntt_image_now_ns(const struct ntr_image *img);
+uint64_t ntt_image_now_ns(const struct ntt_image *img);
 /* Latest timestamp (tsc) among the records and comm state of an image. */
-uint64_t ntt_image_last_tsc(const struct ntr_image *img);
+uint64_t ntt_image_last_tsc(const struct ntt_image *img);
 uint64_t ntt_wall_now_ns(void);
 
 /* "0-3", "0,2,5-7": ranks r[0..n) (ascending, distinct) with runs as
@@ -76,11 +76,11 @@ void ntt_rank_ranges(const int *r, int n, char *buf, size_t len);
 /* The distinct comm ranks of comm_id in img's table, ascending, at most
  * max: a process of ncclCommInitAll or of a thread per device holds
  * several.  @return how many. */
-int ntt_held_ranks(const struct ntr_image *img, uint64_t comm_id, int *out, int max);
+int ntt_held_ranks(const struct ntt_image *img, uint64_t comm_id, int *out, int max);
 /* The same for the communicator of table entry i when it is the first
  * entry of its comm_id (0 for a later one): each comm once, in table
  * order, for the per-communicator lists of decode and its JSON. */
-int ntt_held_ranks_at(const struct ntr_image *img, uint32_t i, int *out, int max);
+int ntt_held_ranks_at(const struct ntt_image *img, uint32_t i, int *out, int max);
 
 /* ---- JSON (json.c) ------------------------------------------------------ */
 /* A JSON string from bytes that may be neither terminated nor UTF-8. */
@@ -88,25 +88,25 @@ json_t *ntt_json_str(const char *s, size_t max);
 json_t *ntt_json_hex64(uint64_t v); /* "9f2c0123456789ab" */
 json_t *ntt_json_u64(uint64_t v);   /* integer; values above INT64_MAX as their signed reinterpretation */
 /* The decode --json object of one image (docs/decode-json.md). */
-json_t *ntt_image_json(const struct ntr_image *img);
-json_t *ntt_record_json(const struct ntr_image *img, const struct ntr_record *r);
+json_t *ntt_image_json(const struct ntt_image *img);
+json_t *ntt_record_json(const struct ntt_image *img, const struct ntr_record *r);
 
 /* ---- Python call sites (pyfmt.c) -------------------------------------- */
 /* The Python stack with this id (a record's pystack_id), NULL when none. */
-const struct ntr_stack *ntt_py_stack(const struct ntr_image *img, uint32_t id);
+const struct ntr_stack *ntt_py_stack(const struct ntt_image *img, uint32_t id);
 /* One frame: "path/train.py:87 bad_branch", or with short_file
  * "train.py:87 in bad_branch"; control bytes replaced. */
-void ntt_py_frame_str(const struct ntr_image *img, uint64_t word, int short_file, char *buf, size_t len);
+void ntt_py_frame_str(const struct ntt_image *img, uint64_t word, int short_file, char *buf, size_t len);
 /* Innermost frame of stack id, short form.  @return 0 (buf "") when none. */
-int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len);
+int ntt_py_site(const struct ntt_image *img, uint32_t id, char *buf, size_t len);
 /* ["file:line function", ...] innermost first, or JSON null. */
-json_t *ntt_pystack_json(const struct ntr_image *img, uint32_t id);
+json_t *ntt_pystack_json(const struct ntt_image *img, uint32_t id);
 /* The same two forms for frame words w[0..depth) (a dump's Python thread). */
-int ntt_py_site_frames(const struct ntr_image *img, const uint64_t *w, uint32_t depth, char *buf, size_t len);
-json_t *ntt_pyframes_json(const struct ntr_image *img, const uint64_t *w, uint32_t depth);
+int ntt_py_site_frames(const struct ntt_image *img, const uint64_t *w, uint32_t depth, char *buf, size_t len);
+json_t *ntt_pyframes_json(const struct ntt_image *img, const uint64_t *w, uint32_t depth);
 /* The dump's Python threads (docs/decode-json.md). */
-json_t *ntt_pythreads_json(const struct ntr_image *img);
-void ntt_print_pythreads(FILE *out, const struct ntr_image *img, const char *indent);
+json_t *ntt_pythreads_json(const struct ntt_image *img);
+void ntt_print_pythreads(FILE *out, const struct ntt_image *img, const char *indent);
 const char *ntt_py_state_name(uint32_t state); /* "on", "unsupported", ... */
 
 /* ---- inputs (inputs.c) -------------------------------------------------- */

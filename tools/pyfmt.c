@@ -1,14 +1,14 @@
 /* pyfmt.c -- Python call sites and thread stacks of an image, for humans
  * (decode, analyze, export) and for JSON.  Every string comes from a
  * hostile file: frames are resolved by the reader's checked lookup
- * (ntr_image_pyframe) and control bytes are replaced before printing.
+ * (ntt_image_pyframe) and control bytes are replaced before printing.
  *
  * Thread-safety: reentrant (caller buffers); the JSON builders allocate.
  */
 #include <string.h>
 #include "tools/ntt.h"
 
-const struct ntr_stack *ntt_py_stack(const struct ntr_image *img, uint32_t id) {
+const struct ntr_stack *ntt_py_stack(const struct ntt_image *img, uint32_t id) {
   if (!id || id > img->nstacks || img->stacks[id - 1].kind != NTR_STACK_PYTHON || !img->stacks[id - 1].depth)
     return NULL;
   return &img->stacks[id - 1];
@@ -26,10 +26,10 @@ static const char *base_name(const char *p) {
   return s && s[1] ? s + 1 : p;
 }
 
-void ntt_py_frame_str(const struct ntr_image *img, uint64_t word, int short_file, char *buf, size_t len) {
+void ntt_py_frame_str(const struct ntt_image *img, uint64_t word, int short_file, char *buf, size_t len) {
   const char *file, *func;
   uint32_t line;
-  ntr_image_pyframe(img, word, &file, &func, &line);
+  ntt_image_pyframe(img, word, &file, &func, &line);
   char f[NTR_PYSTR_FILE_MAX + 1], fn[NTR_PYSTR_FUNC_MAX + 1];
   clean(short_file ? base_name(file) : file, f, sizeof f);
   clean(func, fn, sizeof fn);
@@ -39,7 +39,7 @@ void ntt_py_frame_str(const struct ntr_image *img, uint64_t word, int short_file
     snprintf(buf, len, short_file ? "%s in %s" : "%s %s", f, fn);
 }
 
-int ntt_py_site_frames(const struct ntr_image *img, const uint64_t *w, uint32_t depth, char *buf, size_t len) {
+int ntt_py_site_frames(const struct ntt_image *img, const uint64_t *w, uint32_t depth, char *buf, size_t len) {
   if (!depth) {
     if (len)
       buf[0] = '\0';
@@ -58,7 +58,7 @@ int ntt_py_site_frames(const struct ntr_image *img, const uint64_t *w, uint32_t 
   return 1;
 }
 
-int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len) {
+int ntt_py_site(const struct ntt_image *img, uint32_t id, char *buf, size_t len) {
   const struct ntr_stack *s = ntt_py_stack(img, id);
   if (!s) {
     if (len)
@@ -68,7 +68,7 @@ int ntt_py_site(const struct ntr_image *img, uint32_t id, char *buf, size_t len)
   return ntt_py_site_frames(img, s->ip, s->depth < NTR_STACK_DEPTH ? s->depth : NTR_STACK_DEPTH, buf, len);
 }
 
-json_t *ntt_pyframes_json(const struct ntr_image *img, const uint64_t *w, uint32_t depth) {
+json_t *ntt_pyframes_json(const struct ntt_image *img, const uint64_t *w, uint32_t depth) {
   json_t *a = json_array();
   for (uint32_t i = 0; i < depth; i++) {
     char b[NTR_PYSTR_FILE_MAX + NTR_PYSTR_FUNC_MAX + 32];
@@ -78,12 +78,12 @@ json_t *ntt_pyframes_json(const struct ntr_image *img, const uint64_t *w, uint32
   return a;
 }
 
-json_t *ntt_pystack_json(const struct ntr_image *img, uint32_t id) {
+json_t *ntt_pystack_json(const struct ntt_image *img, uint32_t id) {
   const struct ntr_stack *s = ntt_py_stack(img, id);
   return s ? ntt_pyframes_json(img, s->ip, s->depth < NTR_STACK_DEPTH ? s->depth : NTR_STACK_DEPTH) : json_null();
 }
 
-json_t *ntt_pythreads_json(const struct ntr_image *img) {
+json_t *ntt_pythreads_json(const struct ntt_image *img) {
   json_t *a = json_array();
   for (uint32_t i = 0; i < img->npythreads; i++) {
     const struct ntr_pythread *t = &img->pythreads[i];
@@ -101,7 +101,7 @@ json_t *ntt_pythreads_json(const struct ntr_image *img) {
   return a;
 }
 
-void ntt_print_pythreads(FILE *out, const struct ntr_image *img, const char *indent) {
+void ntt_print_pythreads(FILE *out, const struct ntt_image *img, const char *indent) {
   for (uint32_t i = 0; i < img->npythreads; i++) {
     const struct ntr_pythread *t = &img->pythreads[i];
     char name[sizeof t->name + 1];

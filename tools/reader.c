@@ -131,7 +131,7 @@ uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n) {
   }
 }
 
-void ntt_image_tidy(struct ntr_image *img) {
+void ntt_image_tidy(struct ntt_image *img) {
   uint32_t out = 0;
   for (uint32_t i = 0; i < img->ncomms; i++) {
     struct ntr_comm_state *c = &img->comms[i];
@@ -150,7 +150,7 @@ void ntt_image_tidy(struct ntr_image *img) {
 
 /* ---------------------------------------------------------------- rings -- */
 
-/* Where a ring's bytes come from: a caller's buffer (ntr_image_load_mem,
+/* Where a ring's bytes come from: a caller's buffer (ntt_image_load_mem,
  * the fuzzers), or a file read with pread.  A file is never mapped: a
  * writer that truncates it while we read would turn a mapped load into
  * SIGBUS; pread just returns fewer bytes.  Each window of a file is read
@@ -294,7 +294,7 @@ static int validate_ring_header(struct ntr_ring_header *h, size_t len, int salva
 /* Records per window of the slot array (two copies of 512 KiB). */
 #define NTT_WIN_SLOTS 4096u
 
-static int load_ring(struct src *in, const char *name, int salvage, struct ntr_image *img, char *err,
+static int load_ring(struct src *in, const char *name, int salvage, struct ntt_image *img, char *err,
                      size_t errlen) {
   struct ntr_ring_header *h = &img->hdr;
   size_t len = in->len;
@@ -514,16 +514,16 @@ static int check_magic(const unsigned char *b, size_t len, const char *name, int
   return 0;
 }
 
-static int load_path(const char *path, int salvage, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed,
+static int load_path(const char *path, int salvage, struct ntt_image *img, struct ntt_loadbuf *lb, int *borrowed,
                      char *err, size_t errlen);
 
-static void image_init(struct ntr_image *img, const char *name) {
+static void image_init(struct ntt_image *img, const char *name) {
   memset(img, 0, sizeof *img);
   snprintf(img->path, sizeof img->path, "%s", name ? name : "");
 }
 
-int ntr_image_load_mem(const void *buf, size_t len, const char *name, int salvage,
-                       struct ntr_image *img, char *err, size_t errlen) {
+int ntt_image_load_mem(const void *buf, size_t len, const char *name, int salvage,
+                       struct ntt_image *img, char *err, size_t errlen) {
   image_init(img, name);
   if (!buf && len)
     return ntt_fail(err, errlen, name, "no data");
@@ -536,27 +536,27 @@ int ntr_image_load_mem(const void *buf, size_t len, const char *name, int salvag
               : load_ring(&in, name, salvage, img, err, errlen);
   }
   if (rc)
-    ntr_image_free(img);
+    ntt_image_free(img);
   return rc;
 }
 
-int ntr_image_load(const char *path, int salvage, struct ntr_image *img, char *err, size_t errlen) {
+int ntt_image_load(const char *path, int salvage, struct ntt_image *img, char *err, size_t errlen) {
   return load_path(path, salvage, img, NULL, NULL, err, errlen);
 }
 
-int ntr_image_load_buf(const char *path, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err,
+int ntt_image_load_buf(const char *path, struct ntt_image *img, struct ntt_loadbuf *lb, int *borrowed, char *err,
                        size_t errlen) {
   *borrowed = 0;
   return load_path(path, 0, img, lb, borrowed, err, errlen);
 }
 
-void ntr_loadbuf_free(struct ntr_loadbuf *lb) {
+void ntt_loadbuf_free(struct ntt_loadbuf *lb) {
   free(lb->p);
   lb->p = NULL;
   lb->cap = 0;
 }
 
-static int load_path(const char *path, int salvage, struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed,
+static int load_path(const char *path, int salvage, struct ntt_image *img, struct ntt_loadbuf *lb, int *borrowed,
                      char *err, size_t errlen) {
   image_init(img, path);
   struct stat st;
@@ -608,7 +608,7 @@ static int load_path(const char *path, int salvage, struct ntr_image *img, struc
     close(fd);
   }
   if (rc) {
-    ntr_image_free(img); /* never borrowed: a failed load lends nothing */
+    ntt_image_free(img); /* never borrowed: a failed load lends nothing */
     return rc;
   }
   if (!img->is_dump)
@@ -616,7 +616,7 @@ static int load_path(const char *path, int salvage, struct ntr_image *img, struc
   return 0;
 }
 
-void ntr_image_free(struct ntr_image *img) {
+void ntt_image_free(struct ntt_image *img) {
   if (!img)
     return;
   free(img->comms);
@@ -630,12 +630,12 @@ void ntr_image_free(struct ntr_image *img) {
   img->nrecs = 0;
 }
 
-int ntr_image_peek(const char *path, struct ntr_ring_header *hdr, char *err, size_t errlen) {
+int ntt_image_peek(const char *path, struct ntr_ring_header *hdr, char *err, size_t errlen) {
   uint64_t need;
-  return ntr_image_probe(path, hdr, &need, err, errlen);
+  return ntt_image_probe(path, hdr, &need, err, errlen);
 }
 
-int ntr_image_probe(const char *path, struct ntr_ring_header *hdr, uint64_t *need, char *err, size_t errlen) {
+int ntt_image_probe(const char *path, struct ntr_ring_header *hdr, uint64_t *need, char *err, size_t errlen) {
   memset(hdr, 0, sizeof *hdr);
   struct stat st;
   int fd = ntt_open_input(path, &st, err, errlen);

@@ -107,7 +107,7 @@ uint64_t ntt_dump_max_payload(const struct ntr_ring_header *h) {
 }
 
 struct walk {
-  struct ntr_image *img;
+  struct ntt_image *img;
   int have_header, have_comms, have_stacks, have_records;
   uint32_t sections;
 };
@@ -116,7 +116,7 @@ struct walk {
  * (a cut RECORDS section keeps its complete records). */
 static int take_section(struct walk *w, uint32_t type, const unsigned char *p, uint64_t n, int cut,
                         int salvage, char *why, size_t whylen) {
-  struct ntr_image *img = w->img;
+  struct ntt_image *img = w->img;
   size_t unit = 0;
   int *seen = NULL;
   switch (type) {
@@ -196,7 +196,7 @@ oom:
   return -1;
 }
 
-static int walk_sections(struct ntr_image *img, const unsigned char *pl, size_t plen, uint32_t expect,
+static int walk_sections(struct ntt_image *img, const unsigned char *pl, size_t plen, uint32_t expect,
                          int salvage, int cut_payload, char *why, size_t whylen) {
   struct walk w = {.img = img};
   size_t off = 0;
@@ -238,9 +238,9 @@ static int walk_sections(struct ntr_image *img, const unsigned char *pl, size_t 
   return 0;
 }
 
-static int finish(struct ntr_image *img, const char *name, int salvage, char *err, size_t errlen);
+static int finish(struct ntt_image *img, const char *name, int salvage, char *err, size_t errlen);
 int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int salvage,
-                  struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err, size_t errlen) {
+                  struct ntt_image *img, struct ntt_loadbuf *lb, int *borrowed, char *err, size_t errlen) {
   struct ntr_dump_preamble pre;
   char why[256];
   if (len < sizeof pre)
@@ -327,7 +327,7 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
     if (ntt_fast_load(&pre, src, srclen, img) == 0)
       return finish(img, name, salvage, err, errlen);
     /* Anything unusual: the whole-payload path below says exactly what. */
-    ntr_image_free(img);
+    ntt_image_free(img);
     img->has_trigger = 0;
     memset(&img->hdr, 0, sizeof img->hdr);
     memset(&img->trigger, 0, sizeof img->trigger);
@@ -381,7 +381,7 @@ int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int sa
 }
 
 /* Checks and tidying after the sections are in. */
-static int finish(struct ntr_image *img, const char *name, int salvage, char *err, size_t errlen) {
+static int finish(struct ntt_image *img, const char *name, int salvage, char *err, size_t errlen) {
   char why[256];
   if (memcmp(img->hdr.magic, NTR_RING_MAGIC, 8) != 0 && !salvage)
     return ntt_fail(err, errlen, name, "HEADER section does not hold a ring header (bad magic)");

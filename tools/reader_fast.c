@@ -76,7 +76,7 @@ static int fs_read(struct fstream *s, void *dst, size_t n) {
   return 0;
 }
 
-static int fast_sections(struct fstream *s, const struct ntr_dump_preamble *pre, struct ntr_image *img) {
+static int fast_sections(struct fstream *s, const struct ntr_dump_preamble *pre, struct ntt_image *img) {
   int have[8] = {0};
   for (uint32_t k = 0; k < pre->section_count; k++) {
     struct ntr_section sec;
@@ -152,7 +152,7 @@ static int fast_sections(struct fstream *s, const struct ntr_dump_preamble *pre,
 }
 
 int ntt_fast_load(const struct ntr_dump_preamble *pre, const unsigned char *src, size_t srclen,
-                     struct ntr_image *img) {
+                     struct ntt_image *img) {
   struct fstream *s = malloc(sizeof *s);
   if (!s)
     return -1;
@@ -182,7 +182,7 @@ int ntt_fast_load(const struct ntr_dump_preamble *pre, const unsigned char *src,
  * deviation returns -1 with nothing borrowed, and the caller tries the next
  * path. */
 int ntt_shot_load(const struct ntr_dump_preamble *pre, const unsigned char *src, size_t srclen,
-                     struct ntr_image *img, struct ntr_loadbuf *lb) {
+                     struct ntt_image *img, struct ntt_loadbuf *lb) {
   size_t n = (size_t)pre->payload_size;
   if (pre->payload_size > NTT_SHOT_MAX || n < sizeof(struct ntr_section))
     return -1;

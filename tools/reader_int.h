@@ -18,7 +18,7 @@
 #define NTT_MAX_PAYLOAD (4ull << 30)
 /* A dump is read into memory whole: at most a stored (raw) 4 GiB payload. */
 #define NTT_READ_MAX (NTT_MAX_PAYLOAD + (1ull << 20))
-/* ntr_image_peek reads at most this much of a file to find its header. */
+/* ntt_image_peek reads at most this much of a file to find its header. */
 #define NTT_PEEK_MAX (1ull << 30)
 
 /* Open an input for reading without blocking on a FIFO or device: anything
@@ -47,26 +47,26 @@ int ntt_header_sanitize(struct ntr_ring_header *h, int salvage, char *why, size_
 uint64_t ntt_records_normalize(struct ntr_record *recs, uint64_t n);
 
 /* Drop free comm slots, clamp stack depths. */
-void ntt_image_tidy(struct ntr_image *img);
+void ntt_image_tidy(struct ntt_image *img);
 
 /* reader_py.c.  A STRINGS or PYTHREADS section of a dump (other types: 0,
  * nothing taken); the string table of a ring file: its used bytes that lie
  * inside a file of len bytes (0: none), then those bytes, read from
  * h->str_offset, taken into img.  @return 0, or -1 (a duplicate, a bad
  * size, out of memory). */
-int ntt_take_python(struct ntr_image *img, uint32_t type, const void *body, size_t len);
+int ntt_take_python(struct ntt_image *img, uint32_t type, const void *body, size_t len);
 size_t ntt_ring_strings_span(const struct ntr_ring_header *h, size_t len);
-int ntt_ring_strings(struct ntr_image *img, const unsigned char *table, size_t used);
-void ntt_python_free(struct ntr_image *img);
+int ntt_ring_strings(struct ntt_image *img, const unsigned char *table, size_t used);
+void ntt_python_free(struct ntt_image *img);
 
 /* reader_fast.c.  A valid dump (preamble already checked, strict, not raw)
  * decompressed in one call into lb (records borrowed in place), or in one
  * streaming pass.  @return 0, or -1 having taken nothing: img's comms and
  * stacks may be allocated (the caller frees them), img->recs is not lent. */
 int ntt_shot_load(const struct ntr_dump_preamble *pre, const unsigned char *src, size_t srclen,
-                  struct ntr_image *img, struct ntr_loadbuf *lb);
+                  struct ntt_image *img, struct ntt_loadbuf *lb);
 int ntt_fast_load(const struct ntr_dump_preamble *pre, const unsigned char *src, size_t srclen,
-                  struct ntr_image *img);
+                  struct ntt_image *img);
 
 /* The HEADER section of a dump, decompressing no further than it.
  * @return 0, or -1 with why. */
@@ -77,8 +77,8 @@ int ntt_peek_first_header(const unsigned char *buf, size_t len, struct ntr_ring_
                           size_t whylen);
 
 /* lb: NULL, or where a valid dump's payload may be decompressed whole and
- * kept (tools/reader.h, ntr_image_load_buf): then img->recs points into
+ * kept (tools/reader.h, ntt_image_load_buf): then img->recs points into
  * lb->p and *borrowed is set to 1. */
 int ntt_load_dump(const unsigned char *buf, size_t len, const char *name, int salvage,
-                  struct ntr_image *img, struct ntr_loadbuf *lb, int *borrowed, char *err, size_t errlen);
+                  struct ntt_image *img, struct ntt_loadbuf *lb, int *borrowed, char *err, size_t errlen);
 #endif

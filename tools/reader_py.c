@@ -8,7 +8,7 @@
 #include <string.h>
 #include "tools/reader_int.h"
 
-int ntt_take_python(struct ntr_image *img, uint32_t type, const void *body, size_t len) {
+int ntt_take_python(struct ntt_image *img, uint32_t type, const void *body, size_t len) {
   if (type == NTR_SEC_STRINGS) {
     if (img->strs || len > NTR_STR_BYTES + 8)
       return -1;
@@ -51,7 +51,7 @@ size_t ntt_ring_strings_span(const struct ntr_ring_header *h, size_t len) {
   return (size_t)used;
 }
 
-int ntt_ring_strings(struct ntr_image *img, const unsigned char *table, size_t used) {
+int ntt_ring_strings(struct ntt_image *img, const unsigned char *table, size_t used) {
   if (!used)
     return 0;
   if (!(img->strs = malloc(used)))
@@ -61,7 +61,7 @@ int ntt_ring_strings(struct ntr_image *img, const unsigned char *table, size_t u
   return 0;
 }
 
-void ntt_python_free(struct ntr_image *img) {
+void ntt_python_free(struct ntt_image *img) {
   free(img->strs);
   free(img->pythreads);
   img->strs = NULL;
@@ -69,7 +69,7 @@ void ntt_python_free(struct ntr_image *img) {
   img->str_len = img->npythreads = 0;
 }
 
-int ntr_image_pyframe(const struct ntr_image *img, uint64_t word, const char **file,
+int ntt_image_pyframe(const struct ntt_image *img, uint64_t word, const char **file,
                       const char **func, uint32_t *line) {
   *file = *func = "?";
   *line = ntr_pyframe_line(word);

@@ -84,19 +84,19 @@ static int find_lib(char *out, size_t len) {
     }
   }
   const char *rel = NULL; /* the libdir below the prefix, e.g. "/lib/x86_64-linux-gnu" */
-  size_t pl = strlen(NTR_PREFIX);
-  if (strncmp(NTR_LIBDIR, NTR_PREFIX, pl) == 0 && NTR_LIBDIR[pl] == '/')
-    rel = &NTR_LIBDIR[pl];
+  size_t pl = strlen(NTT_PREFIX);
+  if (strncmp(NTT_LIBDIR, NTT_PREFIX, pl) == 0 && NTT_LIBDIR[pl] == '/')
+    rel = &NTT_LIBDIR[pl];
   char cand[5][PATH_MAX + 64];
   int nc = 0;
   if (dir[0])
     snprintf(cand[nc++], sizeof cand[0], "%s/../interpose/libnccltrace.so", dir);
   if (dir[0] && rel)
     snprintf(cand[nc++], sizeof cand[0], "%s/..%s/libnccltrace.so", dir, rel);
-  snprintf(cand[nc++], sizeof cand[0], "%s/libnccltrace.so", NTR_LIBDIR);
+  snprintf(cand[nc++], sizeof cand[0], "%s/libnccltrace.so", NTT_LIBDIR);
   if (dir[0])
     snprintf(cand[nc++], sizeof cand[0], "%s/../lib/libnccltrace.so", dir);
-  snprintf(cand[nc++], sizeof cand[0], "%s/interpose/libnccltrace.so", NTR_BUILD_ROOT);
+  snprintf(cand[nc++], sizeof cand[0], "%s/interpose/libnccltrace.so", NTT_BUILD_ROOT);
   for (int i = 0; i < nc; i++) {
     if (is_file(cand[i])) {
       char real[PATH_MAX];

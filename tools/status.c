@@ -18,7 +18,7 @@
  * collective is in flight while its seq is above last_completed; a send or
  * recv until its completion is observed.  Ops whose completion cannot be
  * tracked (no driver, graph capture) or that failed to enqueue are not. */
-static uint64_t inflight_age_ns(const struct ntr_image *img, const struct ntr_comm_state *c, uint64_t now) {
+static uint64_t inflight_age_ns(const struct ntt_image *img, const struct ntr_comm_state *c, uint64_t now) {
   uint64_t oldest = 0;
   for (uint64_t i = 0; i < img->nrecs; i++) {
     const struct ntr_record *r = &img->recs[i];
@@ -27,14 +27,14 @@ static uint64_t inflight_age_ns(const struct ntr_image *img, const struct ntr_co
       continue;
     if (r->result > 0)
       continue;
-    if (ntr_kind_is_collective(r->kind) ? r->seq <= c->last_completed : !ntr_kind_is_p2p(r->kind))
+    if (ntt_kind_is_collective(r->kind) ? r->seq <= c->last_completed : !ntt_kind_is_p2p(r->kind))
       continue;
     if (!oldest || r->tsc < oldest)
       oldest = r->tsc;
   }
   if (!oldest)
     return 0;
-  uint64_t t = ntr_image_ns(img, oldest);
+  uint64_t t = ntt_image_ns(img, oldest);
   return now > t ? now - t : 1;
 }
 
@@ -45,7 +45,7 @@ static void fmt_secs(uint64_t ns, char *buf, size_t len) {
     snprintf(buf, len, "%.3f s", (double)ns / 1e9);
 }
 
-static void show_image(const struct ntr_image *img) {
+static void show_image(const struct ntt_image *img) {
   const struct ntr_ring_header *h = &img->hdr;
   uint64_t now = ntt_image_now_ns(img);
   char state[96], sig[32];
@@ -79,10 +79,10 @@ static void show_image(const struct ntr_image *img) {
     snprintf(rk, sizeof rk, "%d/%d", c->rank, c->nranks);
     fmt_secs(inflight_age_ns(img, c, now), age, sizeof age);
     if (c->blocked_since) {
-      uint64_t since = ntr_image_ns(img, c->blocked_since);
+      uint64_t since = ntt_image_ns(img, c->blocked_since);
       char s[32];
       fmt_secs(now > since ? now - since : 1, s, sizeof s);
-      snprintf(blocked, sizeof blocked, "%s for %s", ntr_kind_name(c->blocked_kind), s);
+      snprintf(blocked, sizeof blocked, "%s for %s", ntt_kind_name(c->blocked_kind), s);
     }
     /* CUDA graph replays holding this comm's captured calls, live:
      * launched and completed (interpose/graph.c). */
@@ -96,7 +96,7 @@ static void show_image(const struct ntr_image *img) {
       snprintf(late, sizeof late, "%.1f ms; last at %u/%u", c->late_med_us / 1000.0, c->late_last, c->late_window);
     printf("  %08llx  %-9s  %-11s  %8llu  %9llu  %-10s  %-28s  %-12s  %s%s\n", (unsigned long long)(c->comm_id >> 32), rk,
            ntt_lifecycle_name(c->lifecycle), (unsigned long long)c->last_enqueued,
-           (unsigned long long)c->last_completed, age, blocked, ntr_result_name(c->async_error), late, reps);
+           (unsigned long long)c->last_completed, age, blocked, ntt_result_name(c->async_error), late, reps);
   }
 }
 
@@ -116,9 +116,9 @@ static int show_all(const char *rings, int named) {
   if (n == 0)
     printf("no traced process: no ring files in %s\n", shown);
   for (int i = 0; i < n; i++) {
-    struct ntr_image img;
+    struct ntt_image img;
     char err[512];
-    if (ntr_image_load(list[i], 0, &img, err, sizeof err)) {
+    if (ntt_image_load(list[i], 0, &img, err, sizeof err)) {
       /* A ring that vanished meanwhile is a process that exited cleanly. */
       if (access(list[i], F_OK) == 0) {
         char e2[sizeof err];
@@ -127,7 +127,7 @@ static int show_all(const char *rings, int named) {
       continue;
     }
     show_image(&img);
-    ntr_image_free(&img);
+    ntt_image_free(&img);
   }
   ntt_paths_free(list, n);
   return 0;

@@ -1,6 +1,6 @@
 /* fuzz_analyze.c -- libFuzzer target for `nccltrace analyze` past the reader:
  * up to four images (ranks) are loaded from the input with
- * ntr_image_load_mem, and whatever the reader accepts goes through the whole
+ * ntt_image_load_mem, and whatever the reader accepts goes through the whole
  * analysis (merge, align, detect, verdict) and both reports.
  *
  * Input: byte 0 = flags (bit 0: salvage; bits 1-2: images - 1), then for
@@ -54,8 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       len = l < size - off ? l : size - off;
     }
     char err[512] = "";
-    struct ntr_image *img = &job.imgs[job.nimgs];
-    if (ntr_image_load_mem(data + off, len, "fuzz", salvage, img, err, sizeof err) == 0)
+    struct ntt_image *img = &job.imgs[job.nimgs];
+    if (ntt_image_load_mem(data + off, len, "fuzz", salvage, img, err, sizeof err) == 0)
       job.nimgs++;
     else if (!err[0])
       abort(); /* a refusal always says why */

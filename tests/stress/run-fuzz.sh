@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run-fuzz.sh FUZZBUILD [SECONDS] [PLAINBUILD] -- run every libFuzzer target
 # of the tree for SECONDS each (default 60) and print executions and crashes:
-#   fuzz_reader   (tests/tools)     the reader, ntr_image_load_mem
+#   fuzz_reader   (tests/tools)     the reader, ntt_image_load_mem
 #   fuzz_analyze  (tests/stress)    the analysis past the reader
 #   fuzz_wire     (tests/exchange)  the coordinator's frame/message parser
 # FUZZBUILD is a build configured with CC=clang -Dfuzz=true; PLAINBUILD (default:

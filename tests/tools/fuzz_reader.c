@@ -1,8 +1,8 @@
 /* fuzz_reader.c -- libFuzzer target for the reader's decoder entry points:
- * ntr_image_load_mem in strict and salvage mode (bit 0 of the first input
+ * ntt_image_load_mem in strict and salvage mode (bit 0 of the first input
  * byte picks the mode, the rest is the file); with bit 1, the same bytes as
- * a file (a memfd) through ntr_image_load (open, fstat, the pread windows of
- * a ring, the dump read into memory) and ntr_image_probe (the header and the
+ * a file (a memfd) through ntt_image_load (open, fstat, the pread windows of
+ * a ring, the dump read into memory) and ntt_image_probe (the header and the
  * memory a load may take).  Seeds: mkfix ring/dump/bomb output.
  *
  * Contract of the reader checked here beyond "no crash": a refusal always
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
   int salvage = data[0] & 1;
-  struct ntr_image img;
+  struct ntt_image img;
   char err[512] = "";
   int rc;
   if (data[0] & 2) {
@@ -48,13 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       return 0;
     struct ntr_ring_header h;
     uint64_t need = 0;
-    if (ntr_image_probe(path, &h, &need, err, sizeof err) == 0 && strlen(h.host) >= sizeof h.host)
+    if (ntt_image_probe(path, &h, &need, err, sizeof err) == 0 && strlen(h.host) >= sizeof h.host)
       abort();
     err[0] = '\0';
-    rc = ntr_image_load(path, salvage, &img, err, sizeof err);
+    rc = ntt_image_load(path, salvage, &img, err, sizeof err);
     close(fd);
   } else {
-    rc = ntr_image_load_mem(data + 1, size - 1, "fuzz", salvage, &img, err, sizeof err);
+    rc = ntt_image_load_mem(data + 1, size - 1, "fuzz", salvage, &img, err, sizeof err);
   }
   if (rc != 0) {
     if (!err[0])
@@ -68,12 +68,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const struct ntr_record *r = &img.recs[i];
     if (i && img.recs[i - 1].commit >= r->commit)
       abort();
-    (void)ntr_kind_name(r->kind);
-    (void)ntr_dtype_name(r->dtype);
-    (void)ntr_redop_name(r->redop);
-    (void)ntr_result_name(r->result);
-    (void)ntr_image_ns(&img, r->tsc);
+    (void)ntt_kind_name(r->kind);
+    (void)ntt_dtype_name(r->dtype);
+    (void)ntt_redop_name(r->redop);
+    (void)ntt_result_name(r->result);
+    (void)ntt_image_ns(&img, r->tsc);
   }
-  ntr_image_free(&img);
+  ntt_image_free(&img);
   return 0;
 }

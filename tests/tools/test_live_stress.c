@@ -6,7 +6,7 @@
  * stream = ~pos, sendbuf = pos ^ K; aux, which readers clear on op
  * records, is not checked), and every fourth one also goes to a
  * communicator's recent[].  Meanwhile this process loads the live ring over
- * and over with ntr_image_load.  Proves: no record the reader returns is
+ * and over with ntt_image_load.  Proves: no record the reader returns is
  * torn (each body matches its position), positions are strictly increasing,
  * and the reader keeps returning records while the ring is overwritten.
  * Exit 0 pass, 1 fail.
@@ -95,9 +95,9 @@ int main(void) {
   uint64_t loads = 0, recs = 0, torn = 0, last_head = 0;
   uint64_t end = now_ns() + RUN_NS;
   while (now_ns() < end && !bad) {
-    struct ntr_image img;
+    struct ntt_image img;
     char err[512];
-    if (ntr_image_load(path, 0, &img, err, sizeof err)) {
+    if (ntt_image_load(path, 0, &img, err, sizeof err)) {
       fprintf(stderr, "FAIL: live load: %s\n", err);
       bad = 1;
       break;
@@ -120,7 +120,7 @@ int main(void) {
         bad = 1;
       }
     }
-    ntr_image_free(&img);
+    ntt_image_free(&img);
   }
   kill(pid, SIGKILL);
   int st;

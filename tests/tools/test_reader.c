@@ -32,7 +32,7 @@ static struct ntr_record *slot_of(unsigned char *ring, uint64_t i) {
   return (struct ntr_record *)(ring + h.slot_offset) + i;
 }
 
-static void check_sane(const struct ntr_image *img, size_t len) {
+static void check_sane(const struct ntt_image *img, size_t len) {
   CHECK(strlen(img->hdr.host) < sizeof img->hdr.host, "host terminated");
   CHECK(strlen(img->hdr.job_id) < sizeof img->hdr.job_id, "job terminated");
   CHECK(img->hdr.bt_depth <= NTR_BT_DEPTH, "bt_depth clamped");
@@ -47,9 +47,9 @@ static void check_sane(const struct ntr_image *img, size_t len) {
   /* Exercise the names on hostile values. */
   for (uint64_t i = 0; i < img->nrecs; i++) {
     const struct ntr_record *r = &img->recs[i];
-    CHECK(ntr_kind_name(r->kind) && ntr_dtype_name(r->dtype) && ntr_redop_name(r->redop) &&
-              ntr_result_name(r->result), "names never NULL");
-    (void)ntr_image_ns(img, r->tsc);
+    CHECK(ntt_kind_name(r->kind) && ntt_dtype_name(r->dtype) && ntt_redop_name(r->redop) &&
+              ntt_result_name(r->result), "names never NULL");
+    (void)ntt_image_ns(img, r->tsc);
   }
 }
 
@@ -57,14 +57,14 @@ static void test_merge_and_torn(void) {
   struct fx_opts o = {0};
   unsigned char *ring;
   size_t len = fx_build_ring(&o, &ring);
-  struct ntr_image img;
+  struct ntt_image img;
   char err[512];
-  CHECK(ntr_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load: %s", err);
+  CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load: %s", err);
   CHECK(img.nrecs == 7 && img.torn == 0 && img.lost == 0 && img.ncomms == 1 && img.nstacks == 1,
         "7 records, 1 comm, 1 stack: %llu %llu", (unsigned long long)img.nrecs, (unsigned long long)img.torn);
   for (uint64_t i = 0; i < img.nrecs; i++)
     CHECK(img.recs[i].commit == i + 1, "position order");
-  ntr_image_free(&img);
+  ntt_image_free(&img);
 
   /* Slot 3 being written: recent[] still holds Broadcast (pos 3). */
   slot_of(ring, 3)->commit = NTR_COMMIT_WRITING;
@@ -72,7 +72,7 @@ static void test_merge_and_torn(void) {
   slot_of(ring, 5)->commit = NTR_COMMIT_WRITING;
   /* Slot 2 holds a position that maps to slot 1: damage. */
   slot_of(ring, 2)->commit = 66;
-  CHECK(ntr_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load torn: %s", err);
+  CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load torn: %s", err);
   CHECK(img.torn == 3, "3 torn slots, got %llu", (unsigned long long)img.torn);
   CHECK(img.nrecs == 6, "6 records (Mark lost), got %llu", (unsigned long long)img.nrecs);
   int has3 = 0, has5 = 0, has65 = 0;
@@ -82,7 +82,7 @@ static void test_merge_and_torn(void) {
     has65 |= img.recs[i].commit == 66;
   }
   CHECK(has3 && !has5 && !has65, "recent[] supplies pos 3; pos 5 and the misplaced slot are skipped");
-  ntr_image_free(&img);
+  ntt_image_free(&img);
 
   /* Slot 5 (the Mark) never written -- a block position nobody used -- and
    * then a filler (ring.h, holes and fillers): neither is damage, neither
@@ -93,7 +93,7 @@ static void test_merge_and_torn(void) {
     struct ntr_record *f = slot_of(ring, 5);
     memset(f, 0, sizeof *f);
     f->commit = pass ? 6 : 0;
-    CHECK(ntr_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load holes: %s", err);
+    CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load holes: %s", err);
     CHECK(img.torn == 0, "pass %d: an unused position or a filler is not torn, got %llu", pass,
           (unsigned long long)img.torn);
     int seen = 0;
@@ -101,25 +101,25 @@ static void test_merge_and_torn(void) {
       seen |= img.recs[i].kind == NTR_KIND_NONE || img.recs[i].commit == 6;
     CHECK(!seen && img.nrecs == 6, "pass %d: 6 records without position 5, got %llu", pass,
           (unsigned long long)img.nrecs);
-    ntr_image_free(&img);
+    ntt_image_free(&img);
   }
   free(ring);
 }
 
 static void test_prefixes(unsigned char *buf, size_t len, const char *what, size_t step) {
-  struct ntr_image img;
+  struct ntt_image img;
   char err[512];
   for (size_t n = 0; n < len; n += (n < 256 ? 1 : step)) {
-    CHECK(ntr_image_load_mem(buf, n, what, 0, &img, err, sizeof err) != 0, "%s prefix %zu accepted", what, n);
+    CHECK(ntt_image_load_mem(buf, n, what, 0, &img, err, sizeof err) != 0, "%s prefix %zu accepted", what, n);
     CHECK(strncmp(err, what, strlen(what)) == 0, "message names the input: %s", err);
-    if (ntr_image_load_mem(buf, n, what, 1, &img, err, sizeof err) == 0) {
+    if (ntt_image_load_mem(buf, n, what, 1, &img, err, sizeof err) == 0) {
       CHECK(img.salvaged, "%s prefix %zu salvaged without the flag", what, n);
       check_sane(&img, n);
-      ntr_image_free(&img);
+      ntt_image_free(&img);
     }
   }
-  CHECK(ntr_image_load_mem(buf, len, what, 0, &img, err, sizeof err) == 0, "%s whole: %s", what, err);
-  ntr_image_free(&img);
+  CHECK(ntt_image_load_mem(buf, len, what, 0, &img, err, sizeof err) == 0, "%s whole: %s", what, err);
+  ntt_image_free(&img);
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -132,7 +132,7 @@ static uint64_t next_rand(void) {
 
 static void test_flips(const unsigned char *orig, size_t len, size_t span, int iters) {
   unsigned char *buf = malloc(len);
-  struct ntr_image img;
+  struct ntt_image img;
   char err[512];
   for (int it = 0; it < iters; it++) {
     memcpy(buf, orig, len);
@@ -140,9 +140,9 @@ static void test_flips(const unsigned char *orig, size_t len, size_t span, int i
     for (int k = 0; k < nflip; k++)
       buf[next_rand() % span] ^= (unsigned char)(1u << (next_rand() % 8));
     for (int salvage = 0; salvage < 2; salvage++) {
-      if (ntr_image_load_mem(buf, len, "flip", salvage, &img, err, sizeof err) == 0) {
+      if (ntt_image_load_mem(buf, len, "flip", salvage, &img, err, sizeof err) == 0) {
         check_sane(&img, len);
-        ntr_image_free(&img);
+        ntt_image_free(&img);
       } else {
         CHECK(err[0] != '\0', "a refusal has a reason");
       }

@@ -195,7 +195,7 @@ static void member_state(struct nta_member *m) {
     m->completed = cs->last_completed;
     m->in_init = cs->lifecycle == NTR_COMM_INIT;
     if (m->in_init && !m->init_enter_ns && cs->blocked_since && is_init_kind(cs->blocked_kind))
-      m->init_enter_ns = ntr_image_ns(m->proc->img, cs->blocked_since);
+      m->init_enter_ns = ntt_image_ns(m->proc->img, cs->blocked_since);
     if (cs->lifecycle == NTR_COMM_ABORTED && !m->abort_ns)
       m->abort_ns = m->proc->last_ns;
     /* The EXIT record may have been overwritten; the state still says so. */

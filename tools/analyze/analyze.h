@@ -32,7 +32,7 @@
  *   verdict.c  pick the earliest independent cause (time first, priority
  *              for ties and for telling effects from causes)
  *   report_text.c / report_json.c   the two outputs
- *   main.c     argument parsing, ntr_analyze_main
+ *   main.c     argument parsing, nta_main
  * Unit tests build nta_jobs from synthetic images (no files) and call
  * nta_analyze directly (it reduces them first).
  */
@@ -44,7 +44,7 @@
 #include "tools/reader.h"
 
 /* Entry point for `nccltrace analyze ...` (argv[0] is "analyze"). */
-int ntr_analyze_main(int argc, char **argv);
+int nta_main(int argc, char **argv);
 
 /* What became of a process, from its ring/dump state. */
 enum nta_fate {
@@ -191,8 +191,8 @@ void nta_arena_free(struct nta_arena *a);
  * reduced (reduce.c): only the latest image's header and comm table and the
  * compact per-communicator data stay; the records themselves are freed. */
 struct nta_proc {
-  struct ntr_image *img;        /* the latest image: header, comms, trigger (records freed) */
-  struct ntr_image *pyimg;      /* the newest image with Python threads when it is not img (a
+  struct ntt_image *img;        /* the latest image: header, comms, trigger (records freed) */
+  struct ntt_image *pyimg;      /* the newest image with Python threads when it is not img (a
                                  * ring newer than the last dump): its threads, string table and
                                  * trigger only, owned; NULL otherwise (nta_py_image) */
   int own_img;                  /* img was allocated by load.c and goes with the process */
@@ -316,7 +316,7 @@ struct nta_verdict {
   uint64_t t_ns;                /* when the cause happened */
   const struct nta_proc *stack_proc; /* the faulty call's Python call site: stack_id of */
   uint32_t stack_id;            /* stack_proc's image, 0 none (verdict.stack) */
-  const struct ntr_image *stack_img;     /* or, for a death, the Python stack of the thread that */
+  const struct ntt_image *stack_img;     /* or, for a death, the Python stack of the thread that */
   const struct ntr_pythread *stack_thread; /* exited or crashed, from its last dump (stack_id 0) */
   char summary[1024];
   char next[512];               /* what to do next, one line */
@@ -382,7 +382,7 @@ struct nta_input_error {
 /* One job: what the analysis reads and produces. */
 struct nta_job {
   char job_id[64];
-  struct ntr_image *imgs;       /* images built in memory (tests, fuzzers): nta_analyze reduces them */
+  struct ntt_image *imgs;       /* images built in memory (tests, fuzzers): nta_analyze reduces them */
   int nimgs;
   struct nta_proc *procs;
   int nprocs;
@@ -436,7 +436,7 @@ void nta_job_free(struct nta_job *job);
  * the compact calls go (NULL: malloc).  sorted: the images come from the
  * reader (records in position order); others are sorted here if need be.
  * Thread-safe for distinct processes and distinct arenas.  @return 0 or -1 (out of memory). */
-int nta_reduce_proc(struct nta_proc *p, struct ntr_image **imgs, int n, struct nta_arena *arena, int sorted);
+int nta_reduce_proc(struct nta_proc *p, struct ntt_image **imgs, int n, struct nta_arena *arena, int sorted);
 void nta_proc_free(struct nta_proc *p);
 /* merge.c: the union of a process's images' records by position, in
  * position order; copies of one position: the first one seen, unless a
@@ -447,13 +447,13 @@ struct nta_walker {
   int ns;
   const struct ntr_record *pend;
 };
-int nta_walker_init(struct nta_walker *w, struct ntr_image **imgs, int n, int sorted); /* 0 or -1 */
+int nta_walker_init(struct nta_walker *w, struct ntt_image **imgs, int n, int sorted); /* 0 or -1 */
 const struct ntr_record *nta_walker_next(struct nta_walker *w);                       /* NULL: done */
 void nta_walker_free(struct nta_walker *w);
 /* Is image b a later state of the process than image a? */
-int nta_image_later(const struct ntr_image *a, const struct ntr_image *b);
+int nta_image_later(const struct ntt_image *a, const struct ntt_image *b);
 /* Latest moment an image knows about: its last record or its trigger. */
-uint64_t nta_image_latest_ns(const struct ntr_image *img);
+uint64_t nta_image_latest_ns(const struct ntt_image *img);
 
 /* pack.c: a collective as reduce.c collects it, in seq order after its sort
  * (order: its position in the process's union of records, for ties). */
@@ -545,10 +545,10 @@ json_t *nta_pythreads_json(const struct nta_proc *p);
 json_t *nta_pythreads_from_json(const struct nta_proc *p);
 /* The newest image of p with Python threads (p->pyimg, else p->img when it
  * has some), NULL when none. */
-const struct ntr_image *nta_py_image(const struct nta_proc *p);
+const struct ntt_image *nta_py_image(const struct nta_proc *p);
 /* reduce.c, after choosing p->img: keep the Python part of the newest of
  * imgs[0..n) that has threads when p->img has none.  @return 0 or -1. */
-int nta_py_keep(struct nta_proc *p, struct ntr_image **imgs, int n);
+int nta_py_keep(struct nta_proc *p, struct ntt_image **imgs, int n);
 void nta_py_free(struct nta_proc *p);
 /* m's last call on its comm: the later of its last collective and its
  * last send/recv.  @return 1 with *o. */

@@ -53,21 +53,21 @@ void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kin
 
 void nta_describe_op(const struct nta_op *o, char *buf, size_t len) {
   const struct nta_op *r = o;
-  const char *name = ntr_kind_name(o->op);
-  if (ntr_kind_is_p2p(o->op)) {
+  const char *name = ntt_kind_name(o->op);
+  if (ntt_kind_is_p2p(o->op)) {
     snprintf(buf, len, "%s(count=%llu, %s, peer=%d)", name, (unsigned long long)r->count,
-             ntr_dtype_name(r->dtype), r->peer);
+             ntt_dtype_name(r->dtype), r->peer);
   } else if (r->redop >= 0 && r->peer >= 0) {
     snprintf(buf, len, "%s(count=%llu, %s, %s, root=%d)", name, (unsigned long long)r->count,
-             ntr_dtype_name(r->dtype), ntr_redop_name(r->redop), r->peer);
+             ntt_dtype_name(r->dtype), ntt_redop_name(r->redop), r->peer);
   } else if (r->redop >= 0) {
     snprintf(buf, len, "%s(count=%llu, %s, %s)", name, (unsigned long long)r->count,
-             ntr_dtype_name(r->dtype), ntr_redop_name(r->redop));
+             ntt_dtype_name(r->dtype), ntt_redop_name(r->redop));
   } else if (r->peer >= 0) {
     snprintf(buf, len, "%s(count=%llu, %s, root=%d)", name, (unsigned long long)r->count,
-             ntr_dtype_name(r->dtype), r->peer);
+             ntt_dtype_name(r->dtype), r->peer);
   } else {
-    snprintf(buf, len, "%s(count=%llu, %s)", name, (unsigned long long)r->count, ntr_dtype_name(r->dtype));
+    snprintf(buf, len, "%s(count=%llu, %s)", name, (unsigned long long)r->count, ntt_dtype_name(r->dtype));
   }
 }
 

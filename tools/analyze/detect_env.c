@@ -14,7 +14,7 @@
 #include "tools/analyze/analyze.h"
 
 /* Value of NAME in an image's env block, or NULL. */
-static const char *env_get(const struct ntr_image *img, const char *name, size_t nlen) {
+static const char *env_get(const struct ntt_image *img, const char *name, size_t nlen) {
   uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
   const char *e = img->hdr.env, *end = e + len;
   while (e < end && *e) {
@@ -27,7 +27,7 @@ static const char *env_get(const struct ntr_image *img, const char *name, size_t
 }
 
 /* The NCCL_* entries of an image's env block, in order, as one string. */
-static size_t nccl_subset(const struct ntr_image *img, char *out, size_t cap) {
+static size_t nccl_subset(const struct ntt_image *img, char *out, size_t cap) {
   uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
   const char *e = img->hdr.env, *end = e + len;
   size_t o = 0;
@@ -119,7 +119,7 @@ void nta_detect_env(struct nta_job *job, const struct nta_comm *c) {
   if (group_members(c, &g) != 0)
     goto out;
   for (int gi = 0; gi < g.n && !refused && g.n > 1; gi++) {
-    const struct ntr_image *img = c->members[g.rep[gi]].proc->img;
+    const struct ntt_image *img = c->members[g.rep[gi]].proc->img;
     uint32_t len = img->hdr.env_len < NTR_ENV_BYTES ? img->hdr.env_len : NTR_ENV_BYTES;
     const char *e = img->hdr.env, *end = e + len;
     while (e < end && *e) {

@@ -30,7 +30,7 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
         (cs->blocked_kind != NTR_KIND_COMM_SPLIT && cs->blocked_kind != NTR_KIND_COMM_SHRINK &&
          !nta_kind_collective_reg(cs->blocked_kind)))
       continue;
-    uint64_t since = ntr_image_ns(m->proc->img, cs->blocked_since);
+    uint64_t since = ntt_image_ns(m->proc->img, cs->blocked_since);
     if (!t || since < t)
       t = since;
     kind = cs->blocked_kind;
@@ -45,7 +45,7 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
   k->comm = c;
   /* field names the registration call (the advice differs from an init's) */
   if (nta_kind_collective_reg(kind))
-    snprintf(k->field, sizeof(k->field), "%s", ntr_kind_name(kind));
+    snprintf(k->field, sizeof(k->field), "%s", ntt_kind_name(kind));
   /* Every rank of the parent that is not waiting, the first NTA_MAX_VRANKS:
    * at most NTA_MAX_VRANKS + nw steps. */
   for (int r = 0, w = 0; r < c->nranks && k->nranks < NTA_MAX_VRANKS; r++) {
@@ -65,11 +65,11 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
   }
   snprintf(k->summary, sizeof(k->summary),
            "%s of comm %s never completed: %s %s never called it while %s %s waited in it%s",
-           ntr_kind_name(kind), hex, nta_plural(k->nranks), rm, nta_plural(nw), rw, at);
+           ntt_kind_name(kind), hex, nta_plural(k->nranks), rm, nta_plural(nw), rw, at);
   for (int i = 0; i < nw; i++) {
     const struct nta_member *m = nta_rank(c, waiting[i]);
-    nta_event_add(job, ntr_image_ns(m->proc->img, m->cs->blocked_since), m->proc->lrank, "init",
-                  "comm %.8s rank %d entered %s and never returned", hex, waiting[i], ntr_kind_name(kind));
+    nta_event_add(job, ntt_image_ns(m->proc->img, m->cs->blocked_since), m->proc->lrank, "init",
+                  "comm %.8s rank %d entered %s and never returned", hex, waiting[i], ntt_kind_name(kind));
   }
 }
 
@@ -115,19 +115,19 @@ void nta_detect_init(struct nta_job *job, const struct nta_comm *c) {
     snprintf(k->summary, sizeof(k->summary),
              "init of comm %s (%d ranks) never completed: %s %s never joined while %s %s waited in %s%s",
              hex, c->nranks, nta_plural(k->nranks), rm, nta_plural(nw), rw,
-             kind ? ntr_kind_name(kind) : "communicator init", at);
+             kind ? ntt_kind_name(kind) : "communicator init", at);
   } else {
     /* Everyone arrived and init still did not finish: name them all. */
     for (int i = 0; i < nw; i++)
       k->ranks[k->nranks++] = waiting[i];
     snprintf(k->summary, sizeof(k->summary),
              "init of comm %s (%d ranks) never completed although every rank joined (%s waited in %s%s)",
-             hex, c->nranks, rw, kind ? ntr_kind_name(kind) : "communicator init", at);
+             hex, c->nranks, rw, kind ? ntt_kind_name(kind) : "communicator init", at);
   }
   for (int i = 0; i < nw; i++) {
     const struct nta_member *m = nta_rank(c, waiting[i]);
     nta_event_add(job, m->init_enter_ns, m->proc->lrank, "init",
                   "comm %.8s rank %d entered %s and never returned", hex, waiting[i],
-                  kind ? ntr_kind_name(kind) : "init");
+                  kind ? ntt_kind_name(kind) : "init");
   }
 }

@@ -44,7 +44,7 @@ const struct nta_replays *nta_replay_find(const struct nta_mdata *d, uint64_t fi
 }
 
 void nta_replay_op(const struct nta_replays *g, char *buf, size_t len) {
-  const char *op = g->first_kind > 0 && g->first_kind < NTR_KIND_COUNT ? ntr_kind_name(g->first_kind) : "collective";
+  const char *op = g->first_kind > 0 && g->first_kind < NTR_KIND_COUNT ? ntt_kind_name(g->first_kind) : "collective";
   if (g->seq_first)
     snprintf(buf, len, "%s #%llu", op, (unsigned long long)g->seq_first);
   else

@@ -23,7 +23,7 @@ static int fatal_signal(int s) {
 
 /* How the process ended, from its latest image and its kept records. */
 void nta_set_fate(struct nta_proc *p) {
-  const struct ntr_image *img = p->img;
+  const struct ntt_image *img = p->img;
   uint64_t exit_ns = 0, sig_ns = 0;
   int exit_code = 0, sig = 0;
   for (uint64_t i = 0; i < p->nkeep; i++) {
@@ -42,7 +42,7 @@ void nta_set_fate(struct nta_proc *p) {
       p->timeout_ns = nta_ns(p, r->tsc);
     }
   }
-  uint64_t trig_ns = img->has_trigger ? ntr_image_ns(img, img->trigger.tsc) : 0;
+  uint64_t trig_ns = img->has_trigger ? ntt_image_ns(img, img->trigger.tsc) : 0;
   p->fate = NTA_UNKNOWN;
   if (img->hdr.proc_state == NTR_PROC_EXITED || exit_ns) {
     p->fate = NTA_EXITED;
@@ -186,7 +186,7 @@ void nta_detect_fates(struct nta_job *job) {
     struct nta_cand *k = NULL;
     /* collect's salvage of a dump its process never finished (tools/collect.c) */
     if (p->img->has_trigger && strncmp(p->img->trigger.reason, "salvaged:", 9) == 0)
-      nta_event_add(job, ntr_image_ns(p->img, p->img->trigger.tsc), p->lrank, "salvaged",
+      nta_event_add(job, ntt_image_ns(p->img, p->img->trigger.tsc), p->lrank, "salvaged",
                     "%s: its dump was never finished (the process was killed while writing it); "
                     "collect salvaged what the file held", where);
     char label[512];
@@ -286,7 +286,7 @@ void nta_detect_fates(struct nta_job *job) {
         break;
       case NTR_KIND_ASYNC_ERROR:
         nta_event_add(job, t, p->lrank, "async_error", "comm %.8s rank %d: %s (was %s)", hex, r->rank,
-                      ntr_result_name((int)r->aux), ntr_result_name(r->result));
+                      ntt_result_name((int)r->aux), ntt_result_name(r->result));
         break;
       case NTR_KIND_MISMATCH:
         nta_event_add(job, t, p->lrank, "mismatch", "coordinator: comm %.8s seq %llu: %s differs from rank %d",
@@ -383,7 +383,7 @@ void nta_detect_errors(struct nta_job *job) {
       /* A peer's death shows up as ncclRemoteError: only a cause when
        * nothing came before it (verdict.c compares times). */
       snprintf(k->summary, sizeof(k->summary), "rank %d of comm %s got %s from NCCL", m->rank, hex,
-               ntr_result_name(err));
+               ntt_result_name(err));
     }
   }
 }

@@ -12,7 +12,7 @@
  *
  * Why in three steps (docs/analyze.md "Scale"):
  *  1. every file's identity (host, pid, job) is read from its header alone
- *     (ntr_image_peek: for a dump, the first block of its frame);
+ *     (ntt_image_peek: for a dump, the first block of its frame);
  *  2. files are grouped by process, in input order;
  *  3. one process at a time per worker: its files are loaded whole, merged
  *     and reduced (reduce.c), and their records freed.
@@ -21,7 +21,7 @@
  *
  * Hostile inputs: a directory is entered once and a file read once, by
  * (st_dev, st_ino), so symbolic link loops end; and the memory a process's
- * files may take (ntr_image_probe: the file, its payload as far as its
+ * files may take (ntt_image_probe: the file, its payload as far as its
  * header's geometry allows) is reserved from one budget (--max-memory)
  * before they are loaded.  A file that would take the budget past its
  * limit even alone is refused with its reason; the others wait for memory
@@ -58,7 +58,7 @@ struct entry {
   int is_file;                  /* counts in inputs.files */
   char *error;                  /* NULL, or why it was unreadable */
   int peeked;                   /* its header was read */
-  uint64_t need;                /* bytes its load may take (ntr_image_probe) */
+  uint64_t need;                /* bytes its load may take (ntt_image_probe) */
   char job[64], host[64];
   int pid;
   int group;                    /* index of its process group */
@@ -247,24 +247,24 @@ static void set_error(struct entry *e, const char *err) {
  * records it then borrows: *borrowed), else record why and keep what is
  * intact past the damage (the error keeps the exit status and the verdict
  * honest about it).  @return the image, or NULL. */
-static struct ntr_image *load_one(struct entry *e, struct ntr_loadbuf *lb, int *borrowed) {
-  struct ntr_image *img = calloc(1, sizeof(*img));
+static struct ntt_image *load_one(struct entry *e, struct ntt_loadbuf *lb, int *borrowed) {
+  struct ntt_image *img = calloc(1, sizeof(*img));
   *borrowed = 0;
   if (!img) {
     set_error(e, "out of memory");
     return NULL;
   }
   char err[256] = "";
-  if (ntr_image_load_buf(e->path, img, lb, borrowed, err, sizeof(err)) == 0)
+  if (ntt_image_load_buf(e->path, img, lb, borrowed, err, sizeof(err)) == 0)
     return img;
   set_error(e, err);
-  ntr_image_free(img);
+  ntt_image_free(img);
   memset(img, 0, sizeof(*img));
-  ntr_loadbuf_free(lb); /* the salvage below takes what the budget counted for it */
+  ntt_loadbuf_free(lb); /* the salvage below takes what the budget counted for it */
   char err2[256];
-  if (ntr_image_load(e->path, 1, img, err2, sizeof(err2)) == 0)
+  if (ntt_image_load(e->path, 1, img, err2, sizeof(err2)) == 0)
     return img;
-  ntr_image_free(img);
+  ntt_image_free(img);
   free(img);
   return NULL;
 }
@@ -272,15 +272,15 @@ static struct ntr_image *load_one(struct entry *e, struct ntr_loadbuf *lb, int *
 /* A loading thread's buffers: one per image of the process in hand, kept
  * from one process to the next (already mapped memory). */
 struct bufs {
-  struct ntr_loadbuf *b;
+  struct ntt_loadbuf *b;
   int n;
 };
 
 static void load_group(struct work *w, struct group *g, struct nta_arena *arena, struct bufs *lb) {
-  struct ntr_image **imgs = calloc((size_t)g->nfiles, sizeof(*imgs));
+  struct ntt_image **imgs = calloc((size_t)g->nfiles, sizeof(*imgs));
   int *lent = calloc((size_t)g->nfiles, sizeof(*lent));
   if (imgs && lent && g->nfiles > lb->n) {
-    struct ntr_loadbuf *v = realloc(lb->b, (size_t)g->nfiles * sizeof(*v));
+    struct ntt_loadbuf *v = realloc(lb->b, (size_t)g->nfiles * sizeof(*v));
     if (v) {
       lb->b = v;
       for (; lb->n < g->nfiles; lb->n++)
@@ -324,7 +324,7 @@ static void load_group(struct work *w, struct group *g, struct nta_arena *arena,
     struct entry *e = &w->in->v[g->files[i]];
     if (!take[i])
       continue;
-    struct ntr_image *img = load_one(e, &lb->b[n], &lent[n]);
+    struct ntt_image *img = load_one(e, &lb->b[n], &lent[n]);
     if (!img)
       continue;
     if (!n)
@@ -342,7 +342,7 @@ static void load_group(struct work *w, struct group *g, struct nta_arena *arena,
       imgs[i]->recs = NULL;
       imgs[i]->nrecs = 0;
       if (imgs[i] != g->proc.img) {
-        ntr_image_free(imgs[i]);
+        ntt_image_free(imgs[i]);
         free(imgs[i]);
       }
     }
@@ -355,7 +355,7 @@ static void load_group(struct work *w, struct group *g, struct nta_arena *arena,
    * unless they are large: the budget no longer counts them. */
   for (int i = 0; i < lb->n; i++)
     if (lb->b[i].cap > NTA_KEEP_LOADBUF)
-      ntr_loadbuf_free(&lb->b[i]);
+      ntt_loadbuf_free(&lb->b[i]);
   budget_give(w->mem, held);
 }
 
@@ -378,7 +378,7 @@ static void *worker(void *arg) {
         continue;
       struct ntr_ring_header *h = malloc(sizeof(*h));
       char err[256];
-      if (h && ntr_image_probe(e->path, h, &e->need, err, sizeof(err)) == 0) {
+      if (h && ntt_image_probe(e->path, h, &e->need, err, sizeof(err)) == 0) {
         e->peeked = 1;
         snprintf(e->job, sizeof(e->job), "%s", h->job_id);
         snprintf(e->host, sizeof(e->host), "%s", h->host);
@@ -411,7 +411,7 @@ static void run_phase(struct work *w, int phase) {
     pthread_join(t[i], NULL);
   for (int i = 0; i < nw; i++) {
     for (int k = 0; k < args[i].lb.n; k++)
-      ntr_loadbuf_free(&args[i].lb.b[k]);
+      ntt_loadbuf_free(&args[i].lb.b[k]);
     free(args[i].lb.b);
   }
 }

@@ -49,7 +49,7 @@ static int parse_size(const char *s, uint64_t *out) {
   return 0;
 }
 
-int ntr_analyze_main(int argc, char **argv) {
+int nta_main(int argc, char **argv) {
   int json = 0;
   const char *job_id = NULL, *maxmem = NULL;
   char **paths = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*paths));

@@ -57,7 +57,7 @@ void nta_arena_free(struct nta_arena *a) {
 
 /* ---------------------------------------------------------- image order -- */
 
-static uint64_t image_max_pos(const struct ntr_image *img) {
+static uint64_t image_max_pos(const struct ntt_image *img) {
   uint64_t m = 0;
   for (uint64_t i = 0; i < img->nrecs; i++)
     if (img->recs[i].commit > m)
@@ -65,7 +65,7 @@ static uint64_t image_max_pos(const struct ntr_image *img) {
   return m;
 }
 
-int nta_image_later(const struct ntr_image *a, const struct ntr_image *b) {
+int nta_image_later(const struct ntt_image *a, const struct ntt_image *b) {
   uint64_t pa = image_max_pos(a), pb = image_max_pos(b);
   if (pa != pb)
     return pb > pa;
@@ -77,12 +77,12 @@ int nta_image_later(const struct ntr_image *a, const struct ntr_image *b) {
   return !b->is_dump && a->is_dump;
 }
 
-uint64_t nta_image_latest_ns(const struct ntr_image *img) {
+uint64_t nta_image_latest_ns(const struct ntt_image *img) {
   uint64_t t = 0;
   if (img->nrecs)
-    t = ntr_image_ns(img, img->recs[img->nrecs - 1].tsc);
+    t = ntt_image_ns(img, img->recs[img->nrecs - 1].tsc);
   if (img->has_trigger) {
-    uint64_t tt = ntr_image_ns(img, img->trigger.tsc);
+    uint64_t tt = ntt_image_ns(img, img->trigger.tsc);
     if (tt > t)
       t = tt;
   }
@@ -90,7 +90,7 @@ uint64_t nta_image_latest_ns(const struct ntr_image *img) {
 }
 
 uint64_t nta_ns(const struct nta_proc *p, uint64_t tsc) {
-  return tsc ? ntr_image_ns(p->img, tsc) : 0;
+  return tsc ? ntt_image_ns(p->img, tsc) : 0;
 }
 
 /* ------------------------------------------------- union by position -- */
@@ -123,13 +123,13 @@ static int cmp_pcommit(const void *a, const void *b) {
 
 /* Sources: for each image its records, then its recent[] copies.  sorted:
  * the images come from the reader, whose records are in position order. */
-int nta_walker_init(struct nta_walker *w, struct ntr_image **imgs, int n, int sorted) {
+int nta_walker_init(struct nta_walker *w, struct ntt_image **imgs, int n, int sorted) {
   memset(w, 0, sizeof *w);
   w->s = calloc((size_t)(2 * n + 1), sizeof *w->s);
   if (!w->s)
     return -1;
   for (int i = 0; i < n; i++) {
-    struct ntr_image *img = imgs[i];
+    struct ntt_image *img = imgs[i];
     /* The reader hands records sorted by position; images built in memory
      * are sorted here if they are not. */
     for (uint64_t j = 1; !sorted && j < img->nrecs; j++)

@@ -207,7 +207,7 @@ void nta_coll_at(const struct nta_member *m, uint64_t i, struct nta_op *o) {
   } else if (dd) {
     done = tsc + dd - 1;
   }
-  o->done_ns = done ? ntr_image_ns(m->proc->img, done) : 0;
+  o->done_ns = done ? ntt_image_ns(m->proc->img, done) : 0;
   if (o->done_ns)
     o->flags |= NTR_REC_COMPLETED;
 }
@@ -245,7 +245,7 @@ void nta_p2p_op(const struct nta_member *m, const struct nta_p2p *x, struct nta_
   fill_fp(m->proc, x->fpi, o);
   o->seq = x->seq;
   o->t_ns = nta_ns(m->proc, x->tsc);
-  o->done_ns = x->done ? ntr_image_ns(m->proc->img, x->done) : 0;
+  o->done_ns = x->done ? ntt_image_ns(m->proc->img, x->done) : 0;
   if (o->done_ns)
     o->flags |= NTR_REC_COMPLETED;
 }

@@ -38,20 +38,20 @@
 
 /* --------------------------------------------- Python threads' image -- */
 
-static int py_newer(const struct ntr_image *a, const struct ntr_image *b) {
+static int py_newer(const struct ntt_image *a, const struct ntt_image *b) {
   if (nta_image_later(a, b))
     return 1;
   return !nta_image_later(b, a) && b->has_trigger && (!a->has_trigger || b->trigger.tsc > a->trigger.tsc);
 }
 
-int nta_py_keep(struct nta_proc *p, struct ntr_image **imgs, int n) {
-  struct ntr_image *best = NULL;
+int nta_py_keep(struct nta_proc *p, struct ntt_image **imgs, int n) {
+  struct ntt_image *best = NULL;
   for (int i = 0; i < n; i++)
     if (imgs[i]->npythreads && (!best || py_newer(best, imgs[i])))
       best = imgs[i];
   if (!best || best == p->img || p->img->npythreads)
     return 0; /* the latest image's own threads (or none anywhere) */
-  struct ntr_image *c = calloc(1, sizeof *c);
+  struct ntt_image *c = calloc(1, sizeof *c);
   if (!c)
     return -1;
   /* Identity, trigger and the Python part move over; the source keeps
@@ -75,13 +75,13 @@ int nta_py_keep(struct nta_proc *p, struct ntr_image **imgs, int n) {
 
 void nta_py_free(struct nta_proc *p) {
   if (p->pyimg) {
-    ntr_image_free(p->pyimg);
+    ntt_image_free(p->pyimg);
     free(p->pyimg);
     p->pyimg = NULL;
   }
 }
 
-const struct ntr_image *nta_py_image(const struct nta_proc *p) {
+const struct ntt_image *nta_py_image(const struct nta_proc *p) {
   if (!p)
     return NULL;
   if (p->pyimg)
@@ -103,7 +103,7 @@ void nta_site_text(const struct nta_proc *p, unsigned pystack, char *buf, size_t
 int nta_blocked_op(const struct nta_member *m, struct nta_op *o) {
   if (m->tracking && m->enqueued > m->completed)
     return nta_coll_find(m, m->completed + 1, o);
-  if (m->ncolls && (!m->tracking || (m->cs && m->cs->blocked_since && ntr_kind_is_collective(m->cs->blocked_kind)))) {
+  if (m->ncolls && (!m->tracking || (m->cs && m->cs->blocked_since && ntt_kind_is_collective(m->cs->blocked_kind)))) {
     nta_coll_at(m, m->ncolls - 1, o);
     return 1;
   }
@@ -165,8 +165,8 @@ static int proc_call(const struct nta_proc *p, const struct nta_comm *only, stru
 }
 
 /* The thread that wrote p's exit or fatal-signal dump, with its frames. */
-static const struct ntr_pythread *death_thread(const struct nta_proc *p, const struct ntr_image **img) {
-  const struct ntr_image *pi = nta_py_image(p);
+static const struct ntr_pythread *death_thread(const struct nta_proc *p, const struct ntt_image **img) {
+  const struct ntt_image *pi = nta_py_image(p);
   if (!pi || !pi->has_trigger || (pi->trigger.kind != NTR_TRIG_EXIT && pi->trigger.kind != NTR_TRIG_SIGNAL))
     return NULL;
   for (uint32_t i = 0; i < pi->npythreads; i++)
@@ -192,7 +192,7 @@ void nta_death_site(const struct nta_cand *k, struct nta_verdict *v, char *buf, 
     }
     return;
   }
-  const struct ntr_image *ti = NULL;
+  const struct ntt_image *ti = NULL;
   const struct ntr_pythread *t =
       k->cls == NTA_RANK_EXIT || k->cls == NTA_RANK_CRASH ? death_thread(p, &ti) : NULL;
   if (t) {
@@ -230,12 +230,12 @@ json_t *nta_verdict_stack_json(const struct nta_verdict *v) {
 
 /* "timeout dump at 12:00:01.234567" (+ " (pid ...: the newer ring has no
  * Python threads)" when it is not the process's latest image). */
-static void py_source(const struct nta_proc *p, const struct ntr_image *pi, char *buf, size_t len) {
+static void py_source(const struct nta_proc *p, const struct ntt_image *pi, char *buf, size_t len) {
   char kb[32], when[64] = "";
   const char *trig = "a";
   if (pi->has_trigger) {
     trig = ntt_trigger_name(&pi->trigger, kb, sizeof kb);
-    uint64_t ns = ntr_image_ns(pi, pi->trigger.tsc);
+    uint64_t ns = ntt_image_ns(pi, pi->trigger.tsc);
     if (ns) {
       char t[48];
       ntt_fmt_time(ns, t, sizeof t);
@@ -249,12 +249,12 @@ static void py_source(const struct nta_proc *p, const struct ntr_image *pi, char
 }
 
 json_t *nta_pythreads_json(const struct nta_proc *p) {
-  const struct ntr_image *pi = nta_py_image(p);
+  const struct ntt_image *pi = nta_py_image(p);
   return pi ? ntt_pythreads_json(pi) : json_null();
 }
 
 json_t *nta_pythreads_from_json(const struct nta_proc *p) {
-  const struct ntr_image *pi = nta_py_image(p);
+  const struct ntt_image *pi = nta_py_image(p);
   if (!pi)
     return json_null();
   json_t *o = json_object();
@@ -262,7 +262,7 @@ json_t *nta_pythreads_from_json(const struct nta_proc *p) {
   json_object_set_new(o, "trigger", pi->has_trigger ? json_string(ntt_trigger_name(&pi->trigger, kb, sizeof kb))
                                                     : json_null());
   json_object_set_new(o, "path", ntt_json_str(pi->path, sizeof pi->path));
-  json_object_set_new(o, "time_ns", ntt_json_u64(pi->has_trigger ? ntr_image_ns(pi, pi->trigger.tsc) : 0));
+  json_object_set_new(o, "time_ns", ntt_json_u64(pi->has_trigger ? ntt_image_ns(pi, pi->trigger.tsc) : 0));
   json_object_set_new(o, "latest", json_boolean(pi == p->img));
   return o;
 }
@@ -271,7 +271,7 @@ void nta_report_pythreads(const struct nta_job *job, FILE *out) {
   int any = 0;
   for (int i = 0; i < job->nprocs; i++) {
     const struct nta_proc *p = &job->procs[i];
-    const struct ntr_image *pi = nta_py_image(p);
+    const struct ntt_image *pi = nta_py_image(p);
     if (!pi)
       continue;
     if (!any++)

@@ -329,7 +329,7 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
     s->d.abort_pystack = r->pystack_id;
   }
   if (r->pystack_id && r->phase == NTR_PHASE_ENTER && !is_init_kind(r->kind) && r->kind < NTR_KIND_FIRST_TRACER_EVENT &&
-      !ntr_kind_is_collective(r->kind) && !ntr_kind_is_p2p(r->kind))
+      !ntt_kind_is_collective(r->kind) && !ntt_kind_is_p2p(r->kind))
     s->d.life_pystack = r->pystack_id;
   /* ncclInProgress (7) is a nonblocking init still running, not a failure. */
   if (is_init_kind(r->kind) && r->phase == NTR_PHASE_EXIT && r->result > 0 && r->result != 7 &&
@@ -343,7 +343,7 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
     replay_take(&s->d, p, r);
     return 0;
   }
-  if (ntr_kind_is_collective(r->kind)) {
+  if (ntt_kind_is_collective(r->kind)) {
     /* Strict-mode refusals are kept: what the application called is the
      * evidence, whether or not NCCL ever saw it. */
     if (r->flags & NTR_REC_NO_TRACKING)
@@ -364,7 +364,7 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
     t->fpi = intern_fast(R, r);
     return t->fpi == UINT32_MAX ? -1 : 0;
   }
-  if (ntr_kind_is_p2p(r->kind))
+  if (ntt_kind_is_p2p(r->kind))
     return push_ptr(&s->p2p, &s->np2p, &s->pcap, r);
   return 0;
 }
@@ -451,17 +451,17 @@ static int encode(struct red *R, struct slot *s) {
 /* Is tick -> ns conversion order-preserving, without wrapping to 0 or past
  * 2^64, over [lo, hi]?  Then the first/last times are those of the
  * smallest/largest ticks and need no conversion per record. */
-static int ns_monotone(const struct ntr_image *img, uint64_t lo, uint64_t hi) {
+static int ns_monotone(const struct ntt_image *img, uint64_t lo, uint64_t hi) {
   const struct ntr_ring_header *h = &img->hdr;
   uint64_t ns;
   if (!ntr_clock_ns_exact(h->real_base_ns, h->tsc_base, h->tsc_hz, lo, &ns) ||
       !ntr_clock_ns_exact(h->real_base_ns, h->tsc_base, h->tsc_hz, hi, &ns))
     return 0;
-  return ntr_image_ns(img, lo) != 0;
+  return ntt_image_ns(img, lo) != 0;
 }
 
 /* The exact per-record rule, for clocks where ns_monotone fails. */
-static int exact_times(struct red *R, struct ntr_image **imgs, int n, int sorted) {
+static int exact_times(struct red *R, struct ntt_image **imgs, int n, int sorted) {
   struct nta_proc *p = R->p;
   struct nta_walker w;
   if (nta_walker_init(&w, imgs, n, sorted)) {
@@ -497,8 +497,8 @@ static int cmp_reg(const void *a, const void *b) {
   return x->reg_order < y->reg_order ? -1 : x->reg_order > y->reg_order;
 }
 
-int nta_reduce_proc(struct nta_proc *p, struct ntr_image **imgs, int n, struct nta_arena *arena, int sorted) {
-  struct ntr_image *latest = imgs[0];
+int nta_reduce_proc(struct nta_proc *p, struct ntt_image **imgs, int n, struct nta_arena *arena, int sorted) {
+  struct ntt_image *latest = imgs[0];
   for (int i = 1; i < n; i++)
     if (nta_image_later(latest, imgs[i]))
       latest = imgs[i];
@@ -601,7 +601,7 @@ void nta_proc_free(struct nta_proc *p) {
   free(p->mems);
   nta_py_free(p);
   if (p->own_img) {
-    ntr_image_free(p->img);
+    ntt_image_free(p->img);
     free(p->img);
   }
   memset(p, 0, sizeof *p);

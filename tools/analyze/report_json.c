@@ -84,7 +84,7 @@ static json_t *verdict_json(const struct nta_job *job) {
   if (v->has_signal)
     json_object_set_new(o, "signal", json_integer(v->signo));
   if (v->has_error) {
-    json_object_set_new(o, "error", json_string(ntr_result_name(v->error)));
+    json_object_set_new(o, "error", json_string(ntt_result_name(v->error)));
     json_object_set_new(o, "error_code", json_integer(v->error));
   }
   json_object_set_new(o, "t_ns", v->t_ns ? json_integer((json_int_t)v->t_ns) : json_null());

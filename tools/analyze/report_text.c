@@ -47,11 +47,11 @@ static const char *lifecycle_name(uint32_t l) {
 /* "AllReduce #5" / "CommInitRank" / "-" for the member's blocking point. */
 void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
   if (m->cs && m->cs->blocked_since && m->cs->blocked_kind) {
-    snprintf(buf, len, "%s", ntr_kind_name(m->cs->blocked_kind));
+    snprintf(buf, len, "%s", ntt_kind_name(m->cs->blocked_kind));
     return;
   }
   if (m->in_init) {
-    snprintf(buf, len, "%s", ntr_kind_name(m->cs && m->cs->init_kind ? m->cs->init_kind : NTR_KIND_COMM_INIT_RANK));
+    snprintf(buf, len, "%s", ntt_kind_name(m->cs && m->cs->init_kind ? m->cs->init_kind : NTR_KIND_COMM_INIT_RANK));
     return;
   }
   uint64_t rn;
@@ -66,13 +66,13 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
     /* No completion events: say where it last was, and that it is a guess. */
     struct nta_op o;
     nta_coll_at(m, m->ncolls - 1, &o);
-    snprintf(buf, len, "%s #%llu?", ntr_kind_name(o.op), (unsigned long long)o.seq);
+    snprintf(buf, len, "%s #%llu?", ntt_kind_name(o.op), (unsigned long long)o.seq);
     return;
   }
   if (m->tracking && m->enqueued > m->completed) {
     struct nta_op o;
     if (nta_coll_find(m, m->completed + 1, &o)) {
-      snprintf(buf, len, "%s #%llu", ntr_kind_name(o.op), (unsigned long long)m->completed + 1);
+      snprintf(buf, len, "%s #%llu", ntt_kind_name(o.op), (unsigned long long)m->completed + 1);
       return;
     }
     snprintf(buf, len, "collective #%llu", (unsigned long long)m->completed + 1);

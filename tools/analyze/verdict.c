@@ -462,14 +462,14 @@ static int cmp_event(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order; /* detection order for equal times */
 }
 
-static int same_proc(const struct ntr_image *a, const struct ntr_image *b) {
+static int same_proc(const struct ntt_image *a, const struct ntt_image *b) {
   return a->hdr.pid == b->hdr.pid && strncmp(a->hdr.host, b->hdr.host, sizeof(a->hdr.host)) == 0;
 }
 
 /* Images built in memory (tests, fuzzers): group by process, reduce. */
 static int procs_from_images(struct nta_job *job) {
   job->procs = calloc((size_t)(job->nimgs ? job->nimgs : 1), sizeof(*job->procs));
-  struct ntr_image **grp = calloc((size_t)(job->nimgs ? job->nimgs : 1), sizeof(*grp));
+  struct ntt_image **grp = calloc((size_t)(job->nimgs ? job->nimgs : 1), sizeof(*grp));
   char *used = calloc((size_t)(job->nimgs ? job->nimgs : 1), 1);
   int rc = job->procs && grp && used ? 0 : -1;
   for (int i = 0; rc == 0 && i < job->nimgs; i++) {
@@ -527,7 +527,7 @@ void nta_job_free(struct nta_job *job) {
     nta_proc_free(&job->procs[i]);
   free(job->procs);
   for (int i = 0; i < job->nimgs; i++)
-    ntr_image_free(&job->imgs[i]);
+    ntt_image_free(&job->imgs[i]);
   free(job->imgs);
   free(job->ev);
   free(job->cands);

@@ -1,4 +1,4 @@
-/* builder.h -- build synthetic ntr_images in memory for the analyzer's unit
+/* builder.h -- build synthetic ntt_images in memory for the analyzer's unit
  * tests: processes, communicators, records with times in milliseconds.
  * Thread-safety: single-threaded test helper.  Not signal-safe.
  */
@@ -33,8 +33,8 @@ static inline void tb_job(struct nta_job *job) {
 }
 
 /* A process: a dump (is_dump) or a left-behind/live ring. */
-static inline struct ntr_image *tb_proc(struct nta_job *job, int lrank, int world, int pid) {
-  struct ntr_image *img = &job->imgs[job->nimgs++];
+static inline struct ntt_image *tb_proc(struct nta_job *job, int lrank, int world, int pid) {
+  struct ntt_image *img = &job->imgs[job->nimgs++];
   memset(img, 0, sizeof(*img));
   snprintf(img->path, sizeof(img->path), "unit-r%d-%d.zst", lrank, pid);
   img->is_dump = 1;
@@ -53,7 +53,7 @@ static inline struct ntr_image *tb_proc(struct nta_job *job, int lrank, int worl
   return img;
 }
 
-static inline struct ntr_comm_state *tb_comm(struct ntr_image *img, uint64_t id, int rank, int nranks) {
+static inline struct ntr_comm_state *tb_comm(struct ntt_image *img, uint64_t id, int rank, int nranks) {
   struct ntr_comm_state *cs = &img->comms[img->ncomms++];
   cs->comm_id = id;
   cs->rank = rank;
@@ -63,7 +63,7 @@ static inline struct ntr_comm_state *tb_comm(struct ntr_image *img, uint64_t id,
   return cs;
 }
 
-static inline struct ntr_comm_state *tb_find(struct ntr_image *img, uint64_t id) {
+static inline struct ntr_comm_state *tb_find(struct ntt_image *img, uint64_t id) {
   for (uint32_t i = 0; i < img->ncomms; i++)
     if (img->comms[i].comm_id == id)
       return &img->comms[i];
@@ -71,13 +71,13 @@ static inline struct ntr_comm_state *tb_find(struct ntr_image *img, uint64_t id)
 }
 
 /* Ticks of the image's own clock at t_ms after the common epoch. */
-static inline uint64_t tb_tsc(const struct ntr_image *img, double t_ms) {
+static inline uint64_t tb_tsc(const struct ntt_image *img, double t_ms) {
   const struct ntr_ring_header *h = &img->hdr;
   double ns = t_ms * 1e6 + (double)(TB_BASE_NS - h->real_base_ns);
   return h->tsc_base + (uint64_t)(ns * (double)h->tsc_hz / 1e9) + 1;
 }
 
-static inline struct ntr_record *tb_rec(struct ntr_image *img, unsigned kind, unsigned phase, uint64_t comm,
+static inline struct ntr_record *tb_rec(struct ntt_image *img, unsigned kind, unsigned phase, uint64_t comm,
                                  double t_ms) {
   struct ntr_record *r = &img->recs[img->nrecs];
   memset(r, 0, sizeof(*r));
@@ -101,7 +101,7 @@ static inline struct ntr_record *tb_rec(struct ntr_image *img, unsigned kind, un
 }
 
 /* A collective; done_ms < 0: never completed. */
-static inline struct ntr_record *tb_coll(struct ntr_image *img, uint64_t comm, unsigned kind, uint64_t count,
+static inline struct ntr_record *tb_coll(struct ntt_image *img, uint64_t comm, unsigned kind, uint64_t count,
                                   int dtype, int redop, int root, double t_ms, double done_ms) {
   struct ntr_comm_state *cs = tb_find(img, comm);
   struct ntr_record *r = tb_rec(img, kind, NTR_PHASE_CALL, comm, t_ms);
@@ -120,12 +120,12 @@ static inline struct ntr_record *tb_coll(struct ntr_image *img, uint64_t comm, u
 }
 
 /* AllReduce float32 sum. */
-static inline struct ntr_record *tb_ar(struct ntr_image *img, uint64_t comm, uint64_t count, double t_ms,
+static inline struct ntr_record *tb_ar(struct ntt_image *img, uint64_t comm, uint64_t count, double t_ms,
                                 double done_ms) {
   return tb_coll(img, comm, NTR_KIND_ALLREDUCE, count, 7, 0, -1, t_ms, done_ms);
 }
 
-static inline struct ntr_record *tb_p2p(struct ntr_image *img, uint64_t comm, int send, int peer, uint64_t seq,
+static inline struct ntr_record *tb_p2p(struct ntt_image *img, uint64_t comm, int send, int peer, uint64_t seq,
                                  uint64_t count, double t_ms, double done_ms) {
   struct ntr_record *r = tb_rec(img, send ? NTR_KIND_SEND : NTR_KIND_RECV, NTR_PHASE_CALL, comm, t_ms);
   r->seq = seq;
@@ -139,7 +139,7 @@ static inline struct ntr_record *tb_p2p(struct ntr_image *img, uint64_t comm, in
   return r;
 }
 
-static inline void tb_exit(struct ntr_image *img, int code, double t_ms) {
+static inline void tb_exit(struct ntt_image *img, int code, double t_ms) {
   struct ntr_record *r = tb_rec(img, NTR_KIND_EXIT, NTR_PHASE_EVENT, 0, t_ms);
   r->aux = (uint64_t)(int64_t)code;
   img->hdr.proc_state = NTR_PROC_EXITED;
@@ -148,7 +148,7 @@ static inline void tb_exit(struct ntr_image *img, int code, double t_ms) {
   img->trigger.tsc = r->tsc;
 }
 
-static inline void tb_signal(struct ntr_image *img, int signo, double t_ms) {
+static inline void tb_signal(struct ntt_image *img, int signo, double t_ms) {
   struct ntr_record *r = tb_rec(img, NTR_KIND_SIGNAL, NTR_PHASE_EVENT, 0, t_ms);
   r->aux = (uint64_t)signo;
   img->hdr.proc_state = NTR_PROC_SIGNALED;
@@ -158,20 +158,20 @@ static inline void tb_signal(struct ntr_image *img, int signo, double t_ms) {
   img->trigger.tsc = r->tsc;
 }
 
-static inline void tb_timeout(struct ntr_image *img, uint64_t comm, uint64_t seq, double t_ms) {
+static inline void tb_timeout(struct ntt_image *img, uint64_t comm, uint64_t seq, double t_ms) {
   struct ntr_record *r = tb_rec(img, NTR_KIND_TIMEOUT, NTR_PHASE_EVENT, comm, t_ms);
   r->seq = seq;
 }
 
 /* Left-behind ring of a process that is gone. */
-static inline void tb_vanish(struct ntr_image *img) {
+static inline void tb_vanish(struct ntt_image *img) {
   img->is_dump = 0;
   img->has_trigger = 0;
   img->pid_alive = 0;
   img->hdr.proc_state = NTR_PROC_RUNNING;
 }
 
-static inline void tb_env(struct ntr_image *img, const char *kv) {
+static inline void tb_env(struct ntt_image *img, const char *kv) {
   size_t l = strlen(kv) + 1;
   if (img->hdr.env_len + l < NTR_ENV_BYTES) {
     memcpy(img->hdr.env + img->hdr.env_len, kv, l);
@@ -180,7 +180,7 @@ static inline void tb_env(struct ntr_image *img, const char *kv) {
 }
 
 /* Healthy prefix: n AllReduces of count c, 10 ms apart, each done 1 ms later. */
-static inline void tb_steps(struct ntr_image *img, uint64_t comm, int n, double t0) {
+static inline void tb_steps(struct ntt_image *img, uint64_t comm, int n, double t0) {
   for (int i = 0; i < n; i++)
     tb_ar(img, comm, 1024, t0 + 10.0 * i, t0 + 10.0 * i + 1);
 }

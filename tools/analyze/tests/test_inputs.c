@@ -16,7 +16,7 @@
 
 static char root[256];
 
-static void write_dump(const char *dir, struct ntr_image *img) {
+static void write_dump(const char *dir, struct ntt_image *img) {
   struct ntr_ring_header *h = &img->hdr;
   memcpy(h->magic, NTR_RING_MAGIC, 8);
   h->version = NTR_FORMAT_VERSION;
@@ -40,7 +40,7 @@ static void make_job(const char *dir, const char *id, double t0, int mismatch, i
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 2; r++) {
-    struct ntr_image *img = tb_proc(&job, r, 2, pid0 + r);
+    struct ntt_image *img = tb_proc(&job, r, 2, pid0 + r);
     snprintf(img->hdr.job_id, sizeof(img->hdr.job_id), "%s", id);
     tb_comm(img, W, r, 2);
     tb_ar(img, W, 64, t0, t0 + 1);
@@ -68,7 +68,7 @@ static int analyze(json_t **out, int argc, char **argv) {
   int fd = open(cap, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   dup2(fd, 1);
   close(fd);
-  int rc = ntr_analyze_main(argc, argv);
+  int rc = nta_main(argc, argv);
   fflush(stdout);
   dup2(saved, 1);
   close(saved);

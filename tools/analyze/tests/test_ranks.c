@@ -43,15 +43,15 @@ static char *json_of(const struct nta_job *job) {
 
 /* One process of pid holding comm ranks lo..hi of an n-rank comm W (no
  * launcher rank: ncclCommInitAll in a plain program). */
-static struct ntr_image *multi_proc(struct nta_job *job, int pid, int lo, int hi, int n) {
-  struct ntr_image *img = tb_proc(job, -1, -1, pid);
+static struct ntt_image *multi_proc(struct nta_job *job, int pid, int lo, int hi, int n) {
+  struct ntt_image *img = tb_proc(job, -1, -1, pid);
   for (int r = lo; r <= hi; r++)
     tb_comm(img, W, r, n);
   return img;
 }
 
 /* An AllReduce of comm rank r of that process (done_ms < 0: pending). */
-static void mr_ar(struct ntr_image *img, int r, uint64_t count, double t_ms, double done_ms) {
+static void mr_ar(struct ntt_image *img, int r, uint64_t count, double t_ms, double done_ms) {
   struct ntr_comm_state *cs = NULL;
   for (uint32_t i = 0; i < img->ncomms; i++)
     if (img->comms[i].comm_id == W && img->comms[i].rank == r)
@@ -73,7 +73,7 @@ static void mr_ar(struct ntr_image *img, int r, uint64_t count, double t_ms, dou
 
 /* Two healthy AllReduces on every rank of the process, then a third
  * pending (counts: count3[r], or 1024). */
-static void mr_steps(struct ntr_image *img, int lo, int hi, const uint64_t *count3) {
+static void mr_steps(struct ntt_image *img, int lo, int hi, const uint64_t *count3) {
   for (int s = 0; s < 2; s++)
     for (int r = lo; r <= hi; r++)
       mr_ar(img, r, 1024, 10.0 * s + 0.01 * r, 10.0 * s + 1);
@@ -86,7 +86,7 @@ static void mr_steps(struct ntr_image *img, int lo, int hi, const uint64_t *coun
 static void t_multirank_killed(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *img = multi_proc(&job, 500, 0, 3, 4);
+  struct ntt_image *img = multi_proc(&job, 500, 0, 3, 4);
   mr_steps(img, 0, 3, NULL);
   tb_vanish(img);
   run(&job, "multirank_killed");
@@ -108,8 +108,8 @@ static void t_multirank_killed(void) {
 static void t_two_procs(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *a = multi_proc(&job, 600, 0, 1, 4);
-  struct ntr_image *b = multi_proc(&job, 601, 2, 3, 4);
+  struct ntt_image *a = multi_proc(&job, 600, 0, 1, 4);
+  struct ntt_image *b = multi_proc(&job, 601, 2, 3, 4);
   snprintf(b->hdr.host, sizeof b->hdr.host, "node1");
   mr_steps(a, 0, 1, NULL);
   mr_steps(b, 2, 3, NULL);
@@ -132,7 +132,7 @@ static void t_two_procs(void) {
 static void t_multirank_mismatch(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *img = multi_proc(&job, 700, 0, 3, 4);
+  struct ntt_image *img = multi_proc(&job, 700, 0, 3, 4);
   uint64_t c3[4] = {1024, 1024, 512, 1024};
   mr_steps(img, 0, 3, c3);
   tb_timeout(img, W, 3, 1020);
@@ -162,8 +162,8 @@ static struct nta_runexit *add_runexit(struct nta_job *job, const char *host, in
   return r;
 }
 
-static struct ntr_image *world(struct nta_job *job, int r, int n) {
-  struct ntr_image *img = tb_proc(job, r, n, 1000 + r);
+static struct ntt_image *world(struct nta_job *job, int r, int n) {
+  struct ntt_image *img = tb_proc(job, r, n, 1000 + r);
   tb_comm(img, W, r, n);
   return img;
 }
@@ -174,7 +174,7 @@ static void t_run_127(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world(&job, r, 3);
+    struct ntt_image *img = world(&job, r, 3);
     tb_steps(img, W, 2, 0);
     if (r == 1) {
       tb_vanish(img);
@@ -205,7 +205,7 @@ static void t_run_no_ring(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 2; r++) {
-    struct ntr_image *img = world(&job, r, 3);
+    struct ntt_image *img = world(&job, r, 3);
     struct ntr_record *x = tb_rec(img, NTR_KIND_COMM_INIT_RANK, NTR_PHASE_ENTER, W, 10);
     x->nranks = 3;
     img->comms[0].lifecycle = NTR_COMM_INIT;
@@ -247,7 +247,7 @@ static void t_run_launcher(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 2; r++) {
-    struct ntr_image *img = world(&job, r, 2);
+    struct ntt_image *img = world(&job, r, 2);
     img->hdr.ppid = 4242;
     tb_steps(img, W, 2, 0);
     if (r == 1)

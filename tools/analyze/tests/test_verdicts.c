@@ -22,8 +22,8 @@ static void run(struct nta_job *job, const char *name) {
   }
 }
 
-static struct ntr_image *world_rank(struct nta_job *job, int r, int n) {
-  struct ntr_image *img = tb_proc(job, r, n, 1000 + r);
+static struct ntt_image *world_rank(struct nta_job *job, int r, int n) {
+  struct ntt_image *img = tb_proc(job, r, n, 1000 + r);
   tb_comm(img, W, r, n);
   return img;
 }
@@ -32,7 +32,7 @@ static void t_healthy(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 4; r++) {
-    struct ntr_image *img = world_rank(&job, r, 4);
+    struct ntt_image *img = world_rank(&job, r, 4);
     tb_steps(img, W, 5, 0);
     tb_exit(img, 0, 100);
   }
@@ -46,7 +46,7 @@ static void t_bcast_alias(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 2; r++) {
-    struct ntr_image *img = world_rank(&job, r, 2);
+    struct ntt_image *img = world_rank(&job, r, 2);
     tb_steps(img, W, 2, 0);
     tb_coll(img, W, r ? NTR_KIND_BCAST : NTR_KIND_BROADCAST, 64, 7, -1, 0, 30, 31);
     tb_exit(img, 0, 100);
@@ -62,7 +62,7 @@ static void t_op_mismatch(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 4; r++) {
-    struct ntr_image *img = world_rank(&job, r, 4);
+    struct ntt_image *img = world_rank(&job, r, 4);
     tb_steps(img, W, 2, 0);
     if (r == 1) {
       tb_coll(img, W, NTR_KIND_BROADCAST, 64, 7, -1, 1, 30, 31);
@@ -92,7 +92,7 @@ static void t_op_mismatch_ahead(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 3);
+    struct ntt_image *img = world_rank(&job, r, 3);
     tb_steps(img, W, 1, 0);
     if (r == 2) {
       tb_coll(img, W, NTR_KIND_BROADCAST, 64, 7, -1, 2, 28.6, 28.7);
@@ -116,7 +116,7 @@ static void t_field(const char *field, int kind1, uint64_t c1, int dt1, int op1,
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 2; r++) {
-    struct ntr_image *img = world_rank(&job, r, 2);
+    struct ntt_image *img = world_rank(&job, r, 2);
     tb_steps(img, W, 1, 0);
     if (r == 0)
       tb_coll(img, W, NTR_KIND_REDUCE, 4, 7, 0, 0, 20, -1);
@@ -136,7 +136,7 @@ static void t_field(const char *field, int kind1, uint64_t c1, int dt1, int op1,
 static void t_steady_skip(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  struct ntt_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
   tb_steps(a, W, 2, 0);
   tb_steps(b, W, 2, 0);
   tb_exit(b, 0, 25);
@@ -155,7 +155,7 @@ static void t_steady_skip(void) {
 static void t_exit42(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *a = world_rank(&job, 0, 3), *b = world_rank(&job, 1, 3), *c = world_rank(&job, 2, 3);
+  struct ntt_image *a = world_rank(&job, 0, 3), *b = world_rank(&job, 1, 3), *c = world_rank(&job, 2, 3);
   tb_steps(a, W, 2, 0);
   tb_steps(b, W, 2, 0);
   tb_steps(c, W, 2, 0);
@@ -179,7 +179,7 @@ static void t_lazy_init(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = tb_proc(&job, r, 3, 1000 + r);
+    struct ntt_image *img = tb_proc(&job, r, 3, 1000 + r);
     if (r == 1) {
       tb_rec(img, NTR_KIND_MARK, NTR_PHASE_EVENT, 0, 5);
       tb_exit(img, 0, 6);
@@ -201,7 +201,7 @@ static void t_segv(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 4; r++) {
-    struct ntr_image *img = world_rank(&job, r, 4);
+    struct ntt_image *img = world_rank(&job, r, 4);
     tb_steps(img, W, 3, 0);
     if (r == 2) {
       snprintf(img->hdr.bt_sym[0], NTR_SYM_BYTES, "crash_here+0x12");
@@ -226,7 +226,7 @@ static void t_killed(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 4; r++) {
-    struct ntr_image *img = world_rank(&job, r, 4);
+    struct ntt_image *img = world_rank(&job, r, 4);
     tb_steps(img, W, 4, 0);
     if (r == 3) {
       tb_vanish(img);
@@ -248,7 +248,7 @@ static void t_stall_with_victims(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 3);
+    struct ntt_image *img = world_rank(&job, r, 3);
     tb_steps(img, W, 3, 0);
     tb_ar(img, W, 1024, 30 + r, -1);
     tb_timeout(img, W, 4, 1030 + r);
@@ -269,7 +269,7 @@ static void t_env_stall(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 3);
+    struct ntt_image *img = world_rank(&job, r, 3);
     tb_env(img, "NCCL_DEBUG=WARN");
     tb_env(img, r == 1 ? "NCCL_PROTO=LL" : "NCCL_PROTO=Simple");
     tb_steps(img, W, 2, 0);
@@ -286,7 +286,7 @@ static void t_env_stall(void) {
 
 /* A failed init of W on one rank: ENTER at t, EXIT with ncclInvalidUsage
  * (after the coordinator's ENV_DIFF record when env_diff). */
-static void refused_init(struct ntr_image *img, double t, const char *env_diff) {
+static void refused_init(struct ntt_image *img, double t, const char *env_diff) {
   tb_find(img, W)->lifecycle = NTR_COMM_INIT_FAILED;
   tb_rec(img, NTR_KIND_COMM_INIT_RANK, NTR_PHASE_ENTER, W, t);
   if (env_diff)
@@ -302,7 +302,7 @@ static void t_env_refused(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 3);
+    struct ntt_image *img = world_rank(&job, r, 3);
     tb_env(img, "NCCL_DEBUG=WARN");
     tb_env(img, r == 1 ? "NCCL_PROTO=LL" : "NCCL_PROTO=Simple");
     if (r == 2)
@@ -327,7 +327,7 @@ static void t_env_harmless(void) {
     struct nta_job job;
     tb_job(&job);
     for (int r = 0; r < 3; r++) {
-      struct ntr_image *img = world_rank(&job, r, 3);
+      struct ntt_image *img = world_rank(&job, r, 3);
       tb_env(img, r == 2 ? "NCCL_DEBUG=INFO" : "NCCL_DEBUG=WARN");
       if (c == 1) {
         refused_init(img, 0, NULL);
@@ -361,7 +361,7 @@ static void t_app_abort(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 3);
+    struct ntt_image *img = world_rank(&job, r, 3);
     tb_steps(img, W, 2, 0);
     if (r == 2) {
       tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 25);
@@ -385,7 +385,7 @@ static void t_teardown_abort(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 3);
+    struct ntt_image *img = world_rank(&job, r, 3);
     tb_steps(img, W, 4, 0);
     tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 60 + r);
     tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
@@ -397,7 +397,7 @@ static void t_teardown_abort(void) {
   /* The same idle abort followed by a failing exit is the application
    * giving up: still the cause. */
   tb_job(&job);
-  struct ntr_image *img = world_rank(&job, 0, 1);
+  struct ntt_image *img = world_rank(&job, 0, 1);
   tb_steps(img, W, 2, 0);
   tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_ENTER, W, 30);
   tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
@@ -412,7 +412,7 @@ static void t_teardown_abort(void) {
 static void t_abort_after_stuck(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  struct ntt_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
   tb_steps(a, W, 2, 0);
   tb_steps(b, W, 2, 0);
   tb_ar(a, W, 1024, 30, -1);
@@ -431,7 +431,7 @@ static void t_async_error(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 3);
+    struct ntt_image *img = world_rank(&job, r, 3);
     tb_steps(img, W, 3, 0);
     if (r == 1) {
       tb_rec(img, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, W, 33)->aux = 6;
@@ -456,7 +456,7 @@ static void t_async_error(void) {
 static void t_p2p(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  struct ntt_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
   tb_steps(a, W, 1, 0);
   tb_steps(b, W, 1, 0);
   tb_p2p(a, W, 1, 1, 1, 100, 20, 21);
@@ -476,7 +476,7 @@ static void t_p2p(void) {
 static void t_p2p_peer(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *r0 = world_rank(&job, 0, 3), *r1 = world_rank(&job, 1, 3), *r2 = world_rank(&job, 2, 3);
+  struct ntt_image *r0 = world_rank(&job, 0, 3), *r1 = world_rank(&job, 1, 3), *r2 = world_rank(&job, 2, 3);
   tb_steps(r0, W, 1, 0);
   tb_steps(r1, W, 1, 0);
   tb_steps(r2, W, 1, 0);
@@ -502,7 +502,7 @@ static void t_p2p_peer(void) {
 static void t_p2p_peer_eager(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *r[4];
+  struct ntt_image *r[4];
   for (int i = 0; i < 4; i++) {
     r[i] = world_rank(&job, i, 4);
     tb_steps(r[i], W, 2, 0);
@@ -535,7 +535,7 @@ static void t_p2p_peer_eager(void) {
 static void t_p2p_eager_behind(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *r0 = world_rank(&job, 0, 3), *r1 = world_rank(&job, 1, 3), *r2 = world_rank(&job, 2, 3);
+  struct ntt_image *r0 = world_rank(&job, 0, 3), *r1 = world_rank(&job, 1, 3), *r2 = world_rank(&job, 2, 3);
   tb_steps(r0, W, 1, 0);
   tb_steps(r1, W, 1, 0);
   tb_steps(r2, W, 1, 0);
@@ -557,7 +557,7 @@ static void t_split_hang(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 4; r++) {
-    struct ntr_image *img = world_rank(&job, r, 4);
+    struct ntt_image *img = world_rank(&job, r, 4);
     tb_steps(img, W, 2, 0);
     if (r != 2) {
       struct ntr_comm_state *cs = tb_find(img, W);
@@ -586,7 +586,7 @@ static void t_split_group(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 4; r++) {
-    struct ntr_image *img = world_rank(&job, r, 4);
+    struct ntt_image *img = world_rank(&job, r, 4);
     tb_steps(img, W, 2, 0);
     if (r % 2 == 1) {
       struct ntr_comm_state *cs = tb_comm(img, S, r / 2, 2);
@@ -618,7 +618,7 @@ static void t_split_ahead(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 6; r++) {
-    struct ntr_image *img = world_rank(&job, r, 6);
+    struct ntt_image *img = world_rank(&job, r, 6);
     uint64_t sub = r % 2 ? S : S2;
     struct ntr_comm_state *cs = tb_comm(img, sub, r / 2, 3);
     cs->parent_id = W;
@@ -648,13 +648,13 @@ static void t_split_ahead(void) {
 static void t_merge(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *b = world_rank(&job, 1, 2);
+  struct ntt_image *b = world_rank(&job, 1, 2);
   tb_steps(b, W, 3, 0);
-  struct ntr_image *a1 = world_rank(&job, 0, 2);
+  struct ntt_image *a1 = world_rank(&job, 0, 2);
   tb_ar(a1, W, 1024, 0, 1);
   tb_ar(a1, W, 999, 10, -1);
   tb_timeout(a1, W, 2, 1010);
-  struct ntr_image *a2 = world_rank(&job, 0, 2);
+  struct ntt_image *a2 = world_rank(&job, 0, 2);
   a2->lost = 3; /* its records start at position 4 */
   struct ntr_comm_state *cs = tb_find(a2, W);
   cs->coll_seq = 2;
@@ -672,7 +672,7 @@ static void t_no_evidence(void) {
   struct nta_job job;
   tb_job(&job);
   for (int r = 0; r < 3; r++) {
-    struct ntr_image *img = world_rank(&job, r, 4);
+    struct ntt_image *img = world_rank(&job, r, 4);
     tb_steps(img, W, 2, 0);
     tb_ar(img, W, 1024, 30, -1);
     tb_timeout(img, W, 3, 1030);
@@ -691,7 +691,7 @@ static void t_scale(void) {
   tb_job(&job);
   const int n = 16, steps = 20000;
   for (int r = 0; r < n; r++) {
-    struct ntr_image *img = world_rank(&job, r, n);
+    struct ntt_image *img = world_rank(&job, r, n);
     for (int i = 1; i <= steps; i++)
       tb_ar(img, W, r == 5 && i == 19990 ? 7 : 1024, i, i == steps ? -1 : i + 0.5);
     if (r == 3) { /* wrapped: only the newest half survived */
@@ -724,7 +724,7 @@ static void t_scale(void) {
 static void t_clocks(void) {
   struct nta_job job;
   tb_job(&job);
-  struct ntr_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
+  struct ntt_image *a = world_rank(&job, 0, 2), *b = world_rank(&job, 1, 2);
   snprintf(b->hdr.host, sizeof(b->hdr.host), "othernode");
   b->hdr.tsc_hz = 3000000000ull;
   b->hdr.tsc_base = 1000000000000ull;
@@ -753,7 +753,7 @@ static void t_escapes(void) {
   tb_cap = 5010;
   tb_job(&job);
   for (int r = 0; r < 2; r++) {
-    struct ntr_image *img = world_rank(&job, r, 2);
+    struct ntt_image *img = world_rank(&job, r, 2);
     for (int i = 1; i <= n; i++)
       tb_ar(img, W, r == 1 && i == bad ? 1u : (uint64_t)i + 1000, 100.0 * i + r * 0.25,
             i >= bad ? -1 : 100.0 * i + (i % 2 ? 0.5 : 80.0));
@@ -800,7 +800,7 @@ static void t_hostile_nranks(void) {
   struct nta_job job;
   const int ncomms = 200, big = (1 << 20) - 1;
   tb_job(&job);
-  struct ntr_image *img = tb_proc(&job, 0, 1, 1000);
+  struct ntt_image *img = tb_proc(&job, 0, 1, 1000);
   for (int i = 0; i < ncomms; i++) {
     struct ntr_record *r = tb_rec(img, NTR_KIND_ALLREDUCE, NTR_PHASE_CALL, 0x5000 + (uint64_t)i, 1 + i);
     r->comm_id = 0x5000 + (uint64_t)i;
