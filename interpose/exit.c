@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 
 #include "interpose/nti.h"
+#include "interpose/trigger.h"
 #include "interpose/exchange.h"
 
 static int exit_done; /* atomic: one exit dump per process */

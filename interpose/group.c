@@ -90,7 +90,7 @@ ncclResult_t nti_strict_group_end(int *had_deferred) {
             (unsigned long long)b->recs[0].comm_id, (unsigned long long)b->recs[0].seq,
             msg[0] ? msg : "ranks disagree");
     for (int i = 0; i < b->n; i++) {
-      nti_record_set_result(b->ops[i].rec, b->ops[i].pos, b->ops[i].c, ncclInvalidUsage);
+      nti_record_patch(b->ops[i].pos, b->ops[i].c, ncclInvalidUsage, 0, 0);
       strict_block_record(&b->ops[i], msg);
     }
     b->n = 0;

@@ -30,20 +30,6 @@
 #define NTI_LIKELY(x) __builtin_expect(!!(x), 1)
 #define NTI_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* CHECK family: the only macros allowed to hide a return.  Each evaluates an
- * internal call returning 0 / -errno and propagates a failure. */
-#define NTI_CHECK(expr)                                                   \
-  do {                                                                    \
-    int nti_check_rc_ = (expr);                                           \
-    if (NTI_UNLIKELY(nti_check_rc_ < 0))                                  \
-      return nti_check_rc_;                                               \
-  } while (0)
-#define NTI_CHECK_ERRNO(expr)                                             \
-  do {                                                                    \
-    if (NTI_UNLIKELY((expr) < 0))                                         \
-      return -errno;                                                      \
-  } while (0)
-
 /* ------------------------------------------------------------ globals -- */
 
 struct nti_global {
@@ -423,13 +409,12 @@ static inline struct ntr_record *nti_record_begin(uint64_t *pos, unsigned kind, 
 static inline void nti_record_end(struct ntr_record *r, uint64_t pos, const struct nti_comm *c) {
   ntr_ring_commit(&nti_g.ring, r, pos, c ? c->cs : NULL);
 }
-/* Set the result of a record committed before the call, in the ring slot
- * and in the comm's recent[] copy, if they still hold that position. */
-void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_comm *c, int result);
-/* Set aux of a committed record, as nti_record_patch does the rest. */
+/* Set aux of a committed record, as nti_record_patch does the rest (only
+ * while the slot and recent[] copy still hold position pos). */
 void nti_record_patch_aux(uint64_t pos, const struct nti_comm *c, uint64_t aux);
 /* Patch a committed record (ring slot and recent[] copy) if it still holds
- * position pos: result (NTI_KEEP_RESULT = leave), flags OR'ed, tsc_done
+ * position pos (a record pointer would not do: a lapping writer may have
+ * reused the slot since): result (NTI_KEEP_RESULT = leave), flags OR'ed, tsc_done
  * (0 = leave).  Async-signal-safe. */
 #define NTI_KEEP_RESULT (-0x7fffffff)
 void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16_t flags,
@@ -571,7 +556,6 @@ void nti_async_transition(struct nti_comm *c, ncclResult_t now);
 void nti_signals_install(void);
 void nti_exit_install(void);
 void nti_fork_install(void);
-int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason);
 void nti_first_comm(void); /* start watchdog + exchange once */
 /* Create the ring on first use (lifecycle wrappers, nccltrace_dump); once
  * per process image, thread-safe, not signal-safe. */

@@ -1,7 +1,7 @@
 /* record.c -- records written outside the generated wrappers: results
  * stored after the call, tracer events, stack ids.
  *
- * Thread-safety: any thread.  Signal-safety: nti_record_set_result and
+ * Thread-safety: any thread.  Signal-safety: nti_record_patch and
  * nti_record_event are async-signal-safe (ring reserve/commit and plain
  * stores); nti_stack_id is not (libunwind may take locks).
  */
@@ -61,11 +61,6 @@ void nti_record_patch_aux(uint64_t pos, const struct nti_comm *c, uint64_t aux) 
       return;
     }
   }
-}
-
-void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_comm *c, int result) {
-  (void)r;
-  nti_record_patch(pos, c, result, 0, 0);
 }
 
 void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text, uint64_t count,

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/trigger.h"
 #include "recorder/stack.h"
 
 static const int our_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,

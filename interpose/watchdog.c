@@ -436,7 +436,7 @@ static void timeout_report(struct nti_comm *c, uint64_t seq, const char *op, dou
            (unsigned long long)cs->comm_id, cs->rank, (unsigned long long)seq, op, waited);
   nti_say("%s", reason);
   nti_record_event(NTR_KIND_TIMEOUT, c, op, 0, (uint64_t)waited, seq);
-  nti_trigger_dump(NTR_TRIG_TIMEOUT, reason);
+  nti_dump_now(NTR_TRIG_TIMEOUT, 0, 0, reason);
 }
 
 /* A replay that did not finish: named by the first captured call of this
@@ -452,7 +452,7 @@ static void replay_timeout_report(struct nti_comm *c, const struct ntr_record *g
            waited);
   nti_say("%s", reason);
   nti_record_event(NTR_KIND_TIMEOUT, c, op, g->count, (uint64_t)waited, seq);
-  nti_trigger_dump(NTR_TRIG_TIMEOUT, reason);
+  nti_dump_now(NTR_TRIG_TIMEOUT, 0, 0, reason);
 }
 
 static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
