@@ -29,6 +29,8 @@
 #include <sys/syscall.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/record.h"
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);

@@ -15,6 +15,9 @@
 #include <sys/syscall.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/record.h"
+#include "interpose/watchdog.h"
 #include "interpose/trigger.h"
 #include "interpose/exchange.h"
 

@@ -15,6 +15,10 @@
 #include <stdio.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/ident.h"
+#include "interpose/record.h"
+#include "interpose/watchdog.h"
 #include "interpose/graph.h"
 
 enum { G_FREE = 0, G_CAPTURING = 1, G_ENDED = 2 };

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/ident.h"
 
 /* Fold `size` bytes into the accumulator, 8 bytes at a time.  The split of
  * the input into calls matters (the size is mixed in first), as in NCCL. */

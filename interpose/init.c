@@ -23,6 +23,10 @@
 #include <string.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/comm.h"
+#include "interpose/group.h"
+#include "interpose/watchdog.h"
 #include "interpose/exchange.h"
 #include "interpose/pyframes.h"
 #include "recorder/dump.h"

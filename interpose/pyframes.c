@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
 #include "interpose/pycache.h"
 #include "interpose/pyline.h"
 #include "recorder/dump.h"

@@ -6,6 +6,8 @@
  * stores); nti_stack_id is not (libunwind may take locks).
  */
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/record.h"
 #include "interpose/pyframes.h"
 #include "recorder/stack.h"
 

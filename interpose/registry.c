@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
 
 struct nti_reg_slot nti_reg_table[NTI_REG_SLOTS]; /* lookup: nti.h */
 static struct nti_comm *all_comms; /* newest first (atomic head) */

@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
 
 #define NT_COLL(name, ...) nti_fn_##name##_t nti_real_##name;
 #define NT_P2P NT_COLL

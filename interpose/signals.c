@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/record.h"
 #include "interpose/trigger.h"
 #include "recorder/stack.h"
 

@@ -11,6 +11,7 @@
 
 #include "interpose/dump_rate.h"
 #include "interpose/nti.h"
+#include "interpose/record.h"
 #include "interpose/trigger.h"
 #include "recorder/dump.h"
 #include "recorder/util.h"

@@ -35,6 +35,11 @@
 #include <time.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/comm.h"
+#include "interpose/record.h"
+#include "interpose/watchdog.h"
+#include "interpose/graph.h"
 #include "interpose/pyframes.h"
 #include "interpose/trigger.h"
 
@@ -611,18 +616,10 @@ static void poll_incall(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   if (!incall || !tmo || now <= r.tsc || now - r.tsc <= tmo || c->incall_reported_pos == newest)
     return;
   c->incall_reported_pos = newest;
-  uint64_t zero = 0;
-  /* kind and tid first, then since with release (pairs with readers'
-   * acquire of blocked_since); a failed CAS leaves an existing mark and
-   * its kind alone, but kind/tid may then briefly name our call: a
-   * snapshot reader accepts that. */
-  if (__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED) == 0) {
-    cs->blocked_kind = r.kind;
-    cs->blocked_tid = r.tid;
-    if (__atomic_compare_exchange_n(&cs->blocked_since, &zero, r.tsc, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-      c->incall_mark = r.tsc;
-      c->life_reported_since = r.tsc; /* reported here, not again by poll_lifecycle */
-    }
+  /* An existing mark (a lifecycle call's) is left alone. */
+  if (nti_blocked_mark_if_clear(cs, r.kind, r.tid, r.tsc)) {
+    c->incall_mark = r.tsc;
+    c->life_reported_since = r.tsc; /* reported here, not again by poll_lifecycle */
   }
   timeout_report(c, r.seq, nti_kind_name(r.kind), secs(now - r.tsc));
 }
@@ -684,6 +681,39 @@ static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   c->life_reported_since = since;
   timeout_report(c, __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED), nti_kind_name(cs->blocked_kind),
                  secs(now - since));
+}
+
+void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
+  struct ntr_comm_state *cs = c->cs;
+  if (now == ncclSuccess)
+    nti_complete_flush_deferred(c); /* ops accepted with ncclInProgress are on their streams now */
+  int32_t old = __atomic_load_n(&cs->async_error, __ATOMIC_ACQUIRE);
+  if (old == (int32_t)now)
+    return;
+  /* The caller holds c->async_poller; the CAS also keeps a change that
+   * another path (init, destroy) stored from being recorded twice. */
+  if (!__atomic_compare_exchange_n(&cs->async_error, &old, (int32_t)now, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return;
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, c);
+  r->aux = (uint64_t)(uint32_t)now;
+  r->result = old;
+  r->seq = __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED);
+  nti_record_end(r, pos, c);
+  if (now == ncclSuccess && old == ncclInProgress) {
+    /* A nonblocking init/finalize/split finished. */
+    uint32_t lc = __atomic_load_n(&cs->lifecycle, __ATOMIC_ACQUIRE);
+    if (lc == NTR_COMM_INIT)
+      __atomic_store_n(&cs->lifecycle, NTR_COMM_READY, __ATOMIC_RELEASE);
+    nti_blocked_clear(cs);
+  } else if (now != ncclSuccess && now != ncclInProgress) {
+    char reason[96];
+    snprintf(reason, sizeof reason, "async error %d on comm %016llx rank %d", (int)now,
+             (unsigned long long)cs->comm_id, cs->rank);
+    nti_say("%s", reason);
+    nti_dump_now(NTR_TRIG_ASYNC_ERROR, 0, 0, reason);
+  }
 }
 
 static void poll_async(struct nti_comm *c) {

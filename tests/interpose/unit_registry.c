@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/ident.h"
 
 /* The library's globals live in init.c, which is not linked here. */
 struct nti_global nti_g;

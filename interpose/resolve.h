@@ -1,0 +1,65 @@
+/* resolve.h -- the real functions under our wrappers: one pointer per row
+ * of interpose/nccl_api.def (NCCL, resolved on first use), and the libc
+ * functions we interpose (NTI_LIBC_LIST, resolved once in init).
+ *
+ * Thread-safety: NCCL pointers are accessed with __atomic builtins only;
+ * a racing second resolver stores the same value.  The libc table is
+ * written by nti_libc_resolve before the library installs any handler or
+ * registers its fork handlers, and only read after.
+ * Signal-safety: NTI_REAL is async-signal-safe once the row is resolved
+ * (one acquire load); resolving (dlsym, dlopen) is not.  NTI_LIBC is
+ * async-signal-safe always: a plain load of the table.
+ */
+#ifndef NTI_RESOLVE_H
+#define NTI_RESOLVE_H
+
+#include "interpose/nti.h"
+
+/* Row index of every table entry (the order of interpose/nccl_api.def). */
+enum nti_fn {
+#define NT_COLL(name, ...) NTI_FN_##name,
+#define NT_P2P(name, ...) NTI_FN_##name,
+#define NT_GROUP(name, ...) NTI_FN_##name,
+#define NT_LIFE(name, ...) NTI_FN_##name,
+#include "interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+  NTI_FN_COUNT
+};
+
+/* Real NCCL entry points: one pointer per table row, resolved on first use
+ * and accessed with __atomic builtins only. */
+#define NT_COLL(name, KIND, params, ...) typedef ncclResult_t (*nti_fn_##name##_t) params; \
+  extern nti_fn_##name##_t nti_real_##name;
+#define NT_P2P NT_COLL
+#define NT_GROUP NT_COLL
+#define NT_LIFE NT_COLL
+#include "interpose/nccl_api.def"
+#undef NT_COLL
+#undef NT_P2P
+#undef NT_GROUP
+#undef NT_LIFE
+
+/* Resolve row fn (enum nti_fn) and store it in its pointer.
+ * @return the function, or NULL when the loaded NCCL lacks it (said once). */
+void *nti_resolve(enum nti_fn fn);
+#define NTI_REAL(name)                                                      \
+  ({                                                                        \
+    nti_fn_##name##_t nti_fn_ =                                             \
+        __atomic_load_n(&nti_real_##name, __ATOMIC_ACQUIRE);                \
+    if (NTI_UNLIKELY(!nti_fn_))                                             \
+      nti_fn_ = (__typeof__(nti_fn_))nti_resolve(NTI_FN_##name);   \
+    nti_fn_;                                                                \
+  })
+/* Resolve a libc/libdl symbol of the next object (our interposed sigaction,
+ * signal, _exit, _Exit).  NULL when absent. */
+void *nti_next_symbol(const char *name);
+/* Any symbol of the real NCCL (not a table row: ncclCommCount, ...),
+ * found the same way as the rows.  NULL when absent. */
+void *nti_nccl_symbol(const char *name);
+/* ncclGetVersion of the real library, 0 when unavailable. */
+int nti_real_nccl_version(void);
+
+#endif /* NTI_RESOLVE_H */
