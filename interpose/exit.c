@@ -7,7 +7,9 @@
  * Signal-safety: the _exit/_Exit wrappers may be called from signal
  * handlers (they are async-signal-safe in libc); their work here is too:
  * a ring record, plain stores into the mapping, nti_dump_now (signal-safe),
- * unlink(2)/rmdir(2).  The on_exit handler also stops our threads (not signal-safe,
+ * unlink(2)/rmdir(2), and the real function read from the libc table
+ * filled in init (resolve.h: NTI_LIBC; no dlsym in a handler or a fork
+ * child).  The on_exit handler also stops our threads (not signal-safe,
  * but exit() is not either).
  */
 #include <stdlib.h>
@@ -67,9 +69,7 @@ void nti_exit_install(void) {
 }
 
 NTI_EXPORT void _exit(int status) {
-  static void (*real)(int);
-  if (!real)
-    *(void **)&real = nti_next_symbol("_exit");
+  void (*real)(int) = NTI_LIBC(_exit);
   if (take_exit())
     exit_evidence(status, "_exit");
   if (real)
@@ -80,9 +80,7 @@ NTI_EXPORT void _exit(int status) {
 }
 
 NTI_EXPORT void _Exit(int status) {
-  static void (*real)(int);
-  if (!real)
-    *(void **)&real = nti_next_symbol("_Exit");
+  void (*real)(int) = NTI_LIBC(_Exit);
   if (take_exit())
     exit_evidence(status, "_Exit");
   if (real)

@@ -164,6 +164,10 @@ __attribute__((constructor)) static void nti_constructor(void) {
 }
 
 static void nti_init(void) {
+  /* First: the real libc functions, before any handler of ours exists
+   * (resolve.h: NTI_LIBC), and even when disabled (the wrappers still
+   * forward). */
+  nti_libc_resolve();
   ntr_config_load();
   if (ntr_cfg.disable) {
     /* Pure pass-through, decided once: no ring, no thread, no handler. */

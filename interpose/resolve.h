@@ -13,6 +13,8 @@
 #ifndef NTI_RESOLVE_H
 #define NTI_RESOLVE_H
 
+#include <signal.h>
+
 #include "interpose/nti.h"
 
 /* Row index of every table entry (the order of interpose/nccl_api.def). */
@@ -53,9 +55,42 @@ void *nti_resolve(enum nti_fn fn);
       nti_fn_ = (__typeof__(nti_fn_))nti_resolve(NTI_FN_##name);   \
     nti_fn_;                                                                \
   })
-/* Resolve a libc/libdl symbol of the next object (our interposed sigaction,
- * signal, _exit, _Exit).  NULL when absent. */
-void *nti_next_symbol(const char *name);
+/* The libc functions we interpose, one row each: name, return type,
+ * parameters.  Their real versions (the next object's) are in nti_libc. */
+#define NTI_LIBC_LIST(X)                                                   \
+  X(sigaction, int, (int, const struct sigaction *, struct sigaction *))   \
+  X(signal, sighandler_t, (int, sighandler_t))                             \
+  X(_exit, void, (int))                                                    \
+  X(_Exit, void, (int))                                                    \
+  X(execve, int, (const char *, char *const[], char *const[]))             \
+  X(execvpe, int, (const char *, char *const[], char *const[]))            \
+  X(execv, int, (const char *, char *const[]))                             \
+  X(execvp, int, (const char *, char *const[]))                            \
+  X(fexecve, int, (int, char *const[], char *const[]))                     \
+  X(execveat, int, (int, const char *, char *const[], char *const[], int))
+
+struct nti_libc {
+#define NTI_LIBC_FIELD(name, ret, params) ret(*name) params; /* NULL: absent */
+  NTI_LIBC_LIST(NTI_LIBC_FIELD)
+#undef NTI_LIBC_FIELD
+};
+extern struct nti_libc nti_libc;
+extern int nti_libc_ready; /* 1 once nti_libc is filled (atomic) */
+/* Fill nti_libc (dlsym RTLD_NEXT).  Called first thing in init, before any
+ * signal handler or fork handler of ours is installed; again only by a
+ * wrapper called before init (another library's constructor).  Racing
+ * calls store the same values.  Not async-signal-safe. */
+void nti_libc_resolve(void);
+/* The real libc function `name` (NULL when absent).  After init this is
+ * one acquire load and one relaxed load, nothing else: our signal handlers
+ * and fork children (both only exist after init) never reach dlsym, which
+ * may take the loader's lock that the interrupted code or the forking
+ * thread holds. */
+#define NTI_LIBC(name)                                                     \
+  ((NTI_UNLIKELY(!__atomic_load_n(&nti_libc_ready, __ATOMIC_ACQUIRE))      \
+        ? nti_libc_resolve()                                               \
+        : (void)0),                                                        \
+   __atomic_load_n(&nti_libc.name, __ATOMIC_RELAXED))
 /* Any symbol of the real NCCL (not a table row: ncclCommCount, ...),
  * found the same way as the rows.  NULL when absent. */
 void *nti_nccl_symbol(const char *name);

@@ -7,8 +7,8 @@
  * a handler never reads a half-written struct.
  * Signal-safety: the handlers below use only async-signal-safe operations;
  * each step says why.  sigaction()/signal() wrappers are as safe as the
- * real ones except for the first call's dlsym (made before main, in our
- * constructor, in practice).
+ * real ones: the real functions come from the libc table filled in init
+ * before our handlers are installed (resolve.h: NTI_LIBC).
  *
  * Chaining: our handler stays installed; what the application installs
  * (before we loaded, saved at install time, or after, through these
@@ -29,8 +29,6 @@ static const int our_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
                                   SIGTERM, SIGINT, SIGUSR1};
 #define NSIG_OURS (sizeof our_signals / sizeof our_signals[0])
 
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static sighandler_t (*real_signal)(int, sighandler_t);
 
 static int installed[NSIG];          /* 1 once our handler is in place */
 static struct sigaction app_act[NSIG][2];
@@ -39,14 +37,6 @@ static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fatal_taken;              /* first fatal signal wins (atomic) */
 static int app_touched[NSIG];        /* the application set a disposition after we loaded (atomic) */
 static int ring_fault_said;          /* the one line about a cut ring file (atomic) */
-
-static int resolve_real(void) {
-  if (!real_sigaction)
-    *(void **)&real_sigaction = nti_next_symbol("sigaction");
-  if (!real_signal)
-    *(void **)&real_signal = nti_next_symbol("signal");
-  return real_sigaction ? 0 : -ENOSYS;
-}
 
 static int ours(int sig) {
   return sig > 0 && sig < NSIG && __atomic_load_n(&installed[sig], __ATOMIC_ACQUIRE);
@@ -113,6 +103,7 @@ static void die_by(int sig) {
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
+  __typeof__(nti_libc.sigaction) real_sigaction = NTI_LIBC(sigaction);
   if (real_sigaction)
     real_sigaction(sig, &dfl, NULL);
   __atomic_store_n(&installed[sig], 0, __ATOMIC_RELEASE);
@@ -223,7 +214,8 @@ static void on_usr1(int sig, siginfo_t *si, void *uc) {
 }
 
 void nti_signals_install(void) {
-  if (resolve_real() < 0) {
+  __typeof__(nti_libc.sigaction) real_sigaction = NTI_LIBC(sigaction);
+  if (!real_sigaction) {
     nti_say("sigaction not found; signal triggers are off");
     return;
   }
@@ -258,7 +250,8 @@ void nti_signals_install(void) {
 }
 
 NTI_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact) {
-  if (resolve_real() < 0) {
+  __typeof__(nti_libc.sigaction) real_sigaction = NTI_LIBC(sigaction);
+  if (!real_sigaction) {
     errno = ENOSYS;
     return -1;
   }
@@ -279,7 +272,8 @@ NTI_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
 }
 
 NTI_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
-  if (resolve_real() < 0 || !real_signal) {
+  __typeof__(nti_libc.signal) real_signal = NTI_LIBC(signal);
+  if (!NTI_LIBC(sigaction) || !real_signal) {
     errno = ENOSYS;
     return SIG_ERR;
   }

@@ -304,11 +304,26 @@ static void op_result(const struct nti_op *o, ncclResult_t res, int later) {
   __atomic_store_n(&o->rec->result, (int32_t)res, __ATOMIC_RELAXED);
 }
 
+static void op_post(struct nti_op *o, ncclResult_t res, int later);
+
+/* Strict mode's replay of a buffered call (struct nti_op.replay): the
+ * deferred call returned ncclSuccess to the application; what NCCL says
+ * now is recorded on the original record and folded into GroupEnd's
+ * result by strict.c. */
+static ncclResult_t op_replay(struct nti_op *o) {
+  ncclResult_t res = o->call(o);
+  op_post(o, res, 1);
+  return res;
+}
+
 /* Strict mode's part of op_pre, out of line: the default path never
  * enters it.  Sockets and futexes may set errno: NCCL still gets the
  * caller's. */
-static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_t *res) {
+static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_t (*call)(const struct nti_op *),
+                                                   ncclResult_t *res) {
   int saved = errno;
+  o->call = call;
+  o->replay = op_replay;
   int rv = nti_strict_pre(o, res);
   if (rv && *res == ncclInvalidUsage)
     op_result(o, ncclInvalidUsage, 0);
@@ -317,11 +332,11 @@ static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_
 }
 
 /* @return 0: forward to NCCL; 1: do not forward, return *res. */
-static int op_pre(struct nti_op *o, ncclResult_t *res) {
+static int op_pre(struct nti_op *o, ncclResult_t (*call)(const struct nti_op *), ncclResult_t *res) {
   op_record(o);
   if (!nti_strict_on())
     return 0;
-  return op_pre_strict(o, res);
+  return op_pre_strict(o, call, res);
 }
 
 /* Device arrival: a start event on the op's stream before the call, for a
@@ -362,23 +377,11 @@ static void op_post(struct nti_op *o, ncclResult_t res, int later) {
   }
 }
 
-/* Strict mode's replay of a buffered call (struct nti_op.replay): the
- * deferred call returned ncclSuccess to the application; what NCCL says
- * now is recorded on the original record and folded into GroupEnd's
- * result by strict.c. */
-static ncclResult_t op_replay(struct nti_op *o) {
-  ncclResult_t res = o->call(o);
-  op_post(o, res, 1);
-  return res;
-}
-
 /* The whole slow path of one wrapper call, out of line. */
 static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResult_t (*call)(const struct nti_op *)) {
   ncclResult_t res;
-  o->call = call;
-  o->replay = op_replay;
   nti_tls.guard++;
-  if (!op_pre(o, &res)) {
+  if (!op_pre(o, call, &res)) {
     op_start(o);
     res = call(o);
     op_post(o, res, 0);
