@@ -14,11 +14,11 @@
 
 #define NTI_EVQ 256 /* per-comm event queues, power of two */
 
-/* Our private view of one communicator; cs lives in the ring mapping. */
-/* Cache-line aligned, and allocated so (registry.c): the first line holds
+/* Our private view of one communicator; cs lives in the ring mapping.
+ * Cache-line aligned, and allocated so (registry.c): the first line holds
  * what the comm's own thread reads and writes on every call (next_pos),
- * and no other comm's fields share it -- with 8 threads on 8 comms, one
- * comm's next_pos next to another's cs pointer cost a cross-core miss per
+ * and no other comm's fields share it: with 8 threads on 8 comms, one
+ * comm's next_pos next to another's cs pointer costs a cross-core miss per
  * call (bench/scale/threads). */
 struct __attribute__((aligned(64))) nti_comm {
   struct ntr_comm_state *cs;
