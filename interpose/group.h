@@ -10,6 +10,7 @@
 
 #include "interpose/nti.h"
 
+
 #define NTI_GROUP_TRACK 64 /* distinct (comm, stream) pairs evented per group */
 struct nti_group_op {
   struct nti_comm *comm;
@@ -20,6 +21,7 @@ struct nti_group_op {
   uint64_t tsc;
   int p2p_only;
 };
+
 /* After every change of group_depth (group.c). */
 static inline void nti_group_word_sync(void) {
   uint32_t d = nti_tls.group_depth & 0xffffu;
@@ -30,7 +32,7 @@ static inline void nti_group_word_sync(void) {
  * pair gets the group's completion event (at the outermost End). */
 void nti_group_note_op(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos,
                        uint64_t tsc, int p2p);
-/* Forget this thread's group state (fork child, strict refusal). */
+/* Forget this thread's group state and strict buffer (the fork child). */
 void nti_group_reset(void);
 
 #endif /* NTI_GROUP_H */

@@ -52,7 +52,7 @@ int nti_strict_pre(struct nti_op *op, ncclResult_t *res);
  * ncclSuccess (or the first error NCCL gave a replayed call); refused:
  * replay nothing and return ncclInvalidUsage. */
 ncclResult_t nti_strict_group_end(int *had_deferred);
-/* Drop the buffered calls (the group is forgotten). */
+/* Drop the buffered calls (nti_group_reset: the group is forgotten). */
 void nti_strict_reset(void);
 
 #endif /* NTI_STRICT_H */
