@@ -145,7 +145,7 @@ extern pthread_mutex_t nti_life_lock;
  * records, or the process left fast mode.  Any thread. */
 void nti_comm_fast_off(struct nti_comm *c);
 /* The process leaves fast mode for good (a Python found late: every call
- * now records its call site): nti_g.fast and every comm's fast_handle.
+ * now records its call site): nti_proc.fast and every comm's fast_handle.
  * Any thread. */
 void nti_fast_off_all(void);
 /* Refresh c->rec_flags from c's state (nonblocking, tracking): at bind,

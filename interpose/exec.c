@@ -43,7 +43,7 @@ static int exec_begin(const char *what) {
   /* A vfork child (posix_spawn, CPython's subprocess) shares our memory and
    * mapping until it execs: its exec is not ours.  A fork child has no
    * ring (init.c), so nti_active() is already 0 there. */
-  struct ntr_ring_header *h = nti_g.ring.hdr;
+  struct ntr_ring_header *h = nti_proc.ring.hdr;
   if (h->pid != (int32_t)getpid())
     return 0;
   size_t n = what ? strlen(what) : 0;
@@ -77,7 +77,7 @@ static int exec_end(int rc) {
   nti_record_end(r, pos, NULL);
   if (__atomic_sub_fetch(&in_flight, 1, __ATOMIC_ACQ_REL) == 0) {
     uint32_t exec = NTR_PROC_EXEC;
-    __atomic_compare_exchange_n(&nti_g.ring.hdr->proc_state, &exec, NTR_PROC_RUNNING, 0,
+    __atomic_compare_exchange_n(&nti_proc.ring.hdr->proc_state, &exec, NTR_PROC_RUNNING, 0,
                                 __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   }
   errno = err;

@@ -31,13 +31,13 @@ static int take_exit(void) {
     return 0;
   /* A vfork child shares our memory and ring until it execs or _exits:
    * it must not write evidence as if it were us. getpid is a syscall. */
-  if (nti_g.ring.hdr->pid != (int32_t)getpid())
+  if (nti_proc.ring.hdr->pid != (int32_t)getpid())
     return 0;
   return !__atomic_exchange_n(&exit_done, 1, __ATOMIC_ACQ_REL);
 }
 
 static void exit_evidence(int status, const char *how) {
-  struct ntr_ring_header *h = nti_g.ring.hdr;
+  struct ntr_ring_header *h = nti_proc.ring.hdr;
   nti_record_event(NTR_KIND_EXIT, NULL, how, 0, (uint64_t)(uint32_t)status, 0);
   h->exit_code = status;
   /* Release: exit_code is visible to a reader that sees EXITED. */
@@ -46,7 +46,7 @@ static void exit_evidence(int status, const char *how) {
     /* The dump supersedes the ring; a failed dump leaves the ring for
      * `nccltrace collect`.  The mapping stays valid for threads still
      * running until the process is gone. */
-    ntr_ring_unlink(&nti_g.ring);
+    ntr_ring_unlink(&nti_proc.ring);
   }
 }
 

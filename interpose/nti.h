@@ -1,11 +1,11 @@
-/* nti.h -- the interposer's core: the process state (nti_g), the
+/* nti.h -- the interposer's core: the process state (nti_proc), the
  * per-thread state (nti_tls), the mode tests of the hot path, messages and
  * process setup.  What each part offers has its own header: resolve.h (the
  * real NCCL and libc functions), comm.h (the registry of comms), record.h
  * (records outside the wrappers' fast path), group.h, strict.h,
  * watchdog.h, trigger.h (dumps), graph.h (CUDA graphs).
  *
- * Thread-safety: nti_g is written once by the library constructor (and the
+ * Thread-safety: nti_proc is written once by the library constructor (and the
  * fork child handler) before any wrapper can race with it; afterwards its
  * fields are read-only except where an atomic is named.  Per-thread state
  * (struct nti_tls) is only touched by its own thread, and by signal handlers
@@ -46,26 +46,26 @@ struct nti_global {
   int sites;            /* NTI_SITES_*: call sites recorded with every call (atomic) */
   struct ntr_ring ring; /* this process's flight recorder */
 };
-extern struct nti_global nti_g;
+extern struct nti_global nti_proc;
 
 #define NTI_SITES_NATIVE 1 /* NCCLTRACE_STACKS=1 */
 #define NTI_SITES_PY 2     /* a Python process, NCCLTRACE_PYSTACKS on (pyframes.c) */
 /* Relaxed: the Python bit appears once, at activation; a call that misses
  * it records no site.  A plain load on the hot path. */
 static inline int nti_sites_on(void) {
-  return __atomic_load_n(&nti_g.sites, __ATOMIC_RELAXED);
+  return __atomic_load_n(&nti_proc.sites, __ATOMIC_RELAXED);
 }
 
 /* Is tracing on?  Acquire pairs with the release store in nti_activate: a
  * thread that sees 1 sees the mapped ring.  A plain mov on x86-64 and a
  * load-acquire on arm64: no cost on the hot path.  Async-signal-safe. */
 static inline int nti_active(void) {
-  return __atomic_load_n(&nti_g.active, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&nti_proc.active, __ATOMIC_ACQUIRE);
 }
-/* May a wrapper take its fast path (nti_g.fast)?  Same pairing as
+/* May a wrapper take its fast path (nti_proc.fast)?  Same pairing as
  * nti_active. */
 static inline int nti_fast(void) {
-  return __atomic_load_n(&nti_g.fast, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&nti_proc.fast, __ATOMIC_ACQUIRE);
 }
 
 /* Per-thread state.  Initial-exec TLS: no lazy allocation (and so no malloc

@@ -28,7 +28,7 @@ void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16
    * the call ran; only touch it while it still holds our position.  The
    * window between the check and the store is a (documented) race worth one
    * wrong field after slot_count records, never a crash: the mapping stays. */
-  struct ntr_record *r = &nti_g.ring.slots[pos & nti_g.ring.mask];
+  struct ntr_record *r = &nti_proc.ring.slots[pos & nti_proc.ring.mask];
   if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == pos + 1)
     patch(r, result, flags, tsc_done);
   if (!c)
@@ -49,7 +49,7 @@ void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16
 void nti_record_patch_aux(uint64_t pos, const struct nti_comm *c, uint64_t aux) {
   if (!nti_active())
     return;
-  struct ntr_record *r = &nti_g.ring.slots[pos & nti_g.ring.mask];
+  struct ntr_record *r = &nti_proc.ring.slots[pos & nti_proc.ring.mask];
   if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == pos + 1)
     __atomic_store_n(&r->aux, aux, __ATOMIC_RELAXED);
   if (!c)
@@ -116,7 +116,7 @@ uint32_t nti_stack_id_at(const void *site) {
 uint32_t nti_stack_id(void) {
   /* libunwind may set errno; the wrapper relies on its callees keeping it. */
   int saved = errno;
-  uint32_t id = ntr_stack_capture(&nti_g.ring);
+  uint32_t id = ntr_stack_capture(&nti_proc.ring);
   errno = saved;
   return id;
 }

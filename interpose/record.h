@@ -23,14 +23,14 @@
 static inline __attribute__((always_inline)) struct ntr_record *nti_reserve(uint64_t *pos, const struct nti_comm *c) {
   struct ntr_record *r;
   if (NTI_UNLIKELY(nti_tls.internal)) {
-    r = nti_tls.internal == 1 ? ntr_ring_reserve_in(&nti_g.ring, &nti_tls.sig_cur, 0, pos)
-                              : ntr_ring_reserve(&nti_g.ring, pos);
+    r = nti_tls.internal == 1 ? ntr_ring_reserve_in(&nti_proc.ring, &nti_tls.sig_cur, 0, pos)
+                              : ntr_ring_reserve(&nti_proc.ring, pos);
     r->prev_gap = 0;
     return r;
   }
   uint64_t *next = c ? (uint64_t *)&c->next_pos : NULL; /* written by its user thread only */
   uint64_t prev = next ? __atomic_load_n(next, __ATOMIC_RELAXED) : 0;
-  r = ntr_ring_reserve_in(&nti_g.ring, &nti_tls.ring_cur, prev, pos);
+  r = ntr_ring_reserve_in(&nti_proc.ring, &nti_tls.ring_cur, prev, pos);
   if (NTI_UNLIKELY(!nti_tls.exit_hooked))
     nti_thread_hook();
   /* prev = position + 1 of c's newest record, 0 when none; the gap is at
@@ -81,7 +81,7 @@ static inline struct ntr_record *nti_record_begin(uint64_t *pos, unsigned kind, 
   return r;
 }
 static inline void nti_record_end(struct ntr_record *r, uint64_t pos, const struct nti_comm *c) {
-  ntr_ring_commit(&nti_g.ring, r, pos, c ? c->cs : NULL);
+  ntr_ring_commit(&nti_proc.ring, r, pos, c ? c->cs : NULL);
 }
 /* Set aux of a committed record, as nti_record_patch does the rest (only
  * while the slot and recent[] copy still hold position pos). */

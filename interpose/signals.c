@@ -120,8 +120,8 @@ static void die_by(int sig) {
 static void mark_signaled(int sig) {
   /* Plain stores into the shared mapping: what `collect` reads if even the
    * dump below fails. */
-  nti_g.ring.hdr->signo = sig;
-  __atomic_store_n(&nti_g.ring.hdr->proc_state, NTR_PROC_SIGNALED, __ATOMIC_RELEASE);
+  nti_proc.ring.hdr->signo = sig;
+  __atomic_store_n(&nti_proc.ring.hdr->proc_state, NTR_PROC_SIGNALED, __ATOMIC_RELEASE);
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc) {
@@ -129,7 +129,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
   /* A SIGBUS on the ring's own mapping (its file was truncated under us)
    * is ours, never the application's: the page becomes anonymous memory
    * (mmap, a syscall) and the faulting access runs again on return. */
-  if (sig == SIGBUS && si && si->si_code > 0 && ntr_ring_repair_fault(&nti_g.ring, si->si_addr)) {
+  if (sig == SIGBUS && si && si->si_code > 0 && ntr_ring_repair_fault(&nti_proc.ring, si->si_addr)) {
     if (!__atomic_exchange_n(&ring_fault_said, 1, __ATOMIC_RELAXED))
       nti_say_raw("nccltrace: the ring file was cut under this process (SIGBUS on its mapping); "
                   "its lost pages are kept in memory only from now on\n");
@@ -152,7 +152,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
     mark_signaled(sig);
     /* libunwind from the interrupted context; see recorder/stack.h for its
      * signal-safety (local unwinding, preallocated, best-effort names). */
-    ntr_stack_fatal(nti_g.ring.hdr, sig, uc);
+    ntr_stack_fatal(nti_proc.ring.hdr, sig, uc);
     rc = nti_dump_now(NTR_TRIG_FATAL_SIGNAL, sig, 0, sig_text(sig));
   }
   /* The application's handler was designed for this signal: it runs. */
@@ -165,7 +165,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
    * the default too): the dump holds everything, unlink(2) is
    * async-signal-safe, then die of the same signal. */
   if (rc == 0)
-    ntr_ring_unlink(&nti_g.ring);
+    ntr_ring_unlink(&nti_proc.ring);
   die_by(sig);
 }
 
@@ -182,7 +182,7 @@ static void on_term(int sig, siginfo_t *si, void *uc) {
     nti_tls.internal--;
     if (default_action) {
       if (rc == 0)
-        ntr_ring_unlink(&nti_g.ring);
+        ntr_ring_unlink(&nti_proc.ring);
       die_by(sig);
       return;
     }
@@ -207,7 +207,7 @@ static void on_usr1(int sig, siginfo_t *si, void *uc) {
     if (nti_active()) {
       mark_signaled(sig);
       if (rc == 0)
-        ntr_ring_unlink(&nti_g.ring);
+        ntr_ring_unlink(&nti_proc.ring);
     }
     die_by(sig);
   }

@@ -79,7 +79,7 @@ static int over_budget(int trigger_kind) {
 }
 
 int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason) {
-  if (!nti_active() || !nti_g.dump_ready)
+  if (!nti_active() || !nti_proc.dump_ready)
     return -ENODEV;
   if (over_budget(trigger_kind))
     return -EAGAIN;
@@ -89,11 +89,11 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   t.signo = signo;
   t.exit_code = exit_code;
   t.tsc = ntr_clock_now();
-  t.lost = ntr_ring_lost(&nti_g.ring);
+  t.lost = ntr_ring_lost(&nti_proc.ring);
   reason_fit(t.reason, sizeof t.reason, reason ? reason : trig_name(trigger_kind));
   char path[512];
   path[0] = 0;
-  int rc = ntr_dump_write(&nti_g.ring, &t, path, sizeof path);
+  int rc = ntr_dump_write(&nti_proc.ring, &t, path, sizeof path);
   char line[768];
   struct ntr_sb sb;
   ntr_sb_init(&sb, line, sizeof line);

@@ -389,12 +389,12 @@ void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, ui
  * stream): mark each of those records complete. */
 static void complete_records(struct nti_comm *c, const struct nti_pending *cell, uint64_t now) {
   uint64_t first = cell->pos_first;
-  if (cell->pos - first > nti_g.ring.mask)
-    first = cell->pos - nti_g.ring.mask; /* older ones were overwritten anyway */
+  if (cell->pos - first > nti_proc.ring.mask)
+    first = cell->pos - nti_proc.ring.mask; /* older ones were overwritten anyway */
   for (uint64_t p = first; p <= cell->pos; p++) {
     if (p != cell->pos) {
       struct ntr_record copy;
-      const struct ntr_record *r = &nti_g.ring.slots[p & nti_g.ring.mask];
+      const struct ntr_record *r = &nti_proc.ring.slots[p & nti_proc.ring.mask];
       if (ntr_ring_read_slot(r, &copy) != p + 1 || copy.comm_id != c->cs->comm_id ||
           copy.tid != cell->tid || copy.group_id != cell->group_id ||
           copy.u.buf.stream != cell->stream || copy.phase != NTR_PHASE_CALL)
@@ -430,7 +430,7 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
 /* ------------------------------------------------------------ watchdog -- */
 
 static double secs(uint64_t dt) {
-  uint64_t hz = nti_g.ring.hdr->tsc_hz;
+  uint64_t hz = nti_proc.ring.hdr->tsc_hz;
   return hz ? (double)dt / (double)hz : 0.0;
 }
 
@@ -481,7 +481,7 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
       if (tmo && now > cell->tsc && now - cell->tsc > tmo && cell->pos + 1 > c->timeout_reported_pos) {
         c->timeout_reported_pos = cell->pos + 1;
         struct ntr_record r;
-        unsigned kind = ntr_ring_read_slot(&nti_g.ring.slots[cell->pos & nti_g.ring.mask], &r) == cell->pos + 1
+        unsigned kind = ntr_ring_read_slot(&nti_proc.ring.slots[cell->pos & nti_proc.ring.mask], &r) == cell->pos + 1
                             ? r.kind : 0;
         if (kind == NTR_KIND_GRAPH_LAUNCH)
           replay_timeout_report(c, &r, secs(now - cell->tsc));
@@ -582,7 +582,7 @@ static void recent_patch(struct nti_comm *c) {
   if (!p1)
     return;
   struct ntr_record r;
-  if (ntr_ring_read_slot(&nti_g.ring.slots[(p1 - 1) & nti_g.ring.mask], &r) != p1) {
+  if (ntr_ring_read_slot(&nti_proc.ring.slots[(p1 - 1) & nti_proc.ring.mask], &r) != p1) {
     c->recent_patch_pos = 0; /* overwritten: the copy keeps -1 */
     return;
   }
@@ -605,7 +605,7 @@ static void poll_incall(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   struct ntr_comm_state *cs = c->cs;
   uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
   struct ntr_record r;
-  int incall = newest && ntr_ring_read_slot(&nti_g.ring.slots[(newest - 1) & nti_g.ring.mask], &r) == newest &&
+  int incall = newest && ntr_ring_read_slot(&nti_proc.ring.slots[(newest - 1) & nti_proc.ring.mask], &r) == newest &&
                r.phase == NTR_PHASE_CALL && is_op(r.kind) && r.result == -1 && r.comm_id == cs->comm_id;
   if (c->incall_mark && (!incall || r.tsc != c->incall_mark)) {
     uint64_t mark = c->incall_mark;
@@ -628,14 +628,14 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
   static struct ntr_record got[NTR_COMM_RECENT]; /* watchdog only (or its last pass at exit) */
   uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
   uint64_t upto = __atomic_load_n(&c->recent_upto, __ATOMIC_RELAXED);
-  uint64_t slots = nti_g.ring.mask + 1;
+  uint64_t slots = nti_proc.ring.mask + 1;
   if (newest <= upto)
     return;
   uint64_t p = newest - 1, done = newest;
   int n = 0;
   while (p >= upto && head - p <= slots && n < (int)NTR_COMM_RECENT) {
     struct ntr_record r;
-    uint64_t cm = ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &r);
+    uint64_t cm = ntr_ring_read_slot(&nti_proc.ring.slots[p & nti_proc.ring.mask], &r);
     if (cm != p + 1 || r.comm_id != c->cs->comm_id || r.rank != c->cs->rank) {
       /* the newest still being written: next poll (unless its writer is
        * gone); an older link that does not hold c's record: overwritten */
@@ -666,7 +666,7 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
 }
 
 static void recent_scan(int final) {
-  uint64_t head = __atomic_load_n(&nti_g.ring.hdr->head, __ATOMIC_ACQUIRE);
+  uint64_t head = __atomic_load_n(&nti_proc.ring.hdr->head, __ATOMIC_ACQUIRE);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
     recent_scan_comm(c, head, final);
     recent_patch(c);
@@ -744,7 +744,7 @@ static void *watchdog_main(void *arg) {
    * queries can invalidate an application's global-mode capture. */
   int mode = CU_CAPTURE_MODE_THREAD_LOCAL;
   capture_mode_swap(&mode);
-  uint64_t hz = nti_g.ring.hdr->tsc_hz;
+  uint64_t hz = nti_proc.ring.hdr->tsc_hz;
   uint64_t tmo = hz ? (uint64_t)(ntr_cfg.timeout_s * (double)hz) : 0;
   pthread_mutex_lock(&wd_lock);
   while (!wd_stop) {

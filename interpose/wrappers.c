@@ -7,7 +7,7 @@
  * Signal-safety: wrappers are not meant to be called from signal handlers
  * (NCCL itself is not signal-safe).
  *
- * Hot path of a collective in the default configuration (nti_g.fast: not
+ * Hot path of a collective in the default configuration (nti_proc.fast: not
  * strict, no stacks), inlined into each wrapper with no call of ours: one
  * mode word and the TLS guard tested once, the registry probe (lock-free),
  * the seq (load + store: one thread per comm at a time, see fast_pre), the
@@ -89,7 +89,7 @@ static inline __attribute__((always_inline)) struct nti_comm *nti_comm_lookup_ca
   return c;
 }
 
-/* The clock of the fast path: nti_g.fast is only set with the TSC on
+/* The clock of the fast path: nti_proc.fast is only set with the TSC on
  * x86-64 (nti_activate), so no test; elsewhere ntr_clock_now_inline. */
 static inline __attribute__((always_inline)) uint64_t nti_fast_clock(void) {
 #if defined(__x86_64__)
@@ -113,7 +113,7 @@ static __attribute__((noinline)) int fast_refill_do(ncclComm_t h, int dtype) {
   (void)nti_tid();
   if (NTI_UNLIKELY(!nti_tls.exit_hooked))
     nti_thread_hook();
-  return ntr_ring_refill(&nti_g.ring, &nti_tls.ring_cur) == 0 &&
+  return ntr_ring_refill(&nti_proc.ring, &nti_tls.ring_cur) == 0 &&
          nti_tls.ring_cur.next >= __atomic_load_n(&c->next_pos, __ATOMIC_RELAXED);
 }
 static inline int fast_refill(ncclComm_t h, int dtype) {
