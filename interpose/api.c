@@ -9,6 +9,8 @@
 #include "ntr_config.h"
 #include "include/nccltrace.h"
 #include "interpose/nti.h"
+#include "interpose/record.h"
+#include "interpose/trigger.h"
 
 NCCLTRACE_API void nccltrace_mark(const char *what, long long value) {
   if (!nti_active())

@@ -8,10 +8,10 @@
  * Signal-safety: every wrapper is async-signal-safe, as POSIX requires of
  * execl/execle/execv/execve/fexecve: a ring record (atomics and plain
  * stores into the mapping), atomics on the header, an argv array on the
- * stack for the execl forms (no malloc, as in glibc), getpid(2).  The real
- * functions are resolved in our constructor; the lazy dlsym fallback only
- * runs for an exec made before it (from another library's constructor),
- * never from a signal handler in practice.
+ * stack for the execl forms (no malloc, as in glibc), getpid(2), and the
+ * real function read from the libc table filled in init before any handler
+ * of ours exists (resolve.h: NTI_LIBC; dlsym only for an exec made before
+ * our constructor, from another library's).
  *
  * Why every member: glibc 2.36 implements execv, execl, execle, execlp,
  * execvp, execvpe and fexecve with direct calls to its internal __execve,
@@ -29,39 +29,10 @@
 #include <sys/syscall.h>
 
 #include "interpose/nti.h"
-
-typedef int (*execve_fn)(const char *, char *const[], char *const[]);
-typedef int (*execv_fn)(const char *, char *const[]);
-typedef int (*fexecve_fn)(int, char *const[], char *const[]);
-typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
-
-/* Real functions, written by the constructor (or the first exec before it);
- * a racing second writer stores the same value. */
-static execve_fn real_execve, real_execvpe;
-static execv_fn real_execv, real_execvp;
-static fexecve_fn real_fexecve;
-static execveat_fn real_execveat;
+#include "interpose/resolve.h"
+#include "interpose/record.h"
 
 static int in_flight; /* atomic: execs of this image between record and return */
-
-static void *next(void **slot, const char *name) {
-  void *f = __atomic_load_n(slot, __ATOMIC_RELAXED);
-  if (!f) {
-    f = nti_next_symbol(name);
-    __atomic_store_n(slot, f, __ATOMIC_RELAXED);
-  }
-  return f;
-}
-#define REAL(var, name) ((__typeof__(var))next((void **)&(var), name))
-
-__attribute__((constructor)) static void exec_resolve(void) {
-  REAL(real_execve, "execve");
-  REAL(real_execvpe, "execvpe");
-  REAL(real_execv, "execv");
-  REAL(real_execvp, "execvp");
-  REAL(real_fexecve, "fexecve");
-  REAL(real_execveat, "execveat");
-}
 
 /* Record the attempt and mark the ring.  what: the path as given (execvp's
  * file name is not resolved: the search happens inside libc).
@@ -72,7 +43,7 @@ static int exec_begin(const char *what) {
   /* A vfork child (posix_spawn, CPython's subprocess) shares our memory and
    * mapping until it execs: its exec is not ours.  A fork child has no
    * ring (init.c), so nti_active() is already 0 there. */
-  struct ntr_ring_header *h = nti_g.ring.hdr;
+  struct ntr_ring_header *h = nti_proc.ring.hdr;
   if (h->pid != (int32_t)getpid())
     return 0;
   size_t n = what ? strlen(what) : 0;
@@ -106,7 +77,7 @@ static int exec_end(int rc) {
   nti_record_end(r, pos, NULL);
   if (__atomic_sub_fetch(&in_flight, 1, __ATOMIC_ACQ_REL) == 0) {
     uint32_t exec = NTR_PROC_EXEC;
-    __atomic_compare_exchange_n(&nti_g.ring.hdr->proc_state, &exec, NTR_PROC_RUNNING, 0,
+    __atomic_compare_exchange_n(&nti_proc.ring.hdr->proc_state, &exec, NTR_PROC_RUNNING, 0,
                                 __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   }
   errno = err;
@@ -121,35 +92,35 @@ static int missing(void) {
 }
 
 NTI_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
-  execve_fn f = REAL(real_execve, "execve");
+  __typeof__(nti_libc.execve) f = NTI_LIBC(execve);
   int traced = exec_begin(path);
   int rc = f ? f(path, argv, envp) : (int)syscall(SYS_execve, path, argv, envp);
   return traced ? exec_end(rc) : rc;
 }
 
 NTI_EXPORT int execv(const char *path, char *const argv[]) {
-  execv_fn f = REAL(real_execv, "execv");
+  __typeof__(nti_libc.execv) f = NTI_LIBC(execv);
   int traced = exec_begin(path);
   int rc = f ? f(path, argv) : missing();
   return traced ? exec_end(rc) : rc;
 }
 
 NTI_EXPORT int execvp(const char *file, char *const argv[]) {
-  execv_fn f = REAL(real_execvp, "execvp");
+  __typeof__(nti_libc.execvp) f = NTI_LIBC(execvp);
   int traced = exec_begin(file);
   int rc = f ? f(file, argv) : missing();
   return traced ? exec_end(rc) : rc;
 }
 
 NTI_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
-  execve_fn f = REAL(real_execvpe, "execvpe");
+  __typeof__(nti_libc.execvpe) f = NTI_LIBC(execvpe);
   int traced = exec_begin(file);
   int rc = f ? f(file, argv, envp) : missing();
   return traced ? exec_end(rc) : rc;
 }
 
 NTI_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
-  fexecve_fn f = REAL(real_fexecve, "fexecve");
+  __typeof__(nti_libc.fexecve) f = NTI_LIBC(fexecve);
   /* "fd N" without snprintf (not async-signal-safe): digits backwards. */
   char what[16], *p = what + sizeof what;
   unsigned v = fd < 0 ? 0u - (unsigned)fd : (unsigned)fd;
@@ -168,7 +139,7 @@ NTI_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
 }
 
 NTI_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
-  execveat_fn f = REAL(real_execveat, "execveat");
+  __typeof__(nti_libc.execveat) f = NTI_LIBC(execveat);
   int traced = exec_begin(path);
   int rc = f ? f(dirfd, path, argv, envp, flags) : missing();
   return traced ? exec_end(rc) : rc;

@@ -7,7 +7,9 @@
  * Signal-safety: the _exit/_Exit wrappers may be called from signal
  * handlers (they are async-signal-safe in libc); their work here is too:
  * a ring record, plain stores into the mapping, nti_dump_now (signal-safe),
- * unlink(2)/rmdir(2).  The on_exit handler also stops our threads (not signal-safe,
+ * unlink(2)/rmdir(2), and the real function read from the libc table
+ * filled in init (resolve.h: NTI_LIBC; no dlsym in a handler or a fork
+ * child).  The on_exit handler also stops our threads (not signal-safe,
  * but exit() is not either).
  */
 #include <stdlib.h>
@@ -15,6 +17,10 @@
 #include <sys/syscall.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/record.h"
+#include "interpose/watchdog.h"
+#include "interpose/trigger.h"
 #include "interpose/exchange.h"
 
 static int exit_done; /* atomic: one exit dump per process */
@@ -25,13 +31,13 @@ static int take_exit(void) {
     return 0;
   /* A vfork child shares our memory and ring until it execs or _exits:
    * it must not write evidence as if it were us. getpid is a syscall. */
-  if (nti_g.ring.hdr->pid != (int32_t)getpid())
+  if (nti_proc.ring.hdr->pid != (int32_t)getpid())
     return 0;
   return !__atomic_exchange_n(&exit_done, 1, __ATOMIC_ACQ_REL);
 }
 
 static void exit_evidence(int status, const char *how) {
-  struct ntr_ring_header *h = nti_g.ring.hdr;
+  struct ntr_ring_header *h = nti_proc.ring.hdr;
   nti_record_event(NTR_KIND_EXIT, NULL, how, 0, (uint64_t)(uint32_t)status, 0);
   h->exit_code = status;
   /* Release: exit_code is visible to a reader that sees EXITED. */
@@ -40,7 +46,7 @@ static void exit_evidence(int status, const char *how) {
     /* The dump supersedes the ring; a failed dump leaves the ring for
      * `nccltrace collect`.  The mapping stays valid for threads still
      * running until the process is gone. */
-    ntr_ring_unlink(&nti_g.ring);
+    ntr_ring_unlink(&nti_proc.ring);
   }
 }
 
@@ -63,9 +69,7 @@ void nti_exit_install(void) {
 }
 
 NTI_EXPORT void _exit(int status) {
-  static void (*real)(int);
-  if (!real)
-    *(void **)&real = nti_next_symbol("_exit");
+  void (*real)(int) = NTI_LIBC(_exit);
   if (take_exit())
     exit_evidence(status, "_exit");
   if (real)
@@ -76,9 +80,7 @@ NTI_EXPORT void _exit(int status) {
 }
 
 NTI_EXPORT void _Exit(int status) {
-  static void (*real)(int);
-  if (!real)
-    *(void **)&real = nti_next_symbol("_Exit");
+  void (*real)(int) = NTI_LIBC(_Exit);
   if (take_exit())
     exit_evidence(status, "_Exit");
   if (real)

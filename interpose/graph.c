@@ -15,6 +15,10 @@
 #include <stdio.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/ident.h"
+#include "interpose/record.h"
+#include "interpose/watchdog.h"
 #include "interpose/graph.h"
 
 enum { G_FREE = 0, G_CAPTURING = 1, G_ENDED = 2 };
@@ -28,9 +32,9 @@ struct nti_graph_comm {
 struct nti_graph {
   uint64_t id;           /* CUDA capture id: the graph id of the records */
   uintptr_t graph;       /* the graph handle, once known */
-  int state;             /* G_*, under g_lock */
-  int refs;              /* graph + exec table entries, under g_lock */
-  int ncomm;             /* under g_lock until the capture ended, then fixed */
+  int state;             /* G_*, under graph_lock */
+  int refs;              /* graph + exec table entries, under graph_lock */
+  int ncomm;             /* under graph_lock until the capture ended, then fixed */
   int overflow;          /* more communicators than NTI_GRAPH_COMMS */
   struct nti_graph_comm gc[NTI_GRAPH_COMMS];
   uint64_t replays;      /* launches so far (atomic) */
@@ -40,7 +44,7 @@ struct nti_gmap_slot nti_exec_map[NTI_GMAP_SLOTS];
 uint32_t nti_exec_count;
 static struct nti_gmap_slot graph_map[NTI_GMAP_SLOTS];
 static struct nti_graph pool[NTI_GRAPH_MAX];
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t n_capturing; /* entries in G_CAPTURING (atomic) */
 
 int nti_graph_skip(void) {
@@ -63,12 +67,12 @@ static struct nti_graph *gmap_get(struct nti_gmap_slot *m, uintptr_t key) {
   return NULL;
 }
 
-static void entry_put(struct nti_graph *e) { /* under g_lock */
+static void entry_put(struct nti_graph *e) { /* under graph_lock */
   if (e && --e->refs <= 0 && e->state != G_CAPTURING)
     e->state = G_FREE;
 }
 
-/* Under g_lock.  Replaces the value of a present key.  @return the old
+/* Under graph_lock.  Replaces the value of a present key.  @return the old
  * value (its reference is the caller's to drop), or NULL. */
 static struct nti_graph *gmap_set(struct nti_gmap_slot *m, uintptr_t key, struct nti_graph *val, int *added) {
   uint32_t i = nti_gmap_slot_of(key), tomb = UINT32_MAX;
@@ -100,7 +104,7 @@ static struct nti_graph *gmap_set(struct nti_gmap_slot *m, uintptr_t key, struct
   return NULL;
 }
 
-/* Under g_lock.  @return the removed value, or NULL. */
+/* Under graph_lock.  @return the removed value, or NULL. */
 static struct nti_graph *gmap_del(struct nti_gmap_slot *m, uintptr_t key) {
   if (key <= NTI_GMAP_TOMB)
     return NULL;
@@ -116,7 +120,7 @@ static struct nti_graph *gmap_del(struct nti_gmap_slot *m, uintptr_t key) {
   return NULL;
 }
 
-/* Under g_lock: map key to e (taking a reference), dropping what it had. */
+/* Under graph_lock: map key to e (taking a reference), dropping what it had. */
 static void map_to(struct nti_gmap_slot *m, uintptr_t key, struct nti_graph *e) {
   int added;
   e->refs++;
@@ -137,7 +141,7 @@ static void unmap(struct nti_gmap_slot *m, uintptr_t key) {
   entry_put(old);
 }
 
-static struct nti_graph *entry_new(uint64_t id) { /* under g_lock */
+static struct nti_graph *entry_new(uint64_t id) { /* under graph_lock */
   for (unsigned i = 0; i < NTI_GRAPH_MAX; i++)
     if (pool[i].state == G_FREE) {
       struct nti_graph *e = &pool[i];
@@ -178,7 +182,7 @@ static void comm_add(struct nti_graph_comm *g, uint64_t seq, unsigned kind, uint
   }
 }
 
-/* Under g_lock: fold src's calls into dst (a graph launched into a capture,
+/* Under graph_lock: fold src's calls into dst (a graph launched into a capture,
  * or added as a child node). */
 static void entry_merge(struct nti_graph *dst, const struct nti_graph *src) {
   for (int i = 0; i < src->ncomm; i++) {
@@ -198,7 +202,7 @@ static void entry_merge(struct nti_graph *dst, const struct nti_graph *src) {
   dst->overflow |= src->overflow;
 }
 
-/* Under g_lock: the entry of an open capture, made on its first NCCL call. */
+/* Under graph_lock: the entry of an open capture, made on its first NCCL call. */
 static struct nti_graph *capture_entry(uint64_t cid, void *graph) {
   for (unsigned i = 0; i < NTI_GRAPH_MAX; i++)
     if (pool[i].state == G_CAPTURING && pool[i].id == cid)
@@ -264,14 +268,14 @@ void nti_graph_note_captured(struct nti_comm *c, void *stream, uint64_t pos_firs
   void *graph = NULL;
   int have = nti_capture_id(stream, &cid, &graph);
   uint32_t tid = nti_tid(), gid = nti_tls.group_id;
-  if (pos - pos_first > nti_g.ring.mask)
-    pos_first = pos - nti_g.ring.mask;
-  pthread_mutex_lock(&g_lock);
+  if (pos - pos_first > nti_proc.ring.mask)
+    pos_first = pos - nti_proc.ring.mask;
+  pthread_mutex_lock(&graph_lock);
   struct nti_graph *e = have ? capture_entry(cid, graph) : NULL;
   struct nti_graph_comm *g = e ? entry_comm(e, c) : NULL;
   for (uint64_t p = pos_first; p <= pos; p++) {
     struct ntr_record copy;
-    if (ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &copy) != p + 1 ||
+    if (ntr_ring_read_slot(&nti_proc.ring.slots[p & nti_proc.ring.mask], &copy) != p + 1 ||
         copy.comm_id != c->cs->comm_id || copy.tid != tid || copy.group_id != gid ||
         copy.u.buf.stream != (uint64_t)(uintptr_t)stream || copy.phase != NTR_PHASE_CALL)
       continue;
@@ -280,7 +284,7 @@ void nti_graph_note_captured(struct nti_comm *c, void *stream, uint64_t pos_firs
     nti_record_patch_aux(p, c, cid);
     nti_record_patch(p, c, NTI_KEEP_RESULT, NTR_REC_CAPTURED, 0);
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&graph_lock);
 }
 
 uint64_t nti_graph_end_pre(void *stream) {
@@ -293,7 +297,7 @@ uint64_t nti_graph_end_pre(void *stream) {
 void nti_graph_end_post(void *stream, uint64_t cid, void *graph, int rc) {
   if (!cid)
     return;
-  pthread_mutex_lock(&g_lock);
+  pthread_mutex_lock(&graph_lock);
   struct nti_graph *e = NULL;
   for (unsigned i = 0; i < NTI_GRAPH_MAX && !e; i++)
     if (pool[i].state == G_CAPTURING && pool[i].id == cid)
@@ -313,7 +317,7 @@ void nti_graph_end_post(void *stream, uint64_t cid, void *graph, int rc) {
     else if (e->refs <= 0)
       e->state = G_FREE;
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&graph_lock);
 }
 
 /* ------------------------------------------------------ graphs, execs -- */
@@ -321,19 +325,19 @@ void nti_graph_end_post(void *stream, uint64_t cid, void *graph, int rc) {
 void nti_graph_instantiated(void *exec, void *graph, int rc) {
   if (rc != 0 || !exec)
     return;
-  pthread_mutex_lock(&g_lock);
+  pthread_mutex_lock(&graph_lock);
   struct nti_graph *e = gmap_get(graph_map, (uintptr_t)graph);
   if (e) {
     map_to(nti_exec_map, (uintptr_t)exec, e);
     graph_records(e, NTR_KIND_GRAPH_INSTANTIATE, (uintptr_t)exec, (uint64_t)(uintptr_t)graph, NULL, rc, -1, NULL);
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&graph_lock);
 }
 
 void nti_graph_updated(void *exec, void *graph, int rc) {
   if (rc != 0)
     return;
-  pthread_mutex_lock(&g_lock);
+  pthread_mutex_lock(&graph_lock);
   struct nti_graph *e = gmap_get(graph_map, (uintptr_t)graph);
   if (e) {
     map_to(nti_exec_map, (uintptr_t)exec, e);
@@ -341,20 +345,20 @@ void nti_graph_updated(void *exec, void *graph, int rc) {
   } else {
     unmap(nti_exec_map, (uintptr_t)exec); /* its new graph holds no NCCL call */
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&graph_lock);
 }
 
 /* A graph or an exec of one that holds NCCL calls is destroyed: its
  * record (aux 1 for an exec), and the key leaves its map. */
 static void destroyed(struct nti_gmap_slot *m, uintptr_t key, int is_exec) {
-  pthread_mutex_lock(&g_lock);
+  pthread_mutex_lock(&graph_lock);
   struct nti_graph *e = gmap_get(m, key);
   if (e) {
     graph_records(e, NTR_KIND_GRAPH_DESTROY, key, __atomic_load_n(&e->replays, __ATOMIC_RELAXED), NULL, 0,
                   is_exec, NULL);
     unmap(m, key);
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&graph_lock);
 }
 
 void nti_graph_exec_destroyed(void *exec) { destroyed(nti_exec_map, (uintptr_t)exec, 1); }
@@ -366,7 +370,7 @@ void nti_graph_destroyed(void *graph) { destroyed(graph_map, (uintptr_t)graph, 0
 void nti_graph_cloned(void *clone, void *orig, int rc) {
   if (rc != 0 || !clone)
     return;
-  pthread_mutex_lock(&g_lock);
+  pthread_mutex_lock(&graph_lock);
   struct nti_graph *o = gmap_get(graph_map, (uintptr_t)orig);
   struct nti_graph *e = o ? entry_new(o->id) : NULL;
   if (e) {
@@ -374,7 +378,7 @@ void nti_graph_cloned(void *clone, void *orig, int rc) {
     e->graph = (uintptr_t)clone;
     map_to(graph_map, e->graph, e);
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&graph_lock);
 }
 
 /* A child-graph node embeds a copy of the child: the parent now runs its
@@ -382,7 +386,7 @@ void nti_graph_cloned(void *clone, void *orig, int rc) {
 void nti_graph_child_added(void *parent, void *child, int rc) {
   if (rc != 0)
     return;
-  pthread_mutex_lock(&g_lock);
+  pthread_mutex_lock(&graph_lock);
   struct nti_graph *ch = gmap_get(graph_map, (uintptr_t)child);
   if (ch) {
     struct nti_graph *p = gmap_get(graph_map, (uintptr_t)parent);
@@ -393,7 +397,7 @@ void nti_graph_child_added(void *parent, void *child, int rc) {
     if (p)
       entry_merge(p, ch);
   }
-  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&graph_lock);
 }
 
 /* ------------------------------------------------------------ launch -- */
@@ -415,11 +419,11 @@ void nti_graph_launch_post(struct nti_graph_launch *l, void *stream, int rc) {
     uint64_t cid = 0;
     void *graph = NULL;
     if (nti_capture_id(stream, &cid, &graph)) {
-      pthread_mutex_lock(&g_lock);
+      pthread_mutex_lock(&graph_lock);
       struct nti_graph *outer = capture_entry(cid, graph);
       if (outer)
         entry_merge(outer, e);
-      pthread_mutex_unlock(&g_lock);
+      pthread_mutex_unlock(&graph_lock);
     }
   }
   for (int i = 0; i < l->n; i++) {

@@ -80,4 +80,10 @@ void nti_graph_destroyed(void *graph);
 void nti_graph_updated(void *exec, void *graph, int rc);
 void nti_graph_cloned(void *clone, void *orig, int rc);
 void nti_graph_child_added(void *parent, void *child, int rc);
+
+struct nti_comm;
+/* The records [pos_first, pos] of this thread's op or group on
+ * (c, stream) were captured: join them to their capture's graph entry, mark
+ * them captured with the capture id. */
+void nti_graph_note_captured(struct nti_comm *c, void *stream, uint64_t pos_first, uint64_t pos);
 #endif

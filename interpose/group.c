@@ -1,5 +1,6 @@
 /* group.c -- ncclGroupStart/End/SimulateEnd: thread-local nesting, group
- * ids, completion events per outermost group, strict-mode deferral.
+ * ids, completion events per outermost group; strict mode's GroupEnd
+ * (strict.c) hooked in at the outermost End.
  *
  * Thread-safety: NCCL groups are per thread; so is everything here (TLS).
  * Signal-safety: not signal-safe; handlers only read nti_tls.group_*.
@@ -12,103 +13,13 @@
 #include <stdlib.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/comm.h"
+#include "interpose/record.h"
+#include "interpose/group.h"
+#include "interpose/strict.h"
+#include "interpose/watchdog.h"
 #include "interpose/exchange.h"
-
-/* Strict mode: the calls of the current outermost group, replayed at End. */
-struct nti_strict_buf {
-  int n, cap;
-  struct nti_op *ops;
-  struct ntr_record *recs; /* record copies the coordinator waits on */
-  int refused_said;
-};
-
-int nti_strict_connected(void) {
-  return ntx_enabled();
-}
-
-static void strict_block_record(struct nti_op *o, const char *msg) {
-  nti_record_event(NTR_KIND_STRICT_BLOCK, o ? o->c : NULL, msg, o ? o->count : 0,
-                   o ? o->kind : 0, o ? o->seq : 0);
-}
-
-int nti_strict_single(struct nti_op *o) {
-  char msg[256] = "";
-  struct ntr_record copy = *o->rec;
-  const struct ntr_record *recs[1] = {&copy};
-  if (ntx_strict_wait(recs, 1, msg, sizeof msg) == 0)
-    return 0;
-  /* Once per op: the op is refused exactly once. */
-  nti_say("strict: comm %016llx seq %llu refused: %s", (unsigned long long)copy.comm_id,
-          (unsigned long long)copy.seq, msg[0] ? msg : "ranks disagree");
-  strict_block_record(o, msg);
-  return -1;
-}
-
-int nti_strict_defer(const struct nti_op *o) {
-  struct nti_strict_buf *b = nti_tls.strict;
-  if (!b) {
-    b = calloc(1, sizeof *b);
-    if (!b)
-      return -ENOMEM;
-    nti_tls.strict = b;
-  }
-  if (b->n == b->cap) {
-    int cap = b->cap ? 2 * b->cap : 16;
-    struct nti_op *ops = realloc(b->ops, (size_t)cap * sizeof *ops);
-    if (!ops)
-      return -ENOMEM;
-    b->ops = ops;
-    struct ntr_record *recs = realloc(b->recs, (size_t)cap * sizeof *recs);
-    if (!recs)
-      return -ENOMEM;
-    b->recs = recs;
-    b->cap = cap;
-  }
-  b->ops[b->n] = *o;
-  b->recs[b->n] = *o->rec;
-  b->n++;
-  return 0;
-}
-
-ncclResult_t nti_strict_group_end(int *had_deferred) {
-  struct nti_strict_buf *b = nti_tls.strict;
-  *had_deferred = 0;
-  if (!b || b->n == 0)
-    return ncclSuccess;
-  *had_deferred = 1;
-  const struct ntr_record **ptrs = malloc((size_t)b->n * sizeof *ptrs);
-  char msg[256] = "";
-  int verdict = 0;
-  if (ptrs) {
-    for (int i = 0; i < b->n; i++)
-      ptrs[i] = &b->recs[i];
-    verdict = ntx_strict_wait(ptrs, b->n, msg, sizeof msg);
-    free(ptrs);
-  }
-  if (verdict < 0) {
-    nti_say("strict: group of %d calls refused (comm %016llx seq %llu): %s", b->n,
-            (unsigned long long)b->recs[0].comm_id, (unsigned long long)b->recs[0].seq,
-            msg[0] ? msg : "ranks disagree");
-    for (int i = 0; i < b->n; i++) {
-      nti_record_set_result(b->ops[i].rec, b->ops[i].pos, b->ops[i].c, ncclInvalidUsage);
-      strict_block_record(&b->ops[i], msg);
-    }
-    b->n = 0;
-    return ncclInvalidUsage;
-  }
-  /* Agreed: NCCL's group is still open (Start was forwarded as usual), so
-   * the calls replay inside it, in the application's order, before the
-   * caller forwards the outermost End.  Our wrappers are not re-entered:
-   * the guard is held. */
-  ncclResult_t res = ncclSuccess;
-  for (int i = 0; i < b->n; i++) {
-    ncclResult_t r = nti_replay(&b->ops[i]);
-    if (r != ncclSuccess && r != ncclInProgress && res == ncclSuccess)
-      res = r; /* NCCL remembers it too and returns it again from End */
-  }
-  b->n = 0;
-  return res;
-}
 
 void nti_group_note_op(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos,
                        uint64_t tsc, int p2p) {
@@ -146,8 +57,7 @@ void nti_group_reset(void) {
   nti_tls.group_id = 0;
   nti_tls.group_nops = 0;
   nti_tls.group_overflow = 0;
-  if (nti_tls.strict)
-    nti_tls.strict->n = 0;
+  nti_strict_reset();
 }
 
 /* After the outermost End was accepted: the group's ops are on their
@@ -192,14 +102,8 @@ static uint64_t group_block(void) {
   uint64_t now = ntr_clock_now();
   int any = 0;
   for (int i = 0; i < t->group_nops; i++) {
-    struct ntr_comm_state *cs = t->group_ops[i].comm->cs;
-    if (__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED))
-      continue;
-    cs->blocked_kind = NTR_KIND_GROUP_END;
-    cs->blocked_tid = nti_tid();
-    /* Release: kind/tid are visible to a reader that sees blocked_since. */
-    __atomic_store_n(&cs->blocked_since, now, __ATOMIC_RELEASE);
-    any = 1;
+    if (nti_blocked_mark_if_clear(t->group_ops[i].comm->cs, NTR_KIND_GROUP_END, nti_tid(), now))
+      any = 1;
   }
   return any ? now : 0;
 }
@@ -209,7 +113,7 @@ static void group_unblock(uint64_t since) {
   for (int i = 0; i < t->group_nops; i++) {
     struct ntr_comm_state *cs = t->group_ops[i].comm->cs;
     if (__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED) == since)
-      __atomic_store_n(&cs->blocked_since, 0, __ATOMIC_RELEASE);
+      nti_blocked_clear(cs);
   }
 }
 

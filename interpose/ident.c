@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/ident.h"
 
 /* Fold `size` bytes into the accumulator, 8 bytes at a time.  The split of
  * the input into calls matters (the size is mixed in first), as in NCCL. */
@@ -176,7 +178,7 @@ void nti_job_from_comm(uint64_t comm_id) {
    * rewrites hdr->job_id.  Every candidate id has the same length, so a
    * dump taken by a signal handler during the copy sees at worst a mix of
    * two of our own ids, never garbage. */
-  int rc = ntr_ring_set_job(&nti_g.ring, ntr_cfg.job);
+  int rc = ntr_ring_set_job(&nti_proc.ring, ntr_cfg.job);
   if (rc < 0)
     nti_say("cannot record job id %s in the ring: %s", ntr_cfg.job, strerror(-rc));
 }

@@ -23,11 +23,15 @@
 #include <string.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/comm.h"
+#include "interpose/group.h"
+#include "interpose/watchdog.h"
 #include "interpose/exchange.h"
 #include "interpose/pyframes.h"
 #include "recorder/dump.h"
 
-struct nti_global nti_g;
+struct nti_global nti_proc;
 /* A comm no handle matches (registry.c: nti_comm_none): the cache of the
  * wrappers' fast path starts there, so its test needs no NULL check. */
 NTI_TLS struct nti_tls nti_tls = {.last_comm = &nti_comm_none};
@@ -39,12 +43,12 @@ void nti_first_comm(void) {
     return;
   /* The NCCL version is known for sure only now that NCCL is in use (in
    * drop-in mode it may not even be loaded at constructor time). */
-  nti_g.ring.hdr->nccl_version = nti_real_nccl_version();
+  nti_proc.ring.hdr->nccl_version = nti_real_nccl_version();
   /* Threads start here rather than in the constructor: a process that
    * loads us but never creates a communicator (a launcher, a shell) gets
    * no extra thread. */
   nti_watchdog_start();
-  ntx_start(&nti_g.ring);
+  ntx_start(&nti_proc.ring);
 }
 
 static struct ntr_ring_config ring_config(void) {
@@ -67,8 +71,8 @@ static void thread_exit(void *v) {
   (void)v;
   /* TLS is still ours while key destructors run. */
   if (nti_active()) {
-    ntr_ring_release(&nti_g.ring, &nti_tls.ring_cur);
-    ntr_ring_release(&nti_g.ring, &nti_tls.sig_cur);
+    ntr_ring_release(&nti_proc.ring, &nti_tls.ring_cur);
+    ntr_ring_release(&nti_proc.ring, &nti_tls.sig_cur);
   }
 }
 
@@ -84,30 +88,30 @@ void nti_activate(void) {
    * a library the loader initializes before us (a needed library of the
    * program).  The configuration is read once, whoever comes first. */
   pthread_once(&init_once, nti_init);
-  if (nti_g.disabled || __atomic_load_n(&activate_tried, __ATOMIC_ACQUIRE))
+  if (nti_proc.disabled || __atomic_load_n(&activate_tried, __ATOMIC_ACQUIRE))
     return;
   pthread_mutex_lock(&activate_lock);
   if (!activate_tried) {
     struct ntr_ring_config rc = ring_config();
-    int r = ntr_ring_open(&nti_g.ring, &rc);
+    int r = ntr_ring_open(&nti_proc.ring, &rc);
     if (r < 0) {
       nti_say("cannot create the ring in %s (%s); tracing is off", ntr_cfg.ring_dir, strerror(-r));
     } else {
-      if (nti_g.ring.note[0])
-        nti_say("%s", nti_g.ring.note); /* the fallback taken, and why */
-      r = ntr_dump_init(&nti_g.ring, ntr_cfg.dir, ntr_cfg.dump_mode);
+      if (nti_proc.ring.note[0])
+        nti_say("%s", nti_proc.ring.note); /* the fallback taken, and why */
+      r = ntr_dump_init(&nti_proc.ring, ntr_cfg.dir, ntr_cfg.dump_mode);
       if (r < 0)
         nti_say("dumps to %s are unavailable (%s); the ring is still recorded", ntr_cfg.dir,
                 strerror(-r));
       else
-        nti_g.dump_ready = 1;
+        nti_proc.dump_ready = 1;
       if (r == 0 && ntr_dump_note()[0])
         nti_say("%s", ntr_dump_note()); /* the private directory taken, and why */
       nti_py_setup(); /* a Python process: call sites and thread stacks */
       /* Release pairs with nti_active()'s acquire: a thread that sees 1
        * sees the mapped ring; a thread that sees 0 merely passes one more
        * call through unrecorded. */
-      __atomic_store_n(&nti_g.active, 1, __ATOMIC_RELEASE);
+      __atomic_store_n(&nti_proc.active, 1, __ATOMIC_RELEASE);
       /* The wrappers' fast path: everything but strict mode and stacks.
        * Release pairs with nti_fast()'s acquire, as for active. */
       /* ... and Python call sites (nti_py_setup above; one found later
@@ -116,7 +120,7 @@ void nti_activate(void) {
 #if defined(__x86_64__)
       fast = fast && __atomic_load_n(&ntr_clock_use_tsc, __ATOMIC_RELAXED) > 0; /* its clock: rdtsc */
 #endif
-      __atomic_store_n(&nti_g.fast, fast, __ATOMIC_RELEASE);
+      __atomic_store_n(&nti_proc.fast, fast, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&activate_tried, 1, __ATOMIC_RELEASE);
   }
@@ -130,10 +134,10 @@ static void fork_child(void) {
    * shared.  Unmapping it (a syscall) makes that impossible; the child gets
    * a ring of its own at its first NCCL lifecycle call, like any process --
    * and a child that execs at once (fork+exec) leaves no ring at all. */
-  __atomic_store_n(&nti_g.fast, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&nti_g.active, 0, __ATOMIC_RELAXED);
-  ntr_ring_close(&nti_g.ring, 0);
-  nti_g.dump_ready = 0;
+  __atomic_store_n(&nti_proc.fast, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&nti_proc.active, 0, __ATOMIC_RELAXED);
+  ntr_ring_close(&nti_proc.ring, 0);
+  nti_proc.dump_ready = 0;
   nti_registry_forget_all();
   __atomic_store_n(&first_comm_done, 0, __ATOMIC_RELAXED);
   nti_group_reset();
@@ -160,17 +164,21 @@ __attribute__((constructor)) static void nti_constructor(void) {
 }
 
 static void nti_init(void) {
+  /* First: the real libc functions, before any handler of ours exists
+   * (resolve.h: NTI_LIBC), and even when disabled (the wrappers still
+   * forward). */
+  nti_libc_resolve();
   ntr_config_load();
   if (ntr_cfg.disable) {
     /* Pure pass-through, decided once: no ring, no thread, no handler. */
-    nti_g.disabled = 1;
+    nti_proc.disabled = 1;
     return;
   }
   /* The ring itself is created at the first NCCL lifecycle call
    * (nti_activate): a launcher, a shell or a helper process that has us
    * preloaded but never uses NCCL leaves nothing behind. */
   if (ntr_cfg.stacks)
-    nti_g.sites = NTI_SITES_NATIVE;
+    nti_proc.sites = NTI_SITES_NATIVE;
   nti_signals_install();
   nti_exit_install();
   nti_fork_install();

@@ -17,6 +17,11 @@
 #include <string.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/comm.h"
+#include "interpose/ident.h"
+#include "interpose/record.h"
+#include "interpose/watchdog.h"
 #include "interpose/exchange.h"
 #include "interpose/trigger.h"
 
@@ -47,13 +52,8 @@ static void life_enter(struct life *l) {
     nti_sites(r, NULL);
   l->enter_tsc = r->tsc;
   nti_record_end(r, pos, l->c);
-  if (l->c) {
-    struct ntr_comm_state *cs = l->c->cs;
-    cs->blocked_kind = l->kind;
-    cs->blocked_tid = nti_tid();
-    /* Release: kind/tid are visible to a reader that sees blocked_since. */
-    __atomic_store_n(&cs->blocked_since, l->enter_tsc, __ATOMIC_RELEASE);
-  }
+  if (l->c)
+    nti_blocked_mark(l->c->cs, l->kind, nti_tid(), l->enter_tsc);
 }
 
 static void life_exit(struct life *l, ncclResult_t res) {
@@ -65,7 +65,7 @@ static void life_exit(struct life *l, ncclResult_t res) {
   /* A nonblocking call that returned ncclInProgress is still running: it
    * stays "blocked" until ncclCommGetAsyncError reports the end. */
   if (l->c && res != ncclInProgress)
-    __atomic_store_n(&l->c->cs->blocked_since, 0, __ATOMIC_RELEASE);
+    nti_blocked_clear(l->c->cs);
 }
 
 static int config_nonblocking(const ncclConfig_t *config, int dflt) {
@@ -138,7 +138,7 @@ static void init_done(struct nti_comm *c, ncclResult_t res, ncclComm_t h) {
     nti_watchdog_comm_ready(c);
   } else {
     __atomic_store_n(&c->cs->lifecycle, NTR_COMM_INIT_FAILED, __ATOMIC_RELEASE);
-    __atomic_store_n(&c->cs->blocked_since, 0, __ATOMIC_RELEASE);
+    nti_blocked_clear(c->cs);
   }
 }
 
@@ -409,7 +409,7 @@ static ncclResult_t end_comm(unsigned kind, ncclComm_t comm, ncclResult_t (*real
   }
   life_exit(&l, res);
   if (c)
-    __atomic_store_n(&c->cs->blocked_since, 0, __ATOMIC_RELEASE);
+    nti_blocked_clear(c->cs);
   return res;
 }
 
@@ -444,39 +444,6 @@ NTI_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     __atomic_store_n(&c->cs->lifecycle, NTR_COMM_REVOKED, __ATOMIC_RELEASE);
   life_exit(&l, res);
   LIFE_EPILOGUE(res);
-}
-
-void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
-  struct ntr_comm_state *cs = c->cs;
-  if (now == ncclSuccess)
-    nti_complete_flush_deferred(c); /* ops accepted with ncclInProgress are on their streams now */
-  int32_t old = __atomic_load_n(&cs->async_error, __ATOMIC_ACQUIRE);
-  if (old == (int32_t)now)
-    return;
-  /* The caller holds c->async_poller; the CAS also keeps a change that
-   * another path (init, destroy) stored from being recorded twice. */
-  if (!__atomic_compare_exchange_n(&cs->async_error, &old, (int32_t)now, 0, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE))
-    return;
-  uint64_t pos;
-  struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, c);
-  r->aux = (uint64_t)(uint32_t)now;
-  r->result = old;
-  r->seq = __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED);
-  nti_record_end(r, pos, c);
-  if (now == ncclSuccess && old == ncclInProgress) {
-    /* A nonblocking init/finalize/split finished. */
-    uint32_t lc = __atomic_load_n(&cs->lifecycle, __ATOMIC_ACQUIRE);
-    if (lc == NTR_COMM_INIT)
-      __atomic_store_n(&cs->lifecycle, NTR_COMM_READY, __ATOMIC_RELEASE);
-    __atomic_store_n(&cs->blocked_since, 0, __ATOMIC_RELEASE);
-  } else if (now != ncclSuccess && now != ncclInProgress) {
-    char reason[96];
-    snprintf(reason, sizeof reason, "async error %d on comm %016llx rank %d", (int)now,
-             (unsigned long long)cs->comm_id, cs->rank);
-    nti_say("%s", reason);
-    nti_dump_now(NTR_TRIG_ASYNC_ERROR, 0, 0, reason);
-  }
 }
 
 NTI_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {

@@ -15,6 +15,7 @@
  * Signal-safety: none needed (these are never called from our handlers).
  */
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
 
 /* Resolve `name` once into *slot; NULL (and one line) when NCCL lacks it. */
 static void *pass_resolve(void **slot, const char *name) {

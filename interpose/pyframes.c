@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
 #include "interpose/pycache.h"
 #include "interpose/pyline.h"
 #include "recorder/dump.h"
@@ -271,7 +272,7 @@ static uint64_t resolve_uncached(uintptr_t code, int lasti) {
     memcpy(file, "?", fl = 1);
   if (!nl)
     memcpy(func, "?", nl = 1);
-  uint32_t off1 = ntr_pystr_intern(&nti_g.ring, file, fl, func, nl);
+  uint32_t off1 = ntr_pystr_intern(&nti_proc.ring, file, fl, func, nl);
   return ntr_pyframe(line > 0 ? (uint32_t)line : 0, off1);
 }
 
@@ -421,7 +422,7 @@ uint32_t nti_py_site(void) {
   uint64_t words[NTR_STACK_DEPTH];
   for (uint32_t i = 0; i < depth; i++)
     words[i] = resolve(code[i], lasti[i], check[i]);
-  id = ntr_stack_intern_kind(&nti_g.ring, NTR_STACK_PYTHON, words, depth);
+  id = ntr_stack_intern_kind(&nti_proc.ring, NTR_STACK_PYTHON, words, depth);
   nti_pyc_site_put(&sites, key, id);
 out:
   errno = saved;
@@ -599,9 +600,9 @@ static int layout_debug_offsets(uint32_t minor, const char **why) {
 }
 
 static void set_state(uint32_t state) {
-  if (nti_g.ring.hdr) {
-    nti_g.ring.hdr->py_version = L.version;
-    nti_g.ring.hdr->py_state = state;
+  if (nti_proc.ring.hdr) {
+    nti_proc.ring.hdr->py_version = L.version;
+    nti_proc.ring.hdr->py_state = state;
   }
 }
 
@@ -609,7 +610,7 @@ static void set_state(uint32_t state) {
  * later, ctypes in a process whose NCCL was first called from C.  Setup
  * then runs again from the watchdog's poll (nti_py_poll) until it reaches
  * a decision: on, unsupported or disabled.  Nothing of this is on the
- * wrappers' path: they test one process-wide flag (nti_g.sites), which
+ * wrappers' path: they test one process-wide flag (nti_proc.sites), which
  * the decision sets.  setup_lock orders the attempts (activation, poll). */
 /* setup_lock, py_decided, seen_adds: see nti_py_setup. */
 
@@ -702,7 +703,7 @@ static int setup_locked(void) {
   }
   set_state(NTR_PY_ON);
   __atomic_store_n(&py_on, 1, __ATOMIC_RELEASE);
-  __atomic_fetch_or(&nti_g.sites, NTI_SITES_PY, __ATOMIC_RELEASE);
+  __atomic_fetch_or(&nti_proc.sites, NTI_SITES_PY, __ATOMIC_RELEASE);
   nti_fast_off_all(); /* every call records its site now: the slow path's work */
   ntr_dump_set_pythreads(nti_py_threads);
   return 1;

@@ -19,7 +19,7 @@
 
 /* Look for a CPython in the process (dlsym(RTLD_DEFAULT)); when it is one
  * this version reads and NCCLTRACE_PYSTACKS allows, turn call sites on
- * (nti_g.sites) and register the dump's thread-stack source.  An
+ * (nti_proc.sites) and register the dump's thread-stack source.  An
  * unsupported Python says so in one line; no Python says nothing. */
 void nti_py_setup(void);
 

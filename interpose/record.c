@@ -1,11 +1,13 @@
 /* record.c -- records written outside the generated wrappers: results
  * stored after the call, tracer events, stack ids.
  *
- * Thread-safety: any thread.  Signal-safety: nti_record_set_result and
+ * Thread-safety: any thread.  Signal-safety: nti_record_patch and
  * nti_record_event are async-signal-safe (ring reserve/commit and plain
  * stores); nti_stack_id is not (libunwind may take locks).
  */
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/record.h"
 #include "interpose/pyframes.h"
 #include "recorder/names.h"
 #include "recorder/stack.h"
@@ -27,7 +29,7 @@ void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16
    * the call ran; only touch it while it still holds our position.  The
    * window between the check and the store is a (documented) race worth one
    * wrong field after slot_count records, never a crash: the mapping stays. */
-  struct ntr_record *r = &nti_g.ring.slots[pos & nti_g.ring.mask];
+  struct ntr_record *r = &nti_proc.ring.slots[pos & nti_proc.ring.mask];
   if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == pos + 1)
     patch(r, result, flags, tsc_done);
   if (!c)
@@ -48,7 +50,7 @@ void nti_record_patch(uint64_t pos, const struct nti_comm *c, int result, uint16
 void nti_record_patch_aux(uint64_t pos, const struct nti_comm *c, uint64_t aux) {
   if (!nti_active())
     return;
-  struct ntr_record *r = &nti_g.ring.slots[pos & nti_g.ring.mask];
+  struct ntr_record *r = &nti_proc.ring.slots[pos & nti_proc.ring.mask];
   if (__atomic_load_n(&r->commit, __ATOMIC_ACQUIRE) == pos + 1)
     __atomic_store_n(&r->aux, aux, __ATOMIC_RELAXED);
   if (!c)
@@ -62,11 +64,6 @@ void nti_record_patch_aux(uint64_t pos, const struct nti_comm *c, uint64_t aux) 
       return;
     }
   }
-}
-
-void nti_record_set_result(struct ntr_record *r, uint64_t pos, const struct nti_comm *c, int result) {
-  (void)r;
-  nti_record_patch(pos, c, result, 0, 0);
 }
 
 void nti_record_event(unsigned kind, const struct nti_comm *c, const char *text, uint64_t count,
@@ -120,7 +117,7 @@ uint32_t nti_stack_id_at(const void *site) {
 uint32_t nti_stack_id(void) {
   /* libunwind may set errno; the wrapper relies on its callees keeping it. */
   int saved = errno;
-  uint32_t id = ntr_stack_capture(&nti_g.ring);
+  uint32_t id = ntr_stack_capture(&nti_proc.ring);
   errno = saved;
   return id;
 }

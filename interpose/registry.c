@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
 
 struct nti_reg_slot nti_reg_table[NTI_REG_SLOTS]; /* lookup: nti.h */
 static struct nti_comm *all_comms; /* newest first (atomic head) */
@@ -23,7 +24,7 @@ pthread_mutex_t nti_life_lock = PTHREAD_MUTEX_INITIALIZER;
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind) {
   if (!nti_active())
     return NULL;
-  struct ntr_comm_state *cs = ntr_ring_comm_alloc(&nti_g.ring);
+  struct ntr_comm_state *cs = ntr_ring_comm_alloc(&nti_proc.ring);
   if (!cs) {
     static int said;
     if (!said++)
@@ -79,7 +80,7 @@ void nti_comm_flags_update(struct nti_comm *c) {
 }
 
 void nti_fast_off_all(void) {
-  __atomic_store_n(&nti_g.fast, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&nti_proc.fast, 0, __ATOMIC_SEQ_CST);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
     nti_comm_fast_off(c);
 }
@@ -88,10 +89,10 @@ void nti_fast_off_all(void) {
  * against nti_fast_off_all: a bind racing with it either sees fast off
  * here, or its comm is on the list that function walks after its store. */
 static void fast_on(struct nti_comm *c, ncclComm_t handle) {
-  if (!__atomic_load_n(&nti_g.fast, __ATOMIC_SEQ_CST))
+  if (!__atomic_load_n(&nti_proc.fast, __ATOMIC_SEQ_CST))
     return;
   __atomic_store_n(&c->fast_handle, handle, __ATOMIC_SEQ_CST);
-  if (!__atomic_load_n(&nti_g.fast, __ATOMIC_SEQ_CST) ||
+  if (!__atomic_load_n(&nti_proc.fast, __ATOMIC_SEQ_CST) ||
       (nti_tracked(c) && __atomic_load_n(&c->start_every, __ATOMIC_RELAXED)))
     nti_comm_fast_off(c);
 }

@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
 
 #define NT_COLL(name, ...) nti_fn_##name##_t nti_real_##name;
 #define NT_P2P NT_COLL
@@ -176,8 +177,21 @@ void *nti_resolve(enum nti_fn fn) {
   return s;
 }
 
-void *nti_next_symbol(const char *name) {
-  return dlsym(RTLD_NEXT, name);
+struct nti_libc nti_libc;
+int nti_libc_ready;
+
+void nti_libc_resolve(void) {
+#define NTI_LIBC_RESOLVE(name, ret, params)                                \
+  {                                                                        \
+    void *sym = dlsym(RTLD_NEXT, #name);                                   \
+    ret(*fn) params;                                                       \
+    memcpy(&fn, &sym, sizeof fn);                                          \
+    __atomic_store_n(&nti_libc.name, fn, __ATOMIC_RELAXED);                \
+  }
+  NTI_LIBC_LIST(NTI_LIBC_RESOLVE)
+#undef NTI_LIBC_RESOLVE
+  /* Release: a reader that sees ready sees every pointer. */
+  __atomic_store_n(&nti_libc_ready, 1, __ATOMIC_RELEASE);
 }
 
 void *nti_nccl_symbol(const char *name) {

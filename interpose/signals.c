@@ -7,8 +7,8 @@
  * a handler never reads a half-written struct.
  * Signal-safety: the handlers below use only async-signal-safe operations;
  * each step says why.  sigaction()/signal() wrappers are as safe as the
- * real ones except for the first call's dlsym (made before main, in our
- * constructor, in practice).
+ * real ones: the real functions come from the libc table filled in init
+ * before our handlers are installed (resolve.h: NTI_LIBC).
  *
  * Chaining: our handler stays installed; what the application installs
  * (before we loaded, saved at install time, or after, through these
@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/record.h"
+#include "interpose/trigger.h"
 #include "recorder/stack.h"
 #include "recorder/names.h"
 
@@ -27,8 +30,6 @@ static const int our_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
                                   SIGTERM, SIGINT, SIGUSR1};
 #define NSIG_OURS (sizeof our_signals / sizeof our_signals[0])
 
-static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
-static sighandler_t (*real_signal)(int, sighandler_t);
 
 static int installed[NSIG];          /* 1 once our handler is in place */
 static struct sigaction app_act[NSIG][2];
@@ -37,14 +38,6 @@ static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
 static int fatal_taken;              /* first fatal signal wins (atomic) */
 static int app_touched[NSIG];        /* the application set a disposition after we loaded (atomic) */
 static int ring_fault_said;          /* the one line about a cut ring file (atomic) */
-
-static int resolve_real(void) {
-  if (!real_sigaction)
-    *(void **)&real_sigaction = nti_next_symbol("sigaction");
-  if (!real_signal)
-    *(void **)&real_signal = nti_next_symbol("signal");
-  return real_sigaction ? 0 : -ENOSYS;
-}
 
 static int ours(int sig) {
   return sig > 0 && sig < NSIG && __atomic_load_n(&installed[sig], __ATOMIC_ACQUIRE);
@@ -102,6 +95,7 @@ static void die_by(int sig) {
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
+  __typeof__(nti_libc.sigaction) real_sigaction = NTI_LIBC(sigaction);
   if (real_sigaction)
     real_sigaction(sig, &dfl, NULL);
   __atomic_store_n(&installed[sig], 0, __ATOMIC_RELEASE);
@@ -118,8 +112,8 @@ static void die_by(int sig) {
 static void mark_signaled(int sig) {
   /* Plain stores into the shared mapping: what `collect` reads if even the
    * dump below fails. */
-  nti_g.ring.hdr->signo = sig;
-  __atomic_store_n(&nti_g.ring.hdr->proc_state, NTR_PROC_SIGNALED, __ATOMIC_RELEASE);
+  nti_proc.ring.hdr->signo = sig;
+  __atomic_store_n(&nti_proc.ring.hdr->proc_state, NTR_PROC_SIGNALED, __ATOMIC_RELEASE);
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc) {
@@ -127,7 +121,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
   /* A SIGBUS on the ring's own mapping (its file was truncated under us)
    * is ours, never the application's: the page becomes anonymous memory
    * (mmap, a syscall) and the faulting access runs again on return. */
-  if (sig == SIGBUS && si && si->si_code > 0 && ntr_ring_repair_fault(&nti_g.ring, si->si_addr)) {
+  if (sig == SIGBUS && si && si->si_code > 0 && ntr_ring_repair_fault(&nti_proc.ring, si->si_addr)) {
     if (!__atomic_exchange_n(&ring_fault_said, 1, __ATOMIC_RELAXED))
       nti_say_raw("nccltrace: the ring file was cut under this process (SIGBUS on its mapping); "
                   "its lost pages are kept in memory only from now on\n");
@@ -150,7 +144,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
     mark_signaled(sig);
     /* libunwind from the interrupted context; see recorder/stack.h for its
      * signal-safety (local unwinding, preallocated, best-effort names). */
-    ntr_stack_fatal(nti_g.ring.hdr, sig, uc);
+    ntr_stack_fatal(nti_proc.ring.hdr, sig, uc);
     rc = nti_dump_now(NTR_TRIG_FATAL_SIGNAL, sig, 0, sig_text(sig));
   }
   /* The application's handler was designed for this signal: it runs. */
@@ -163,7 +157,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
    * the default too): the dump holds everything, unlink(2) is
    * async-signal-safe, then die of the same signal. */
   if (rc == 0)
-    ntr_ring_unlink(&nti_g.ring);
+    ntr_ring_unlink(&nti_proc.ring);
   die_by(sig);
 }
 
@@ -180,7 +174,7 @@ static void on_term(int sig, siginfo_t *si, void *uc) {
     nti_tls.internal--;
     if (default_action) {
       if (rc == 0)
-        ntr_ring_unlink(&nti_g.ring);
+        ntr_ring_unlink(&nti_proc.ring);
       die_by(sig);
       return;
     }
@@ -205,14 +199,15 @@ static void on_usr1(int sig, siginfo_t *si, void *uc) {
     if (nti_active()) {
       mark_signaled(sig);
       if (rc == 0)
-        ntr_ring_unlink(&nti_g.ring);
+        ntr_ring_unlink(&nti_proc.ring);
     }
     die_by(sig);
   }
 }
 
 void nti_signals_install(void) {
-  if (resolve_real() < 0) {
+  __typeof__(nti_libc.sigaction) real_sigaction = NTI_LIBC(sigaction);
+  if (!real_sigaction) {
     nti_say("sigaction not found; signal triggers are off");
     return;
   }
@@ -247,7 +242,8 @@ void nti_signals_install(void) {
 }
 
 NTI_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oldact) {
-  if (resolve_real() < 0) {
+  __typeof__(nti_libc.sigaction) real_sigaction = NTI_LIBC(sigaction);
+  if (!real_sigaction) {
     errno = ENOSYS;
     return -1;
   }
@@ -268,7 +264,8 @@ NTI_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
 }
 
 NTI_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
-  if (resolve_real() < 0 || !real_signal) {
+  __typeof__(nti_libc.signal) real_signal = NTI_LIBC(signal);
+  if (!NTI_LIBC(sigaction) || !real_signal) {
     errno = ENOSYS;
     return SIG_ERR;
   }

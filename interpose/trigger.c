@@ -5,16 +5,17 @@
  * Signal-safety: nti_dump_now is async-signal-safe: it builds the trigger
  * with plain stores, writes one ring record, calls ntr_dump_write (signal-
  * safe once ntr_dump_init ran: preallocated buffers, open/write/rename) and
- * prints with one write(2).  nti_trigger_dump adds nothing unsafe either,
- * but is documented as not signal-safe so its callers keep that freedom.
+ * prints with one write(2) (messages built with ntr_sb, recorder/util.h).
  */
 #include <time.h>
 
 #include "interpose/dump_rate.h"
 #include "interpose/nti.h"
+#include "interpose/record.h"
 #include "interpose/trigger.h"
 #include "recorder/dump.h"
 #include "recorder/names.h"
+#include "recorder/util.h"
 
 /* Dumps per trigger kind are budgeted (dump_rate.h): a storm of verdicts
  * or signals must not fill the disk or keep a core compressing. */
@@ -25,51 +26,30 @@ static const char *trig_name(int kind) {
   return n ? n : "unknown";
 }
 
-/* strlcat without libc's locale-free guarantees in doubt: plain loop. */
-static size_t cat(char *dst, size_t len, size_t cap, const char *s) {
-  while (s && *s && len + 1 < cap)
-    dst[len++] = *s++;
-  dst[len] = 0;
-  return len;
-}
-
 /* The reason cut to the trigger's field: when it does not fit, it ends in
  * "..." and every parenthesis it opened is closed, so a cut text still
  * reads as one (a lost-peer reason is longer than the field).
  * Async-signal-safe: loops over the bytes only. */
 static void reason_fit(char *dst, size_t cap, const char *s) {
-  size_t len = cat(dst, 0, cap, s);
-  if (!s || !s[len] || cap < 8)
+  struct ntr_sb sb;
+  ntr_sb_init(&sb, dst, cap);
+  ntr_sb_str(&sb, s);
+  if (!sb.overflow || cap < 8)
     return;
   for (;;) {
     int open = 0;
-    for (size_t i = 0; i < len; i++)
+    for (size_t i = 0; i < sb.len; i++)
       open += dst[i] == '(' ? 1 : dst[i] == ')' ? -1 : 0;
     if (open < 0)
       open = 0;
-    if (len + 3 + (size_t)open + 1 <= cap) {
-      len = cat(dst, len, cap, "...");
+    if (sb.len + 3 + (size_t)open + 1 <= cap) {
+      ntr_sb_str(&sb, "...");
       while (open-- > 0)
-        len = cat(dst, len, cap, ")");
+        ntr_sb_str(&sb, ")");
       return;
     }
-    dst[--len] = 0;
+    dst[--sb.len] = 0;
   }
-}
-
-static void errno_text(char *buf, size_t cap, int e) {
-  /* Decimal by hand: snprintf is not async-signal-safe. */
-  char tmp[16];
-  int n = 0;
-  unsigned v = (unsigned)(e < 0 ? -e : e);
-  do {
-    tmp[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v && n < 15);
-  size_t i = 0;
-  while (n && i + 1 < cap)
-    buf[i++] = tmp[--n];
-  buf[i] = 0;
 }
 
 /* Over budget: a Note in the ring counts it (aux = refused so far), and the
@@ -84,23 +64,23 @@ static int over_budget(int trigger_kind) {
     return 0;
   nti_record_event(NTR_KIND_NOTE, NULL, "dump-limited", count, (uint64_t)trigger_kind, 0);
   if (first) {
-    char line[256], num[16];
-    size_t n = cat(line, 0, sizeof line, "nccltrace: more than ");
-    errno_text(num, sizeof num, (int)NTI_RATE_BURST);
-    n = cat(line, n, sizeof line, num);
-    n = cat(line, n, sizeof line, " dumps for trigger ");
-    n = cat(line, n, sizeof line, trig_name(trigger_kind));
-    n = cat(line, n, sizeof line, " at once: further ones are skipped (at most one per ");
-    errno_text(num, sizeof num, (int)(NTI_RATE_PERIOD_NS / 1000000000ull));
-    n = cat(line, n, sizeof line, num);
-    n = cat(line, n, sizeof line, " s; each skip is a dump-limited Note in the ring)\n");
+    char line[256];
+    struct ntr_sb sb;
+    ntr_sb_init(&sb, line, sizeof line);
+    ntr_sb_str(&sb, "nccltrace: more than ");
+    ntr_sb_u64(&sb, NTI_RATE_BURST);
+    ntr_sb_str(&sb, " dumps for trigger ");
+    ntr_sb_str(&sb, trig_name(trigger_kind));
+    ntr_sb_str(&sb, " at once: further ones are skipped (at most one per ");
+    ntr_sb_u64(&sb, NTI_RATE_PERIOD_NS / 1000000000ull);
+    ntr_sb_str(&sb, " s; each skip is a dump-limited Note in the ring)\n");
     nti_say_raw(line);
   }
   return 1;
 }
 
 int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason) {
-  if (!nti_active() || !nti_g.dump_ready)
+  if (!nti_active() || !nti_proc.dump_ready)
     return -ENODEV;
   if (over_budget(trigger_kind))
     return -EAGAIN;
@@ -110,39 +90,35 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   t.signo = signo;
   t.exit_code = exit_code;
   t.tsc = ntr_clock_now();
-  t.lost = ntr_ring_lost(&nti_g.ring);
+  t.lost = ntr_ring_lost(&nti_proc.ring);
   reason_fit(t.reason, sizeof t.reason, reason ? reason : trig_name(trigger_kind));
   char path[512];
   path[0] = 0;
-  int rc = ntr_dump_write(&nti_g.ring, &t, path, sizeof path);
+  int rc = ntr_dump_write(&nti_proc.ring, &t, path, sizeof path);
   char line[768];
-  size_t n = cat(line, 0, sizeof line, "nccltrace: ");
+  struct ntr_sb sb;
+  ntr_sb_init(&sb, line, sizeof line);
+  ntr_sb_str(&sb, "nccltrace: ");
   if (rc == 0) {
     /* Only once the file is renamed into place: a dump cut short (SIGKILL
      * mid-write leaves its .tmp) or failed is never "written" in the ring.
      * The dump itself therefore does not list its own Dump record; its
      * trigger block says what it is. */
     nti_record_event(NTR_KIND_DUMP, NULL, trig_name(trigger_kind), 0, (uint64_t)trigger_kind, 0);
-    n = cat(line, n, sizeof line, "dump written: ");
-    n = cat(line, n, sizeof line, path);
+    ntr_sb_str(&sb, "dump written: ");
+    ntr_sb_str(&sb, path);
   } else if (rc == -EBUSY) {
     /* Another thread is dumping right now; its dump covers this moment. */
     return rc;
   } else {
-    char num[16];
-    errno_text(num, sizeof num, rc);
-    n = cat(line, n, sizeof line, "dump failed (errno ");
-    n = cat(line, n, sizeof line, num);
-    n = cat(line, n, sizeof line, ") in ");
-    n = cat(line, n, sizeof line, ntr_dump_dir());
+    ntr_sb_str(&sb, "dump failed (errno ");
+    ntr_sb_u64(&sb, (uint64_t)(rc < 0 ? -(int64_t)rc : rc));
+    ntr_sb_str(&sb, ") in ");
+    ntr_sb_str(&sb, ntr_dump_dir());
   }
-  n = cat(line, n, sizeof line, " (");
-  n = cat(line, n, sizeof line, t.reason);
-  n = cat(line, n, sizeof line, ")\n");
+  ntr_sb_str(&sb, " (");
+  ntr_sb_str(&sb, t.reason);
+  ntr_sb_str(&sb, ")\n");
   nti_say_raw(line);
   return rc;
-}
-
-int nti_trigger_dump(int trigger_kind, const char *reason) {
-  return nti_dump_now(trigger_kind, 0, 0, reason);
 }

@@ -3,18 +3,21 @@
  *
  * Thread-safety: any thread; one dump runs at a time per process (a second
  * concurrent request returns -EBUSY at once instead of waiting).
- * Signal-safety: nti_trigger_dump is not async-signal-safe (it formats
- * text); signal handlers use the interposer's internal signal path.
+ * Signal-safety: nti_dump_now is async-signal-safe once the library is
+ * initialized (preallocated dump buffers, open/write/rename, one write(2));
+ * nti_start_boost is not.
  */
 #ifndef NTI_TRIGGER_H
 #define NTI_TRIGGER_H
 
 /* Write a dump now.  trigger_kind: enum ntr_trigger_kind (recorder/format.h),
- * e.g. NTR_TRIG_MISMATCH or NTR_TRIG_PEER_LOST; reason: one human line,
- * up to 95 bytes kept.  A DUMP record naming the trigger is added to the
- * ring.  @return 0, -EBUSY (another dump in progress), -ENODEV (tracing off),
- * or the dump writer's -errno. */
-int nti_trigger_dump(int trigger_kind, const char *reason);
+ * e.g. NTR_TRIG_MISMATCH or NTR_TRIG_PEER_LOST; signo and exit_code: the
+ * signal or exit status that caused it (0 for others); reason: one human
+ * line, cut to the trigger's field (NULL: the trigger's name).  A DUMP
+ * record naming the trigger is added to the ring.  @return 0, -EBUSY
+ * (another dump in progress), -ENODEV (tracing off), -EAGAIN (over the
+ * dump budget), or the dump writer's -errno. */
+int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason);
 
 /* A straggler was reported on comm_id: device start events before every
  * collective of it from now on (watchdog.c).  Any thread. */

@@ -35,6 +35,11 @@
 #include <time.h>
 
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/comm.h"
+#include "interpose/record.h"
+#include "interpose/watchdog.h"
+#include "interpose/graph.h"
 #include "interpose/pyframes.h"
 #include "interpose/trigger.h"
 
@@ -384,12 +389,12 @@ void nti_complete_track_group(struct nti_comm *c, void *stream, uint64_t seq, ui
  * stream): mark each of those records complete. */
 static void complete_records(struct nti_comm *c, const struct nti_pending *cell, uint64_t now) {
   uint64_t first = cell->pos_first;
-  if (cell->pos - first > nti_g.ring.mask)
-    first = cell->pos - nti_g.ring.mask; /* older ones were overwritten anyway */
+  if (cell->pos - first > nti_proc.ring.mask)
+    first = cell->pos - nti_proc.ring.mask; /* older ones were overwritten anyway */
   for (uint64_t p = first; p <= cell->pos; p++) {
     if (p != cell->pos) {
       struct ntr_record copy;
-      const struct ntr_record *r = &nti_g.ring.slots[p & nti_g.ring.mask];
+      const struct ntr_record *r = &nti_proc.ring.slots[p & nti_proc.ring.mask];
       if (ntr_ring_read_slot(r, &copy) != p + 1 || copy.comm_id != c->cs->comm_id ||
           copy.tid != cell->tid || copy.group_id != cell->group_id ||
           copy.u.buf.stream != cell->stream || copy.phase != NTR_PHASE_CALL)
@@ -425,7 +430,7 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
 /* ------------------------------------------------------------ watchdog -- */
 
 static double secs(uint64_t dt) {
-  uint64_t hz = nti_g.ring.hdr->tsc_hz;
+  uint64_t hz = nti_proc.ring.hdr->tsc_hz;
   return hz ? (double)dt / (double)hz : 0.0;
 }
 
@@ -436,7 +441,7 @@ static void timeout_report(struct nti_comm *c, uint64_t seq, const char *op, dou
            (unsigned long long)cs->comm_id, cs->rank, (unsigned long long)seq, op, waited);
   nti_say("%s", reason);
   nti_record_event(NTR_KIND_TIMEOUT, c, op, 0, (uint64_t)waited, seq);
-  nti_trigger_dump(NTR_TRIG_TIMEOUT, reason);
+  nti_dump_now(NTR_TRIG_TIMEOUT, 0, 0, reason);
 }
 
 /* A replay that did not finish: named by the first captured call of this
@@ -452,7 +457,7 @@ static void replay_timeout_report(struct nti_comm *c, const struct ntr_record *g
            waited);
   nti_say("%s", reason);
   nti_record_event(NTR_KIND_TIMEOUT, c, op, g->count, (uint64_t)waited, seq);
-  nti_trigger_dump(NTR_TRIG_TIMEOUT, reason);
+  nti_dump_now(NTR_TRIG_TIMEOUT, 0, 0, reason);
 }
 
 static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
@@ -476,7 +481,7 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
       if (tmo && now > cell->tsc && now - cell->tsc > tmo && cell->pos + 1 > c->timeout_reported_pos) {
         c->timeout_reported_pos = cell->pos + 1;
         struct ntr_record r;
-        unsigned kind = ntr_ring_read_slot(&nti_g.ring.slots[cell->pos & nti_g.ring.mask], &r) == cell->pos + 1
+        unsigned kind = ntr_ring_read_slot(&nti_proc.ring.slots[cell->pos & nti_proc.ring.mask], &r) == cell->pos + 1
                             ? r.kind : 0;
         if (kind == NTR_KIND_GRAPH_LAUNCH)
           replay_timeout_report(c, &r, secs(now - cell->tsc));
@@ -571,7 +576,7 @@ static void recent_patch(struct nti_comm *c) {
   if (!p1)
     return;
   struct ntr_record r;
-  if (ntr_ring_read_slot(&nti_g.ring.slots[(p1 - 1) & nti_g.ring.mask], &r) != p1) {
+  if (ntr_ring_read_slot(&nti_proc.ring.slots[(p1 - 1) & nti_proc.ring.mask], &r) != p1) {
     c->recent_patch_pos = 0; /* overwritten: the copy keeps -1 */
     return;
   }
@@ -594,7 +599,7 @@ static void poll_incall(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   struct ntr_comm_state *cs = c->cs;
   uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
   struct ntr_record r;
-  int incall = newest && ntr_ring_read_slot(&nti_g.ring.slots[(newest - 1) & nti_g.ring.mask], &r) == newest &&
+  int incall = newest && ntr_ring_read_slot(&nti_proc.ring.slots[(newest - 1) & nti_proc.ring.mask], &r) == newest &&
                r.phase == NTR_PHASE_CALL && is_op(r.kind) && r.result == -1 && r.comm_id == cs->comm_id;
   if (c->incall_mark && (!incall || r.tsc != c->incall_mark)) {
     uint64_t mark = c->incall_mark;
@@ -605,18 +610,10 @@ static void poll_incall(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   if (!incall || !tmo || now <= r.tsc || now - r.tsc <= tmo || c->incall_reported_pos == newest)
     return;
   c->incall_reported_pos = newest;
-  uint64_t zero = 0;
-  /* kind and tid first, then since with release (pairs with readers'
-   * acquire of blocked_since); a failed CAS leaves an existing mark and
-   * its kind alone, but kind/tid may then briefly name our call: a
-   * snapshot reader accepts that. */
-  if (__atomic_load_n(&cs->blocked_since, __ATOMIC_RELAXED) == 0) {
-    cs->blocked_kind = r.kind;
-    cs->blocked_tid = r.tid;
-    if (__atomic_compare_exchange_n(&cs->blocked_since, &zero, r.tsc, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-      c->incall_mark = r.tsc;
-      c->life_reported_since = r.tsc; /* reported here, not again by poll_lifecycle */
-    }
+  /* An existing mark (a lifecycle call's) is left alone. */
+  if (nti_blocked_mark_if_clear(cs, r.kind, r.tid, r.tsc)) {
+    c->incall_mark = r.tsc;
+    c->life_reported_since = r.tsc; /* reported here, not again by poll_lifecycle */
   }
   timeout_report(c, r.seq, nti_kind_name(r.kind), secs(now - r.tsc));
 }
@@ -625,14 +622,14 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
   static struct ntr_record got[NTR_COMM_RECENT]; /* watchdog only (or its last pass at exit) */
   uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
   uint64_t upto = __atomic_load_n(&c->recent_upto, __ATOMIC_RELAXED);
-  uint64_t slots = nti_g.ring.mask + 1;
+  uint64_t slots = nti_proc.ring.mask + 1;
   if (newest <= upto)
     return;
   uint64_t p = newest - 1, done = newest;
   int n = 0;
   while (p >= upto && head - p <= slots && n < (int)NTR_COMM_RECENT) {
     struct ntr_record r;
-    uint64_t cm = ntr_ring_read_slot(&nti_g.ring.slots[p & nti_g.ring.mask], &r);
+    uint64_t cm = ntr_ring_read_slot(&nti_proc.ring.slots[p & nti_proc.ring.mask], &r);
     if (cm != p + 1 || r.comm_id != c->cs->comm_id || r.rank != c->cs->rank) {
       /* the newest still being written: next poll (unless its writer is
        * gone); an older link that does not hold c's record: overwritten */
@@ -663,7 +660,7 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
 }
 
 static void recent_scan(int final) {
-  uint64_t head = __atomic_load_n(&nti_g.ring.hdr->head, __ATOMIC_ACQUIRE);
+  uint64_t head = __atomic_load_n(&nti_proc.ring.hdr->head, __ATOMIC_ACQUIRE);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
     recent_scan_comm(c, head, final);
     recent_patch(c);
@@ -678,6 +675,39 @@ static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   c->life_reported_since = since;
   timeout_report(c, __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED), nti_kind_name(cs->blocked_kind),
                  secs(now - since));
+}
+
+void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
+  struct ntr_comm_state *cs = c->cs;
+  if (now == ncclSuccess)
+    nti_complete_flush_deferred(c); /* ops accepted with ncclInProgress are on their streams now */
+  int32_t old = __atomic_load_n(&cs->async_error, __ATOMIC_ACQUIRE);
+  if (old == (int32_t)now)
+    return;
+  /* The caller holds c->async_poller; the CAS also keeps a change that
+   * another path (init, destroy) stored from being recorded twice. */
+  if (!__atomic_compare_exchange_n(&cs->async_error, &old, (int32_t)now, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return;
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, c);
+  r->aux = (uint64_t)(uint32_t)now;
+  r->result = old;
+  r->seq = __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED);
+  nti_record_end(r, pos, c);
+  if (now == ncclSuccess && old == ncclInProgress) {
+    /* A nonblocking init/finalize/split finished. */
+    uint32_t lc = __atomic_load_n(&cs->lifecycle, __ATOMIC_ACQUIRE);
+    if (lc == NTR_COMM_INIT)
+      __atomic_store_n(&cs->lifecycle, NTR_COMM_READY, __ATOMIC_RELEASE);
+    nti_blocked_clear(cs);
+  } else if (now != ncclSuccess && now != ncclInProgress) {
+    char reason[96];
+    snprintf(reason, sizeof reason, "async error %d on comm %016llx rank %d", (int)now,
+             (unsigned long long)cs->comm_id, cs->rank);
+    nti_say("%s", reason);
+    nti_dump_now(NTR_TRIG_ASYNC_ERROR, 0, 0, reason);
+  }
 }
 
 static void poll_async(struct nti_comm *c) {
@@ -708,7 +738,7 @@ static void *watchdog_main(void *arg) {
    * queries can invalidate an application's global-mode capture. */
   int mode = CU_CAPTURE_MODE_THREAD_LOCAL;
   capture_mode_swap(&mode);
-  uint64_t hz = nti_g.ring.hdr->tsc_hz;
+  uint64_t hz = nti_proc.ring.hdr->tsc_hz;
   uint64_t tmo = hz ? (uint64_t)(ntr_cfg.timeout_s * (double)hz) : 0;
   pthread_mutex_lock(&wd_lock);
   while (!wd_stop) {

@@ -7,7 +7,7 @@
  * Signal-safety: wrappers are not meant to be called from signal handlers
  * (NCCL itself is not signal-safe).
  *
- * Hot path of a collective in the default configuration (nti_g.fast: not
+ * Hot path of a collective in the default configuration (nti_proc.fast: not
  * strict, no stacks), inlined into each wrapper with no call of ours: one
  * mode word and the TLS guard tested once, the registry probe (lock-free),
  * the seq (load + store: one thread per comm at a time, see fast_pre), the
@@ -23,6 +23,12 @@
  * the slow path, out of line (slow_<name>).
  */
 #include "interpose/nti.h"
+#include "interpose/resolve.h"
+#include "interpose/comm.h"
+#include "interpose/record.h"
+#include "interpose/group.h"
+#include "interpose/strict.h"
+#include "interpose/watchdog.h"
 #include "interpose/exchange.h"
 
 #if defined(__SANITIZE_THREAD__)
@@ -83,7 +89,7 @@ static inline __attribute__((always_inline)) struct nti_comm *nti_comm_lookup_ca
   return c;
 }
 
-/* The clock of the fast path: nti_g.fast is only set with the TSC on
+/* The clock of the fast path: nti_proc.fast is only set with the TSC on
  * x86-64 (nti_activate), so no test; elsewhere ntr_clock_now_inline. */
 static inline __attribute__((always_inline)) uint64_t nti_fast_clock(void) {
 #if defined(__x86_64__)
@@ -107,7 +113,7 @@ static __attribute__((noinline)) int fast_refill_do(ncclComm_t h, int dtype) {
   (void)nti_tid();
   if (NTI_UNLIKELY(!nti_tls.exit_hooked))
     nti_thread_hook();
-  return ntr_ring_refill(&nti_g.ring, &nti_tls.ring_cur) == 0 &&
+  return ntr_ring_refill(&nti_proc.ring, &nti_tls.ring_cur) == 0 &&
          nti_tls.ring_cur.next >= __atomic_load_n(&c->next_pos, __ATOMIC_RELAXED);
 }
 static inline int fast_refill(ncclComm_t h, int dtype) {
@@ -298,38 +304,39 @@ static void op_result(const struct nti_op *o, ncclResult_t res, int later) {
   __atomic_store_n(&o->rec->result, (int32_t)res, __ATOMIC_RELAXED);
 }
 
-/* Strict mode's part of op_pre, out of line: the default path never
- * enters it. */
-static __attribute__((noinline)) int op_pre_strict_inner(struct nti_op *o, ncclResult_t *res) {
-  if (nti_tls.group_depth) {
-    if (nti_strict_defer(o) == 0) {
-      *res = ncclSuccess;
-      return 1;
-    }
-    return 0;
-  }
-  if (nti_strict_single(o) < 0) {
-    *res = ncclInvalidUsage;
-    op_result(o, ncclInvalidUsage, 0);
-    return 1;
-  }
-  return 0;
+static void op_post(struct nti_op *o, ncclResult_t res, int later);
+
+/* Strict mode's replay of a buffered call (struct nti_op.replay): the
+ * deferred call returned ncclSuccess to the application; what NCCL says
+ * now is recorded on the original record and folded into GroupEnd's
+ * result by strict.c. */
+static ncclResult_t op_replay(struct nti_op *o) {
+  ncclResult_t res = o->call(o);
+  op_post(o, res, 1);
+  return res;
 }
 
-/* Sockets and futexes may set errno: NCCL still gets the caller's. */
-static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_t *res) {
+/* Strict mode's part of op_pre, out of line: the default path never
+ * enters it.  Sockets and futexes may set errno: NCCL still gets the
+ * caller's. */
+static __attribute__((noinline)) int op_pre_strict(struct nti_op *o, ncclResult_t (*call)(const struct nti_op *),
+                                                   ncclResult_t *res) {
   int saved = errno;
-  int rv = op_pre_strict_inner(o, res);
+  o->call = call;
+  o->replay = op_replay;
+  int rv = nti_strict_pre(o, res);
+  if (rv && *res == ncclInvalidUsage)
+    op_result(o, ncclInvalidUsage, 0);
   errno = saved;
   return rv;
 }
 
 /* @return 0: forward to NCCL; 1: do not forward, return *res. */
-static int op_pre(struct nti_op *o, ncclResult_t *res) {
+static int op_pre(struct nti_op *o, ncclResult_t (*call)(const struct nti_op *), ncclResult_t *res) {
   op_record(o);
   if (!nti_strict_on())
     return 0;
-  return op_pre_strict(o, res);
+  return op_pre_strict(o, call, res);
 }
 
 /* Device arrival: a start event on the op's stream before the call, for a
@@ -374,7 +381,7 @@ static void op_post(struct nti_op *o, ncclResult_t res, int later) {
 static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResult_t (*call)(const struct nti_op *)) {
   ncclResult_t res;
   nti_tls.guard++;
-  if (!op_pre(o, &res)) {
+  if (!op_pre(o, call, &res)) {
     op_start(o);
     res = call(o);
     op_post(o, res, 0);
@@ -472,7 +479,7 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
 #define NT_COLL(name, KIND, params, args, a_send, a_recv, a_count, a_dtype, a_redop, a_root, a_comm, a_stream) \
   NTI_WRAP(name, KIND, 0, 0, params, args, a_send, a_recv, a_count, a_dtype, a_redop, a_root, a_comm,      \
            a_stream,                                                                                         \
-           (nti_o.fn = NTI_FN_##name, nti_o.kind = NTR_KIND_##KIND,                                          \
+           (nti_o.kind = NTR_KIND_##KIND,                                          \
             nti_o.sendbuf = (const void *)(a_send), nti_o.recvbuf = (void *)(a_recv),                        \
             nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype), nti_o.redop = (int)(a_redop),             \
             nti_o.root = (a_root), nti_o.peer = -1, nti_o.dir = 0, nti_o.comm = (a_comm),                    \
@@ -480,7 +487,7 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
 #define NT_P2P(name, KIND, params, args, a_buf, a_count, a_dtype, a_peer, a_comm, a_stream)                 \
   NTI_WRAP(name, KIND, 1, NTR_KIND_##KIND == NTR_KIND_RECV, params, args, a_buf, a_buf, a_count, a_dtype,   \
            -1, a_peer, a_comm, a_stream,                                                                     \
-           (nti_o.fn = NTI_FN_##name, nti_o.kind = NTR_KIND_##KIND,                                          \
+           (nti_o.kind = NTR_KIND_##KIND,                                          \
             nti_o.sendbuf = (const void *)(a_buf), nti_o.recvbuf = (void *)(a_buf),                          \
             nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype), nti_o.redop = -1, nti_o.root = -1,        \
             nti_o.peer = (a_peer), nti_o.dir = NTR_KIND_##KIND == NTR_KIND_RECV, nti_o.comm = (a_comm),      \
@@ -489,7 +496,8 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
 
 /* ----------------------------------------------------------- replay -- */
 
-/* Strict mode replays a buffered call at the outermost GroupEnd.  The row's
+/* The real call from an op's fields (struct nti_op.call): the slow path's
+ * call, and strict mode's replay at the outermost GroupEnd.  The row's
  * argument list names NCCL's parameters; these locals carry every name the
  * table uses, so `real args` compiles for each row (a row with a new name
  * fails to build here, loudly, instead of replaying garbage). */
@@ -515,22 +523,3 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
   }
 #define NT_P2P NT_COLL
 #include "recorder/nccl_api.def"
-
-ncclResult_t nti_replay(const struct nti_op *o) {
-  ncclResult_t res;
-  switch (o->fn) {
-#define NT_COLL(name, ...)                                                   \
-  case NTI_FN_##name:                                                        \
-    res = replay_##name(o);                                                  \
-    break;
-#define NT_P2P NT_COLL
-#include "recorder/nccl_api.def"
-  default:
-    return ncclInternalError;
-  }
-  /* The deferred call returned ncclSuccess to the application; what NCCL
-   * says now is recorded on the original record and folded into GroupEnd's
-   * result by the caller. */
-  op_post((struct nti_op *)o, res, 1);
-  return res;
-}

@@ -184,7 +184,7 @@ struct ntr_record {
   uint16_t stack_id;  /* native stack (NCCLTRACE_STACKS): index+1 into the stack table, 0 = none */
   uint16_t pystack_id; /* Python call site: index+1 into the stack table, 0 = none */
   uint32_t prev_gap;  /* position - position of the previous record of the same comm written
-                         by an application thread; 0: none or unknown (interpose/nti.h) */
+                         by an application thread; 0: none or unknown (interpose/record.h) */
   uint64_t aux;       /* kind-specific: split color<<32|key, signal, exit code, error;
                          op CALL records leave it as the slot had it, readers clear it */
 };

@@ -98,9 +98,9 @@ static void on_verdict(const struct ntx_msg *m) {
   if (kind == NTX_V_STRAGGLER)
     nti_start_boost(m->u.verdict.comm_id); /* its device arrivals, at every collective from now on */
   if (kind == NTX_V_MISMATCH || kind == NTX_V_P2P_MISMATCH)
-    nti_trigger_dump(NTR_TRIG_MISMATCH, text);
+    nti_dump_now(NTR_TRIG_MISMATCH, 0, 0, text);
   else if (kind == NTX_V_PEER_LOST)
-    nti_trigger_dump(NTR_TRIG_PEER_LOST, text);
+    nti_dump_now(NTR_TRIG_PEER_LOST, 0, 0, text);
 }
 
 /* The time the fingerprints carry (record_fp.h): the ring's clock. */
@@ -202,7 +202,7 @@ static void agg_gone(int clean_bye) {
            g->coord_host, (int)g->coord_pid);
   ntx_cl_say("%s", text);
   ntx_cl_record_event(NTR_KIND_PEER_LOST, 0, 0, -1, (uint64_t)g->coord_pid, "lost");
-  nti_trigger_dump(NTR_TRIG_PEER_LOST, text);
+  nti_dump_now(NTR_TRIG_PEER_LOST, 0, 0, text);
 }
 
 int ntx_cl_fds_ok(void) {
@@ -258,7 +258,7 @@ void ntx_cl_disconnect(int clean_bye) {
              0, g->coord_host, (int)g->coord_pid);
     ntx_cl_say("%s", text);
     ntx_cl_record_event(NTR_KIND_PEER_LOST, 0, 0, 0, (uint64_t)g->coord_pid, "lost");
-    nti_trigger_dump(NTR_TRIG_PEER_LOST, text);
+    nti_dump_now(NTR_TRIG_PEER_LOST, 0, 0, text);
     g->said_gone = 1;
   } else if (ntx_cl_once(&g->said_gone)) {
     ntx_cl_say("lost the coordinator at %s:%s; ranks continue unchecked (retrying)", g->disc.host,

@@ -247,7 +247,7 @@ static int decide(struct board *b, const struct ntx_fp *mine, char *msg, size_t 
     b->reported = 1;
     ntx_cl_say("%s", text);
     ntx_cl_record_event(NTR_KIND_MISMATCH, b->comm_id, mine->seq, culprit, (uint64_t)majlow, field);
-    nti_trigger_dump(NTR_TRIG_MISMATCH, text);
+    nti_dump_now(NTR_TRIG_MISMATCH, 0, 0, text);
   }
   return -1;
 }

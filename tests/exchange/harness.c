@@ -15,7 +15,9 @@ int harness_last_dump_kind;
 
 void nti_start_boost(unsigned long long comm_id) { (void)comm_id; }
 
-int nti_trigger_dump(int trigger_kind, const char *reason) {
+int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason) {
+  (void)signo;
+  (void)exit_code;
   /* The kind first: a test that sees the count (acquire) sees the kind. */
   __atomic_store_n(&harness_last_dump_kind, trigger_kind, __ATOMIC_RELAXED);
   __atomic_add_fetch(&harness_dumps, 1, __ATOMIC_RELEASE);

@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/comm.h"
+#include "interpose/ident.h"
 
 /* The library's globals live in init.c, which is not linked here. */
-struct nti_global nti_g;
+struct nti_global nti_proc;
 NTI_TLS struct nti_tls nti_tls;
 void nti_first_comm(void) {}
 
@@ -87,10 +89,10 @@ static int identity(void) {
 /* Job id rule (docs/identity.md "Job id").  The registry already holds the
  * 64 four-rank InitRank comms 0x1000..0x103f of the registry test. */
 static int expect_job(const char *want) {
-  if (strcmp(ntr_cfg.job, want) != 0 || strcmp(nti_g.ring.hdr->job_id, want) != 0)
-    FAIL("job id %s (ring %s), expected %s", ntr_cfg.job, nti_g.ring.hdr->job_id, want);
-  if (!strstr(nti_g.ring.path, want) || access(nti_g.ring.path, F_OK) != 0)
-    FAIL("ring file %s not named after job %s", nti_g.ring.path, want);
+  if (strcmp(ntr_cfg.job, want) != 0 || strcmp(nti_proc.ring.hdr->job_id, want) != 0)
+    FAIL("job id %s (ring %s), expected %s", ntr_cfg.job, nti_proc.ring.hdr->job_id, want);
+  if (!strstr(nti_proc.ring.path, want) || access(nti_proc.ring.path, F_OK) != 0)
+    FAIL("ring file %s not named after job %s", nti_proc.ring.path, want);
   return 0;
 }
 
@@ -136,10 +138,10 @@ int main(void) {
   if (!mkdtemp(dir))
     FAIL("mkdtemp");
   struct ntr_ring_config rc = {.dir = dir, .job_id = "unit", .slots = 64};
-  int r = ntr_ring_open(&nti_g.ring, &rc);
+  int r = ntr_ring_open(&nti_proc.ring, &rc);
   if (r < 0)
     FAIL("ntr_ring_open: %d", r);
-  nti_g.active = 1;
+  nti_proc.active = 1;
   if (nti_comm_lookup(HANDLE(0)) || nti_comm_lookup(NULL))
     FAIL("lookup of an unbound handle");
   for (int i = 0; i < NCOMMS; i++) {
@@ -180,7 +182,7 @@ int main(void) {
     FAIL("rebind after tombstones");
   if (job_rule())
     return 1;
-  ntr_ring_close(&nti_g.ring, 1);
+  ntr_ring_close(&nti_proc.ring, 1);
   rmdir(dir);
   puts("PASS unit_registry");
   return 0;
