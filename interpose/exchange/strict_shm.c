@@ -57,16 +57,11 @@ static struct {
 
 unsigned long ntx_shm_calls(void) { return __atomic_load_n(&S.calls, __ATOMIC_RELAXED); }
 
-void ntx_shm_init(const struct ntr_ring_header *h) {
-  const char *v = getenv("NCCLTRACE_STRICT_SHM");
-  if (v && !strcmp(v, "0"))
-    S.on = 0;
-  else if (v && !strcmp(v, "1"))
-    S.on = 1;
+void ntx_shm_init(const struct ntr_ring_header *h, int want) {
+  if (want >= 0)
+    S.on = want;
   else /* the launcher's word that no rank of the job is elsewhere */
     S.on = h && h->world_size > 0 && h->local_world_size == h->world_size;
-  if (v && strcmp(v, "0") && strcmp(v, "1") && *v)
-    ntx_cl_say("NCCLTRACE_STRICT_SHM=%s: not 0 or 1; using %d", v, S.on);
   struct stat st;
   S.pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
