@@ -489,10 +489,10 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
   pthread_mutex_unlock(&g->mu);
   /* Send it ourselves when the client thread is asleep in poll (it holds
    * txmu otherwise): the request leaves now instead of after a wake-up write
-   * and the thread's wake-up (measured: about a third off the strict
-   * latency on 8 ranks, docs/performance.md).  The REPLY still arrives
-   * through the thread: reading it here too (holding txmu while waiting)
-   * measured no better.  Whatever does not go out at once (a full socket,
+   * and the thread's wake-up (a third of the strict latency on 8 ranks).
+   * The REPLY arrives through the thread: reading it here too would hold
+   * txmu while waiting, for no gain (docs/performance.md has both
+   * figures).  Whatever does not go out at once (a full socket,
    * an error) is left to the client thread, which is woken for it. */
   int sent = 0;
   if (pthread_mutex_trylock(&g->txmu) == 0) {

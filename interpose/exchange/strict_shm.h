@@ -31,6 +31,4 @@ void ntx_shm_init(const struct ntr_ring_header *h, int want);
 int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len);
 /* At exit: our slots say we left, our boards are unlinked and unmapped. */
 void ntx_shm_stop(void);
-/* Collectives agreed or refused through boards so far (tests, bench). */
-unsigned long ntx_shm_calls(void);
 #endif
