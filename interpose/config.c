@@ -43,7 +43,10 @@ static const char *env(const char *name) {
   return (v && *v) ? v : NULL;
 }
 
-static int parse_bool(const char *name, int dflt) {
+/* The one bool parser: 1/yes/true/on and 0/no/false/off, any case.  Unset
+ * or empty: dflt.  Anything else is said, naming dflt_said (NULL: dflt as a
+ * digit), and dflt used.  dflt -1 leaves the choice to the reader. */
+static int parse_bool(const char *name, int dflt, const char *dflt_said) {
   const char *v = env(name);
   if (!v)
     return dflt;
@@ -51,7 +54,7 @@ static int parse_bool(const char *name, int dflt) {
     return 1;
   if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
     return 0;
-  bad(name, v, dflt ? "1" : "0");
+  bad(name, v, dflt_said ? dflt_said : dflt ? "1" : "0");
   return dflt;
 }
 
@@ -70,6 +73,7 @@ static double parse_seconds(const char *name, double dflt) {
   return d;
 }
 
+/* The one integer parser: base 10 or 8, within [lo, hi]. */
 static long parse_long(const char *name, long dflt, long lo, long hi, int base) {
   const char *v = env(name);
   if (!v)
@@ -206,7 +210,7 @@ void ntr_config_load(void) {
   int32_t rank, local_rank, world, local_world;
   ntr_env_launcher(&rank, &local_rank, &world, &local_world);
   cfg_quiet = rank > 0 || (rank < 0 && local_rank > 0);
-  ntr_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0);
+  ntr_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0, NULL);
   if (ntr_cfg.disable)
     return; /* pass-through: nothing else is consulted */
   load_dirs();
@@ -223,8 +227,8 @@ void ntr_config_load(void) {
   ntr_cfg.skew_s = parse_seconds("NCCLTRACE_SKEW_S", 30);
   load_env_check();
   copy_str(ntr_cfg.secret, sizeof ntr_cfg.secret, "NCCLTRACE_SECRET", "");
-  ntr_cfg.stacks = parse_bool("NCCLTRACE_STACKS", 0);
-  ntr_cfg.pystacks = parse_bool("NCCLTRACE_PYSTACKS", 1);
+  ntr_cfg.stacks = parse_bool("NCCLTRACE_STACKS", 0, NULL);
+  ntr_cfg.pystacks = parse_bool("NCCLTRACE_PYSTACKS", 1, NULL);
   copy_str(ntr_cfg.real_nccl, sizeof ntr_cfg.real_nccl, "NCCLTRACE_REAL_NCCL", "");
   ntr_cfg.dump_mode = (unsigned)parse_long("NCCLTRACE_DUMP_MODE", 0600, 0, 0777, 8);
   ntr_cfg.coord_port_offset = (int)parse_long("NCCLTRACE_COORD_PORT_OFFSET", 17, -65535, 65535, 10);
@@ -232,4 +236,7 @@ void ntr_config_load(void) {
   ntr_cfg.straggler_ms = (double)parse_long("NCCLTRACE_STRAGGLER_MS", 10, 0, 3600000, 10);
   ntr_cfg.straggler_window = (uint32_t)parse_long("NCCLTRACE_STRAGGLER_WINDOW", 200, 20, 4096, 10);
   ntr_cfg.start_every = (uint32_t)parse_long("NCCLTRACE_START_EVERY", 1, 0, 1 << 20, 10);
+  ntr_cfg.agg = parse_bool("NCCLTRACE_AGG", -1, "the default (1 when WORLD_SIZE > LOCAL_WORLD_SIZE)");
+  ntr_cfg.strict_shm = parse_bool("NCCLTRACE_STRICT_SHM", -1, "the default (1 when WORLD_SIZE = LOCAL_WORLD_SIZE)");
+  copy_str(ntr_cfg.agg_host, sizeof ntr_cfg.agg_host, "NCCLTRACE_AGG_HOST", "");
 }

@@ -1,5 +1,8 @@
 /* config.h -- every NCCLTRACE_* knob, read once in the library constructor.
  * A value that does not parse is reported once on stderr and the default used.
+ * Other programs' variables (MASTER_ADDR/PORT, NCCL_COMM_BLOCKING) are read
+ * where they are used, when NCCL or the launcher would read them; the
+ * exchange's key derivation hashes raw environment text (exchange/auth.c).
  *
  * Thread-safety: ntr_config_load runs once before any other thread of ours
  * exists; afterwards ntr_cfg is read-only, with one exception: when no job
@@ -37,6 +40,9 @@ struct ntr_config {
   double straggler_ms;         /* NCCLTRACE_STRAGGLER_MS (10): median lateness that names a straggler; 0 off */
   uint32_t straggler_window;   /* NCCLTRACE_STRAGGLER_WINDOW (200): collectives per comm judged together */
   uint32_t start_every;        /* NCCLTRACE_START_EVERY (1): a device start event every Nth collective; 0 off */
+  int agg;                     /* NCCLTRACE_AGG: 0|1, -1 unset (the exchange decides: 1 for a multi-host job) */
+  int strict_shm;              /* NCCLTRACE_STRICT_SHM: 0|1, -1 unset (the exchange decides: 1 for a one-host job) */
+  char agg_host[64];           /* NCCLTRACE_AGG_HOST ("" = gethostname): tests play several hosts on one */
 };
 
 extern struct ntr_config ntr_cfg;

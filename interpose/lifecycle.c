@@ -74,6 +74,9 @@ static int config_nonblocking(const ncclConfig_t *config, int dflt) {
   return dflt;
 }
 
+/* NCCL's variable, not a knob of ours: read at comm init, as NCCL reads
+ * it, so a value a script sets after load (os.environ) and before its
+ * first comm holds for us as it does for NCCL. */
 static int env_nonblocking(void) {
   const char *v = getenv("NCCL_COMM_BLOCKING");
   return v && v[0] == '0' && v[1] == 0;

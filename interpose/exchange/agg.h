@@ -19,8 +19,8 @@
  *     coordinator tells a multi-rank client once per comm),
  *   - PINGs upstream when idle; it drops entries for a (comm, rank) the
  *     sending client did not register (counted).
- *   - reports a local client that leaves to the root with GONE (wire v2:
- *     its host, pid, launcher rank, clean or lost, and its (comm, rank)
+ *   - reports a local client that leaves to the root with GONE
+ *     (its host, pid, launcher rank, clean or lost, and its (comm, rank)
  *     pairs), so a process that dies is named to remote ranks at once; a
  *     lost one is also told to the other local clients directly,
  *   - says HELLO with NTX_HELLO_AGG upstream and CHALLENGE with NTX_CHAL_AGG

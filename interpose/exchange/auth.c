@@ -101,6 +101,9 @@ void ntx_key_from_uid(const void *uid, size_t len, struct ntx_key *key) {
   key->k1 = ntx_siphash(&uid_hi, uid, len);
 }
 
+/* The raw environment text, not a parsed setting (NCCLTRACE_JOB is one of
+ * the names): every process of a job, the interposer's or a program
+ * without its config, must derive the same key from the same text. */
 static void absorb_var(struct ntx_sip *lo, struct ntx_sip *hi, const char *name) {
   const char *v = getenv(name);
   /* name and a separator are absorbed too, so "A=xy,B=" != "A=x,B=y" */

@@ -49,9 +49,9 @@ enum ntx_key_source { NTX_KEY_SECRET = 1, NTX_KEY_DERIVED = 2 };
 
 /* Derive the job key.  secret: NCCLTRACE_SECRET, or "" to derive from the
  * environment: the real uid, NCCLTRACE_JOB, the launcher's run/job ids and
- * MASTER_ADDR/MASTER_PORT.  Since protocol v3 the derived key only scopes
- * names (the node aggregator's socket name): it authenticates nothing,
- * since anyone can compute it (docs/wire-protocol.md, "Keys").  Writes a short
+ * MASTER_ADDR/MASTER_PORT.  The derived key only scopes names (the node
+ * aggregator's socket name): it authenticates nothing, since anyone can
+ * compute it (docs/wire-protocol.md, "Keys").  Writes a short
  * description of what was used into what (may be NULL).
  * @return the source. */
 int ntx_key_derive(const char *secret, struct ntx_key *key, char *what, size_t what_len);

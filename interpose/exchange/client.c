@@ -341,10 +341,8 @@ void ntx_start(struct ntr_ring *ring) {
       g->coord = NULL;
     }
   }
-  ntx_cagg_init(&g->cagg, &g->key, h->job_id, g->disc.host, g->disc.port, g->launcher_rank, h->world_size,
-                h->local_world_size);
-  if (g->cagg.bad_env)
-    ntx_cl_say("NCCLTRACE_AGG=%s: not 0 or 1; using %d", getenv("NCCLTRACE_AGG"), g->cagg.on);
+  ntx_cagg_init(&g->cagg, &g->key, h->job_id, ntr_cfg.agg_host, g->disc.host, g->disc.port, g->launcher_rank,
+                h->world_size, h->local_world_size, ntr_cfg.agg);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -358,7 +356,7 @@ void ntx_start(struct ntr_ring *ring) {
   g->mode = ntr_cfg.check;
   g->state = S_DISCONNECTED;
   if (g->mode == NTR_CHECK_STRICT)
-    ntx_shm_init(h);
+    ntx_shm_init(h, ntr_cfg.strict_shm);
   /* from the oldest record still in the ring: nothing before start is "lost" */
   uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE);
   g->cursor = head > ring->mask + 1 ? head - ring->mask - 1 : 0;
@@ -491,10 +489,10 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
   pthread_mutex_unlock(&g->mu);
   /* Send it ourselves when the client thread is asleep in poll (it holds
    * txmu otherwise): the request leaves now instead of after a wake-up write
-   * and the thread's wake-up (measured: about a third off the strict
-   * latency on 8 ranks, docs/performance.md).  The REPLY still arrives
-   * through the thread: reading it here too (holding txmu while waiting)
-   * measured no better.  Whatever does not go out at once (a full socket,
+   * and the thread's wake-up (a third of the strict latency on 8 ranks).
+   * The REPLY arrives through the thread: reading it here too would hold
+   * txmu while waiting, for no gain (docs/performance.md has both
+   * figures).  Whatever does not go out at once (a full socket,
    * an error) is left to the client thread, which is woken for it. */
   int sent = 0;
   if (pthread_mutex_trylock(&g->txmu) == 0) {

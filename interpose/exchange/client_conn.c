@@ -30,36 +30,24 @@ int ntx_conn_tcp(const char *host, const char *port) {
   return rc;
 }
 
-/* NCCLTRACE_AGG: "0"/"1"; unset or empty is the default, anything else is
- * the default too and said once (bad). */
-static int agg_wanted(int32_t world, int32_t local_world, int *bad) {
-  const char *v = getenv("NCCLTRACE_AGG");
-  *bad = 0;
-  if (v && !strcmp(v, "0"))
-    return 0;
-  if (v && !strcmp(v, "1"))
-    return 1;
-  *bad = v && v[0];
-  /* single-host jobs stay direct: one hop less, nothing to gain */
-  return world > 0 && local_world > 0 && world > local_world;
-}
-
-void ntx_cagg_init(struct ntx_cagg *ca, const struct ntx_key *key, const char *job, const char *up_host,
-                   const char *up_port, int32_t lrank, int32_t world_size, int32_t local_world_size) {
+void ntx_cagg_init(struct ntx_cagg *ca, const struct ntx_key *key, const char *job, const char *host_label,
+                   const char *up_host, const char *up_port, int32_t lrank, int32_t world_size,
+                   int32_t local_world_size, int want) {
   memset(ca, 0, sizeof *ca);
-  ca->on = agg_wanted(world_size, local_world_size, &ca->bad_env);
+  /* single-host jobs stay direct: one hop less, nothing to gain */
+  ca->on = want >= 0 ? want : world_size > 0 && local_world_size > 0 && world_size > local_world_size;
   ca->key = *key;
   ca->lrank = lrank;
   snprintf(ca->job, sizeof ca->job, "%s", job ? job : "");
   snprintf(ca->up_host, sizeof ca->up_host, "%s", up_host);
   snprintf(ca->up_port, sizeof ca->up_port, "%s", up_port);
-  /* NCCLTRACE_AGG_HOST splits one machine into several "hosts" (tests):
-   * it is mixed into the name, so each value elects its own aggregator. */
-  const char *fake = getenv("NCCLTRACE_AGG_HOST");
+  /* A host label (NCCLTRACE_AGG_HOST, tests) splits one machine into
+   * several "hosts": it is mixed into the name, so each label elects its
+   * own aggregator. */
   char scope[NTX_JOB + NTX_HOST + 2];
-  if (fake && fake[0]) {
-    snprintf(ca->host, sizeof ca->host, "%s", fake);
-    snprintf(scope, sizeof scope, "%s@%s", ca->job, fake);
+  if (host_label && host_label[0]) {
+    snprintf(ca->host, sizeof ca->host, "%s", host_label);
+    snprintf(scope, sizeof scope, "%s@%s", ca->job, host_label);
   } else {
     gethostname(ca->host, sizeof ca->host - 1);
     snprintf(scope, sizeof scope, "%s", ca->job); /* the abstract namespace is per host already */

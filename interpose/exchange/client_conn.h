@@ -31,14 +31,15 @@ struct ntx_cagg {
   struct ntx_key key;
   int32_t lrank;
   struct ntx_agg *agg;      /* the aggregator this process hosts, or NULL */
-  int bad_env;              /* NCCLTRACE_AGG did not parse: the default was used */
 };
 
-/* Decide whether to use an aggregator (NCCLTRACE_AGG=0/1; default: on when
- * WORLD_SIZE > LOCAL_WORLD_SIZE, both known, i.e. a multi-host job) and
- * derive its name. */
-void ntx_cagg_init(struct ntx_cagg *ca, const struct ntx_key *key, const char *job, const char *up_host,
-                   const char *up_port, int32_t lrank, int32_t world_size, int32_t local_world_size);
+/* Decide whether to use an aggregator (want: NCCLTRACE_AGG, 0 or 1; -1
+ * unset: on when world_size > local_world_size, both known, i.e. a
+ * multi-host job) and derive its name from job and host_label
+ * (NCCLTRACE_AGG_HOST; "" or NULL: this host). */
+void ntx_cagg_init(struct ntx_cagg *ca, const struct ntx_key *key, const char *job, const char *host_label,
+                   const char *up_host, const char *up_port, int32_t lrank, int32_t world_size,
+                   int32_t local_world_size, int want);
 
 /* Run the election (host the aggregator when the name is free) and connect
  * to this host's aggregator.  *hosted is set to 1 when this call started one.

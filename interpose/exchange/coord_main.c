@@ -80,6 +80,8 @@ int ntx_coord_main(int argc, char **argv) {
     return 2;
   }
   char what[128], err[256];
+  /* A program of its own: the interposer's config (read in its
+   * constructor) is not there to ask. */
   const char *secret = getenv("NCCLTRACE_SECRET");
   /* Ranks without a secret authenticate with keys of their communicators'
    * unique ids, which a coordinator outside the job never sees. */

@@ -25,6 +25,9 @@ void ntx_discover(const char *coord, int port_offset, int32_t launcher_rank, str
     snprintf(d->how, sizeof d->how, "NCCLTRACE_COORD=%.150s", coord);
     return;
   }
+  /* The launcher's variables, read when the exchange starts (first comm),
+   * not at load: a script may still set them (os.environ) before
+   * init_process_group, as it may for PyTorch's own rendezvous. */
   const char *addr = getenv("MASTER_ADDR"), *mport = getenv("MASTER_PORT");
   if (!addr || !addr[0] || !mport || !mport[0]) {
     snprintf(d->how, sizeof d->how, "neither NCCLTRACE_COORD nor MASTER_ADDR/MASTER_PORT is set");

@@ -18,7 +18,7 @@
 #include "interpose/exchange/wire.h"
 
 #define BOARD_MAGIC 0x316d68732d78746eull /* "ntx-shm1" */
-#define BOARD_VERSION 2u /* 2: fingerprints carry their arrival time (56 bytes) */
+#define BOARD_VERSION 2u /* bumped at any layout change: fingerprints with their arrival time (56 bytes) */
 #define MAX_RANKS 4096     /* a larger comm uses the coordinator */
 
 enum { SL_FREE = 0, SL_ACTIVE = 1, SL_LEFT = 2 };      /* slot state */

@@ -51,22 +51,14 @@ static struct {
   struct board b[NTR_COMM_MAX];
   uint32_t n;   /* entries published (release) */
   int stopped;
-  unsigned long calls;
   int said_timeout, said_pass;
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-unsigned long ntx_shm_calls(void) { return __atomic_load_n(&S.calls, __ATOMIC_RELAXED); }
-
-void ntx_shm_init(const struct ntr_ring_header *h) {
-  const char *v = getenv("NCCLTRACE_STRICT_SHM");
-  if (v && !strcmp(v, "0"))
-    S.on = 0;
-  else if (v && !strcmp(v, "1"))
-    S.on = 1;
+void ntx_shm_init(const struct ntr_ring_header *h, int want) {
+  if (want >= 0)
+    S.on = want;
   else /* the launcher's word that no rank of the job is elsewhere */
     S.on = h && h->world_size > 0 && h->local_world_size == h->world_size;
-  if (v && strcmp(v, "0") && strcmp(v, "1") && *v)
-    ntx_cl_say("NCCLTRACE_STRICT_SHM=%s: not 0 or 1; using %d", v, S.on);
   struct stat st;
   S.pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
@@ -268,7 +260,6 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
     return NTX_SHM_PASS;
   if (st == B_DEAD)
     return 0; /* a rank of it is gone: said once, calls proceed unchecked */
-  __atomic_add_fetch(&S.calls, 1, __ATOMIC_RELAXED);
   publish(b, &mine);
   struct bhdr *h = b->h;
   int32_t gone = -1;
@@ -280,9 +271,9 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
   }
   /* A few yields before sleeping: when ranks outnumber cores the ones not
    * there yet get the core now, and a rank that finds them there skips
-   * both the futex sleep and its wake-up (8 ranks on 2 cores: about 75
-   * instead of 130 us per call; 16 yields were no better than 4).  On idle
-   * cores a yield returns at once: a spin of a few hundred ns. */
+   * both the futex sleep and its wake-up (docs/performance.md has the
+   * figures, and why more yields gain nothing).  On idle cores a yield
+   * returns at once: a spin of a few hundred ns. */
   for (int i = 0; i < YIELDS; i++) {
     sched_yield();
     if (all_here(b, mine.seq, 0, &gone))

@@ -20,10 +20,10 @@
 
 #define NTX_SHM_PASS 1 /* ntx_shm_wait: not handled here; use the coordinator */
 
-/* At ntx_start: NCCLTRACE_STRICT_SHM (0 off, 1 on, unset: on when the
- * launcher says the job is on one host: WORLD_SIZE == LOCAL_WORLD_SIZE),
- * h: this process's ring header (launcher sizes, job id). */
-void ntx_shm_init(const struct ntr_ring_header *h);
+/* At ntx_start: want is NCCLTRACE_STRICT_SHM (0 off, 1 on, -1 unset: on
+ * when the launcher says the job is on one host: WORLD_SIZE ==
+ * LOCAL_WORLD_SIZE, from h, this process's ring header). */
+void ntx_shm_init(const struct ntr_ring_header *h, int want);
 /* Strict wait of one collective call record (not a group).
  * @return 0 proceed, -1 refuse (msg says what differs; the mismatch line,
  *         ring record and dump are done), NTX_SHM_PASS when this path does
@@ -31,6 +31,4 @@ void ntx_shm_init(const struct ntr_ring_header *h);
 int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len);
 /* At exit: our slots say we left, our boards are unlinked and unmapped. */
 void ntx_shm_stop(void);
-/* Collectives agreed or refused through boards so far (tests, bench). */
-unsigned long ntx_shm_calls(void);
 #endif

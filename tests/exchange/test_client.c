@@ -21,7 +21,7 @@
  *                       than one frame holds): agreed; then one recv count
  *                       differs at #1400 of the next group: -1 on both
  *   agg_mismatch        async_mismatch through node aggregators: 2 "hosts"
- *                       of 2 ranks (NCCLTRACE_AGG=1, NCCLTRACE_AGG_HOST),
+ *                       of 2 ranks (ntr_cfg.agg = 1 and a host label),
  *                       each electing its own aggregator in one of its ranks
  *   agg_strict          strict_mismatch through the same aggregators
  *                       (STRICT forwarded, the REPLY routed back)
@@ -154,6 +154,9 @@ static int child(const char *scenario, int rank, int nranks) {
   ntr_cfg.env_check = getenv("NTXT_ENV_ABORT") ? NTR_ENV_CHECK_ABORT : NTR_ENV_CHECK_WARN;
   ntr_cfg.coord_port_offset = 17;
   ntr_cfg.verbose = getenv("NTXT_VERBOSE") ? 1 : 0;
+  ntr_cfg.agg = getenv("NTXT_AGG_HOST") ? 1 : -1;
+  ntr_cfg.strict_shm = -1;
+  snprintf(ntr_cfg.agg_host, sizeof ntr_cfg.agg_host, "%s", getenv("NTXT_AGG_HOST") ? getenv("NTXT_AGG_HOST") : "");
   struct ntr_ring_config rc = {.dir = dir, .job_id = "exchtest", .slots = 1024};
   if (ntr_ring_open(&ring, &rc) < 0) {
     out("ring open failed\n");
@@ -446,7 +449,6 @@ static int parent(const char *scenario) {
     k++;
   int agg = !strncmp(scenario, "agg_", 4);
   if (agg) {
-    env[k++] = "NCCLTRACE_AGG=1";
     env[k++] = "NTXT_VERBOSE=1";
     scenario = !strcmp(scenario, "agg_strict") ? "strict_mismatch" : "async_mismatch";
   }
@@ -470,7 +472,7 @@ static int parent(const char *scenario) {
     if (!strcmp(scenario, "env_diff"))
       e[j++] = r == 2 ? "NCCL_PROTO=LL" : "NCCL_PROTO=Simple";
     if (agg)
-      e[j++] = r < 2 ? "NCCLTRACE_AGG_HOST=hostA" : "NCCLTRACE_AGG_HOST=hostB";
+      e[j++] = r < 2 ? "NTXT_AGG_HOST=hostA" : "NTXT_AGG_HOST=hostB";
     e[j] = NULL;
     pids[r] = spawn(agg ? (!strcmp(scenario, "strict_mismatch") ? "agg_strict" : "agg_mismatch") : scenario,
                     r, n, e);
