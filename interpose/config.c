@@ -1,7 +1,7 @@
 /* config.c -- read every NCCLTRACE_* variable once (interpose/config.h).
  *
- * Thread-safety: ntr_config_load runs in the library constructor before any
- * thread of ours exists; ntr_cfg is read-only afterwards.
+ * Thread-safety: nti_config_load runs in the library constructor before any
+ * thread of ours exists; nti_cfg is read-only afterwards.
  * Signal-safety: not signal-safe (getenv, snprintf); never called from a
  * handler.
  *
@@ -22,7 +22,7 @@
 #include "interpose/nti.h"
 #include "recorder/env.h"
 
-struct ntr_config ntr_cfg;
+struct nti_config nti_cfg;
 
 /* Set when a launcher rank other than 0 is known: its rank 0 says it. */
 static int cfg_quiet;
@@ -100,8 +100,8 @@ static void copy_str(char *dst, size_t cap, const char *name, const char *dflt) 
 
 static void load_dirs(void) {
   const char *d = env("NCCLTRACE_DIR");
-  if (d && strlen(d) < sizeof ntr_cfg.dir) {
-    snprintf(ntr_cfg.dir, sizeof ntr_cfg.dir, "%s", d);
+  if (d && strlen(d) < sizeof nti_cfg.dir) {
+    snprintf(nti_cfg.dir, sizeof nti_cfg.dir, "%s", d);
   } else {
     char cwd[900];
     if (d)
@@ -109,13 +109,13 @@ static void load_dirs(void) {
     /* Absolute, so a later chdir() of the application does not move the
      * dumps. */
     if (getcwd(cwd, sizeof cwd))
-      snprintf(ntr_cfg.dir, sizeof ntr_cfg.dir, "%s/nccltrace-dumps", cwd);
+      snprintf(nti_cfg.dir, sizeof nti_cfg.dir, "%s/nccltrace-dumps", cwd);
     else
-      snprintf(ntr_cfg.dir, sizeof ntr_cfg.dir, "nccltrace-dumps");
+      snprintf(nti_cfg.dir, sizeof nti_cfg.dir, "nccltrace-dumps");
   }
   const char *r = env("NCCLTRACE_RING_DIR");
-  if (r && strlen(r) < sizeof ntr_cfg.ring_dir) {
-    snprintf(ntr_cfg.ring_dir, sizeof ntr_cfg.ring_dir, "%s", r);
+  if (r && strlen(r) < sizeof nti_cfg.ring_dir) {
+    snprintf(nti_cfg.ring_dir, sizeof nti_cfg.ring_dir, "%s", r);
   } else {
     struct stat st;
     if (r)
@@ -123,45 +123,45 @@ static void load_dirs(void) {
     /* A local tmpfs survives the process but not the machine; /tmp when
      * the container has no /dev/shm. */
     const char *base = (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) ? "/dev/shm" : "/tmp";
-    snprintf(ntr_cfg.ring_dir, sizeof ntr_cfg.ring_dir, "%s/nccltrace-%u", base, (unsigned)getuid());
+    snprintf(nti_cfg.ring_dir, sizeof nti_cfg.ring_dir, "%s/nccltrace-%u", base, (unsigned)getuid());
   }
 }
 
 static void load_job(void) {
-  ntr_env_job(ntr_cfg.job, sizeof ntr_cfg.job);
+  ntr_env_job(nti_cfg.job, sizeof nti_cfg.job);
 }
 
 static void load_check(void) {
   const char *v = env("NCCLTRACE_CHECK");
-  ntr_cfg.check_explicit = v != NULL;
+  nti_cfg.check_explicit = v != NULL;
   /* Without an explicit mode the exchange module turns async on when it
    * finds a coordinator (ntx_start); the value here is the request. */
-  ntr_cfg.check = NTR_CHECK_ASYNC;
+  nti_cfg.check = NTI_CHECK_ASYNC;
   if (!v)
     return;
   if (!strcasecmp(v, "off") || !strcmp(v, "0"))
-    ntr_cfg.check = NTR_CHECK_OFF;
+    nti_cfg.check = NTI_CHECK_OFF;
   else if (!strcasecmp(v, "async"))
-    ntr_cfg.check = NTR_CHECK_ASYNC;
+    nti_cfg.check = NTI_CHECK_ASYNC;
   else if (!strcasecmp(v, "strict"))
-    ntr_cfg.check = NTR_CHECK_STRICT;
+    nti_cfg.check = NTI_CHECK_STRICT;
   else {
     bad("NCCLTRACE_CHECK", v, "async (off without a coordinator)");
-    ntr_cfg.check_explicit = 0;
+    nti_cfg.check_explicit = 0;
   }
 }
 
 static void load_env_check(void) {
   const char *v = env("NCCLTRACE_ENV_CHECK");
-  ntr_cfg.env_check = NTR_ENV_CHECK_WARN;
+  nti_cfg.env_check = NTI_ENV_CHECK_WARN;
   if (!v)
     return;
   if (!strcasecmp(v, "off") || !strcmp(v, "0"))
-    ntr_cfg.env_check = NTR_ENV_CHECK_OFF;
+    nti_cfg.env_check = NTI_ENV_CHECK_OFF;
   else if (!strcasecmp(v, "warn"))
-    ntr_cfg.env_check = NTR_ENV_CHECK_WARN;
+    nti_cfg.env_check = NTI_ENV_CHECK_WARN;
   else if (!strcasecmp(v, "abort"))
-    ntr_cfg.env_check = NTR_ENV_CHECK_ABORT;
+    nti_cfg.env_check = NTI_ENV_CHECK_ABORT;
   else
     bad("NCCLTRACE_ENV_CHECK", v, "warn");
 }
@@ -196,22 +196,22 @@ static const char *coord_problem(const char *v) {
 }
 
 static void load_coord(void) {
-  copy_str(ntr_cfg.coord, sizeof ntr_cfg.coord, "NCCLTRACE_COORD", "");
-  const char *why = ntr_cfg.coord[0] ? coord_problem(ntr_cfg.coord) : NULL;
+  copy_str(nti_cfg.coord, sizeof nti_cfg.coord, "NCCLTRACE_COORD", "");
+  const char *why = nti_cfg.coord[0] ? coord_problem(nti_cfg.coord) : NULL;
   if (why) {
     cfg_say("NCCLTRACE_COORD=\"%s\" is not valid (%s; it wants host:port); using discovery from "
-            "MASTER_ADDR/MASTER_PORT instead", ntr_cfg.coord, why);
-    ntr_cfg.coord[0] = '\0';
+            "MASTER_ADDR/MASTER_PORT instead", nti_cfg.coord, why);
+    nti_cfg.coord[0] = '\0';
   }
 }
 
-void ntr_config_load(void) {
-  memset(&ntr_cfg, 0, sizeof ntr_cfg);
+void nti_config_load(void) {
+  memset(&nti_cfg, 0, sizeof nti_cfg);
   int32_t rank, local_rank, world, local_world;
   ntr_env_launcher(&rank, &local_rank, &world, &local_world);
   cfg_quiet = rank > 0 || (rank < 0 && local_rank > 0);
-  ntr_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0, NULL);
-  if (ntr_cfg.disable)
+  nti_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0, NULL);
+  if (nti_cfg.disable)
     return; /* pass-through: nothing else is consulted */
   load_dirs();
   load_job();
@@ -219,24 +219,24 @@ void ntr_config_load(void) {
   uint32_t p2 = 64;
   while (p2 < (uint64_t)slots)
     p2 <<= 1; /* rounded up to a power of two, as the ring needs */
-  ntr_cfg.ring_slots = p2;
-  ntr_cfg.timeout_s = parse_seconds("NCCLTRACE_TIMEOUT", 300);
+  nti_cfg.ring_slots = p2;
+  nti_cfg.timeout_s = parse_seconds("NCCLTRACE_TIMEOUT", 300);
   load_check();
   load_coord();
-  ntr_cfg.strict_timeout_s = parse_seconds("NCCLTRACE_STRICT_TIMEOUT", 10);
-  ntr_cfg.skew_s = parse_seconds("NCCLTRACE_SKEW_S", 30);
+  nti_cfg.strict_timeout_s = parse_seconds("NCCLTRACE_STRICT_TIMEOUT", 10);
+  nti_cfg.skew_s = parse_seconds("NCCLTRACE_SKEW_S", 30);
   load_env_check();
-  copy_str(ntr_cfg.secret, sizeof ntr_cfg.secret, "NCCLTRACE_SECRET", "");
-  ntr_cfg.stacks = parse_bool("NCCLTRACE_STACKS", 0, NULL);
-  ntr_cfg.pystacks = parse_bool("NCCLTRACE_PYSTACKS", 1, NULL);
-  copy_str(ntr_cfg.real_nccl, sizeof ntr_cfg.real_nccl, "NCCLTRACE_REAL_NCCL", "");
-  ntr_cfg.dump_mode = (unsigned)parse_long("NCCLTRACE_DUMP_MODE", 0600, 0, 0777, 8);
-  ntr_cfg.coord_port_offset = (int)parse_long("NCCLTRACE_COORD_PORT_OFFSET", 17, -65535, 65535, 10);
-  ntr_cfg.verbose = (int)parse_long("NCCLTRACE_VERBOSE", 0, 0, 9, 10);
-  ntr_cfg.straggler_ms = (double)parse_long("NCCLTRACE_STRAGGLER_MS", 10, 0, 3600000, 10);
-  ntr_cfg.straggler_window = (uint32_t)parse_long("NCCLTRACE_STRAGGLER_WINDOW", 200, 20, 4096, 10);
-  ntr_cfg.start_every = (uint32_t)parse_long("NCCLTRACE_START_EVERY", 1, 0, 1 << 20, 10);
-  ntr_cfg.agg = parse_bool("NCCLTRACE_AGG", -1, "the default (1 when WORLD_SIZE > LOCAL_WORLD_SIZE)");
-  ntr_cfg.strict_shm = parse_bool("NCCLTRACE_STRICT_SHM", -1, "the default (1 when WORLD_SIZE = LOCAL_WORLD_SIZE)");
-  copy_str(ntr_cfg.agg_host, sizeof ntr_cfg.agg_host, "NCCLTRACE_AGG_HOST", "");
+  copy_str(nti_cfg.secret, sizeof nti_cfg.secret, "NCCLTRACE_SECRET", "");
+  nti_cfg.stacks = parse_bool("NCCLTRACE_STACKS", 0, NULL);
+  nti_cfg.pystacks = parse_bool("NCCLTRACE_PYSTACKS", 1, NULL);
+  copy_str(nti_cfg.real_nccl, sizeof nti_cfg.real_nccl, "NCCLTRACE_REAL_NCCL", "");
+  nti_cfg.dump_mode = (unsigned)parse_long("NCCLTRACE_DUMP_MODE", 0600, 0, 0777, 8);
+  nti_cfg.coord_port_offset = (int)parse_long("NCCLTRACE_COORD_PORT_OFFSET", 17, -65535, 65535, 10);
+  nti_cfg.verbose = (int)parse_long("NCCLTRACE_VERBOSE", 0, 0, 9, 10);
+  nti_cfg.straggler_ms = (double)parse_long("NCCLTRACE_STRAGGLER_MS", 10, 0, 3600000, 10);
+  nti_cfg.straggler_window = (uint32_t)parse_long("NCCLTRACE_STRAGGLER_WINDOW", 200, 20, 4096, 10);
+  nti_cfg.start_every = (uint32_t)parse_long("NCCLTRACE_START_EVERY", 1, 0, 1 << 20, 10);
+  nti_cfg.agg = parse_bool("NCCLTRACE_AGG", -1, "the default (1 when WORLD_SIZE > LOCAL_WORLD_SIZE)");
+  nti_cfg.strict_shm = parse_bool("NCCLTRACE_STRICT_SHM", -1, "the default (1 when WORLD_SIZE = LOCAL_WORLD_SIZE)");
+  copy_str(nti_cfg.agg_host, sizeof nti_cfg.agg_host, "NCCLTRACE_AGG_HOST", "");
 }

@@ -4,20 +4,20 @@
  * where they are used, when NCCL or the launcher would read them; the
  * exchange's key derivation hashes raw environment text (exchange/auth.c).
  *
- * Thread-safety: ntr_config_load runs once before any other thread of ours
- * exists; afterwards ntr_cfg is read-only, with one exception: when no job
+ * Thread-safety: nti_config_load runs once before any other thread of ours
+ * exists; afterwards nti_cfg is read-only, with one exception: when no job
  * id was given, job is filled once at the first communicator init (under
  * the interposer's lifecycle lock, before that comm is registered with the
  * exchange).  Signal-safety: reading is safe.
  */
-#ifndef NTR_CONFIG_H
-#define NTR_CONFIG_H
+#ifndef NTI_CONFIG_H
+#define NTI_CONFIG_H
 #include <stdint.h>
 
-enum ntr_check_mode { NTR_CHECK_OFF = 0, NTR_CHECK_ASYNC = 1, NTR_CHECK_STRICT = 2 };
-enum ntr_env_check { NTR_ENV_CHECK_OFF = 0, NTR_ENV_CHECK_WARN = 1, NTR_ENV_CHECK_ABORT = 2 };
+enum nti_check_mode { NTI_CHECK_OFF = 0, NTI_CHECK_ASYNC = 1, NTI_CHECK_STRICT = 2 };
+enum nti_env_check { NTI_ENV_CHECK_OFF = 0, NTI_ENV_CHECK_WARN = 1, NTI_ENV_CHECK_ABORT = 2 };
 
-struct ntr_config {
+struct nti_config {
   int disable;                 /* NCCLTRACE_DISABLE (0) */
   char dir[1024];              /* NCCLTRACE_DIR (dumps; default ./nccltrace-dumps) */
   char ring_dir[1024];         /* NCCLTRACE_RING_DIR (default /dev/shm/nccltrace-<uid>) */
@@ -45,6 +45,6 @@ struct ntr_config {
   char agg_host[64];           /* NCCLTRACE_AGG_HOST ("" = gethostname): tests play several hosts on one */
 };
 
-extern struct ntr_config ntr_cfg;
-void ntr_config_load(void);
+extern struct nti_config nti_cfg;
+void nti_config_load(void);
 #endif

@@ -2,7 +2,7 @@
  *
  * Thread-safety: the hash functions are pure.  nti_job_from_comm runs in a
  * lifecycle wrapper under nti_life_lock (it walks the registry and may
- * rewrite ntr_cfg.job and the ring's job id).
+ * rewrite nti_cfg.job and the ring's job id).
  * Signal-safety: the hash functions are async-signal-safe; nti_job_from_comm
  * is not (renames the ring file).
  *
@@ -138,13 +138,13 @@ static int job_better(int cls, int32_t nranks, uint64_t id, int bcls, int32_t bn
   return id < bid;
 }
 
-/* Set once a launcher-less job id was derived: ntr_cfg.job then holds our
+/* Set once a launcher-less job id was derived: nti_cfg.job then holds our
  * own choice, which later communicators may still improve.  Under
  * nti_life_lock, like every call of nti_job_from_comm. */
 static int job_derived;
 
 void nti_job_from_comm(uint64_t comm_id) {
-  if ((ntr_cfg.job[0] && !job_derived) || !nti_active())
+  if ((nti_cfg.job[0] && !job_derived) || !nti_active())
     return;
   /* The best communicator this process has created so far (the list
    * includes the one just created; it only grows, under nti_life_lock).
@@ -168,17 +168,17 @@ void nti_job_from_comm(uint64_t comm_id) {
     bid = comm_id;
   if (!bid)
     return;
-  char job[sizeof ntr_cfg.job];
+  char job[sizeof nti_cfg.job];
   snprintf(job, sizeof job, "c%016llx", (unsigned long long)bid);
-  if (job_derived && strcmp(job, ntr_cfg.job) == 0)
+  if (job_derived && strcmp(job, nti_cfg.job) == 0)
     return;
-  memcpy(ntr_cfg.job, job, sizeof job);
+  memcpy(nti_cfg.job, job, sizeof job);
   job_derived = 1;
   /* Renames the ring file (link + unlink: never over another file) and
    * rewrites hdr->job_id.  Every candidate id has the same length, so a
    * dump taken by a signal handler during the copy sees at worst a mix of
    * two of our own ids, never garbage. */
-  int rc = ntr_ring_set_job(&nti_proc.ring, ntr_cfg.job);
+  int rc = ntr_ring_set_job(&nti_proc.ring, nti_cfg.job);
   if (rc < 0)
-    nti_say("cannot record job id %s in the ring: %s", ntr_cfg.job, strerror(-rc));
+    nti_say("cannot record job id %s in the ring: %s", nti_cfg.job, strerror(-rc));
 }

@@ -53,7 +53,7 @@ void nti_first_comm(void) {
 
 static struct ntr_ring_config ring_config(void) {
   struct ntr_ring_config rc = {
-      .dir = ntr_cfg.ring_dir, .job_id = ntr_cfg.job, .slots = ntr_cfg.ring_slots, .fallback = 1};
+      .dir = nti_cfg.ring_dir, .job_id = nti_cfg.job, .slots = nti_cfg.ring_slots, .fallback = 1};
   return rc;
 }
 
@@ -95,13 +95,13 @@ void nti_activate(void) {
     struct ntr_ring_config rc = ring_config();
     int r = ntr_ring_open(&nti_proc.ring, &rc);
     if (r < 0) {
-      nti_say("cannot create the ring in %s (%s); tracing is off", ntr_cfg.ring_dir, strerror(-r));
+      nti_say("cannot create the ring in %s (%s); tracing is off", nti_cfg.ring_dir, strerror(-r));
     } else {
       if (nti_proc.ring.note[0])
         nti_say("%s", nti_proc.ring.note); /* the fallback taken, and why */
-      r = ntr_dump_init(&nti_proc.ring, ntr_cfg.dir, ntr_cfg.dump_mode);
+      r = ntr_dump_init(&nti_proc.ring, nti_cfg.dir, nti_cfg.dump_mode);
       if (r < 0)
-        nti_say("dumps to %s are unavailable (%s); the ring is still recorded", ntr_cfg.dir,
+        nti_say("dumps to %s are unavailable (%s); the ring is still recorded", nti_cfg.dir,
                 strerror(-r));
       else
         nti_proc.dump_ready = 1;
@@ -116,7 +116,7 @@ void nti_activate(void) {
        * Release pairs with nti_fast()'s acquire, as for active. */
       /* ... and Python call sites (nti_py_setup above; one found later
        * turns it off, nti_fast_off_all). */
-      int fast = ntr_cfg.check != NTR_CHECK_STRICT && !ntr_cfg.stacks && !nti_sites_on();
+      int fast = nti_cfg.check != NTI_CHECK_STRICT && !nti_cfg.stacks && !nti_sites_on();
 #if defined(__x86_64__)
       fast = fast && __atomic_load_n(&ntr_clock_use_tsc, __ATOMIC_RELAXED) > 0; /* its clock: rdtsc */
 #endif
@@ -168,8 +168,8 @@ static void nti_init(void) {
    * (resolve.h: NTI_LIBC), and even when disabled (the wrappers still
    * forward). */
   nti_libc_resolve();
-  ntr_config_load();
-  if (ntr_cfg.disable) {
+  nti_config_load();
+  if (nti_cfg.disable) {
     /* Pure pass-through, decided once: no ring, no thread, no handler. */
     nti_proc.disabled = 1;
     return;
@@ -177,7 +177,7 @@ static void nti_init(void) {
   /* The ring itself is created at the first NCCL lifecycle call
    * (nti_activate): a launcher, a shell or a helper process that has us
    * preloaded but never uses NCCL leaves nothing behind. */
-  if (ntr_cfg.stacks)
+  if (nti_cfg.stacks)
     nti_proc.sites = NTI_SITES_NATIVE;
   nti_signals_install();
   nti_exit_install();

@@ -662,7 +662,7 @@ static int setup_locked(void) {
     return 0; /* no Python (or not running yet): nothing changes, nothing said */
   const unsigned long *ver = dlsym(RTLD_DEFAULT, "Py_Version");
   L.version = ver ? (uint32_t)*ver : 0;
-  if (!ntr_cfg.pystacks) {
+  if (!nti_cfg.pystacks) {
     set_state(NTR_PY_DISABLED);
     return 1;
   }

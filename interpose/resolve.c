@@ -123,10 +123,10 @@ static void *fallback_handle(void) {
   if (!handle_tried) {
     handle_tried = 1;
     void *h = NULL;
-    if (ntr_cfg.real_nccl[0]) {
-      h = open_checked(ntr_cfg.real_nccl, RTLD_NOW | RTLD_LOCAL);
+    if (nti_cfg.real_nccl[0]) {
+      h = open_checked(nti_cfg.real_nccl, RTLD_NOW | RTLD_LOCAL);
       if (!h)
-        nti_say("NCCLTRACE_REAL_NCCL=%s cannot be loaded (%s)", ntr_cfg.real_nccl, dlerror());
+        nti_say("NCCLTRACE_REAL_NCCL=%s cannot be loaded (%s)", nti_cfg.real_nccl, dlerror());
     }
     if (!h)
       h = open_checked("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);

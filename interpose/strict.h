@@ -38,7 +38,7 @@ struct nti_op {
  * The mode check comes first so the default path makes no call. */
 int nti_strict_connected(void);
 static inline int nti_strict_on(void) {
-  return NTI_UNLIKELY(ntr_cfg.check == NTR_CHECK_STRICT) && nti_strict_connected();
+  return NTI_UNLIKELY(nti_cfg.check == NTI_CHECK_STRICT) && nti_strict_connected();
 }
 /* Before a recorded op is forwarded, in strict mode.  Outside a group:
  * wait for agreement on its record; refused: *res = ncclInvalidUsage.

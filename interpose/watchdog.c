@@ -422,7 +422,7 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
     return;
   }
   ev_fill(c, NTI_EVQ / 2);
-  __atomic_store_n(&c->start_every, ntr_cfg.start_every, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->start_every, nti_cfg.start_every, __ATOMIC_RELAXED);
   __atomic_store_n(&c->cu_ctx, ctx, __ATOMIC_RELEASE); /* pairs with ctx_of() */
   nti_comm_flags_update(c);
 }
@@ -739,7 +739,7 @@ static void *watchdog_main(void *arg) {
   int mode = CU_CAPTURE_MODE_THREAD_LOCAL;
   capture_mode_swap(&mode);
   uint64_t hz = nti_proc.ring.hdr->tsc_hz;
-  uint64_t tmo = hz ? (uint64_t)(ntr_cfg.timeout_s * (double)hz) : 0;
+  uint64_t tmo = hz ? (uint64_t)(nti_cfg.timeout_s * (double)hz) : 0;
   pthread_mutex_lock(&wd_lock);
   while (!wd_stop) {
     pthread_mutex_unlock(&wd_lock);

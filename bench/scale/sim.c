@@ -25,7 +25,7 @@
 #define SIM_BURST 16              /* frames queued per rank before one send */
 
 struct srank {
-  struct agg_link l;
+  struct ntx_agg_link l;
   const struct sim_cfg *cfg;
   struct sthread *th;
   int rank;
@@ -79,29 +79,29 @@ static int connect_rank(const struct sim_cfg *cfg, int rank) {
   return fd;
 }
 
-static int on_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
+static int on_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame *f) {
   struct srank *r = ctx;
   struct ntx_msg m;
   if (ntx_msg_decode(f, &m) < 0)
     return 0;
-  if (m.type == NTX_MSG_TIME && l->state != AGG_L_HANDSHAKE) { /* a clock round trip, as a client answers it */
+  if (m.type == NTX_MSG_TIME && l->state != NTX_AGG_L_HANDSHAKE) { /* a clock round trip, as a client answers it */
     uint8_t buf[16];
-    agg_link_send(l, NTX_MSG_TIME_ECHO, buf,
+    ntx_agg_link_send(l, NTX_MSG_TIME_ECHO, buf,
                   ntx_enc_time(buf, sizeof buf, NTX_MSG_TIME_ECHO, m.u.time.stamp, ntx_clk_now_ns()));
     return 0;
   }
-  if (l->state == AGG_L_HANDSHAKE) {
+  if (l->state == NTX_AGG_L_HANDSHAKE) {
     if (m.type == NTX_MSG_CHALLENGE) {
       char host[32];
       snprintf(host, sizeof host, "simhost%d", r->rank / 8);
-      agg_link_on_challenge(l, f, 100000 + r->rank, r->rank, host, "bench-sim");
+      ntx_agg_link_on_challenge(l, f, 100000 + r->rank, r->rank, host, "bench-sim");
     } else if (m.type == NTX_MSG_WELCOME) {
-      l->state = AGG_L_READY;
+      l->state = NTX_AGG_L_READY;
       uint8_t buf[256];
       static const char env[] = "NCCL_PROTO=Simple";
       size_t n = ntx_enc_register(buf, sizeof buf, SIM_COMM, r->rank, r->cfg->nranks, 22800, env,
                                   sizeof env);
-      agg_link_send(l, NTX_MSG_REGISTER, buf, n);
+      ntx_agg_link_send(l, NTX_MSG_REGISTER, buf, n);
       __atomic_add_fetch(&G.ready, 1, __ATOMIC_RELEASE);
     }
     return 0;
@@ -120,7 +120,7 @@ static int on_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
 }
 
 /* Queue one FP frame of `batch` collectives for rank r (sent by the
- * caller's agg_link_flush). */
+ * caller's ntx_agg_link_flush). */
 static void send_fps(struct sthread *t, struct srank *r, double now) {
   const struct sim_cfg *cfg = t->cfg;
   static __thread uint8_t payload[NTX_FRAME_MAX_PAYLOAD];
@@ -149,7 +149,7 @@ static void send_fps(struct sthread *t, struct srank *r, double now) {
     ntx_fp_put(payload + 8, (uint32_t)k, &fp);
   }
   size_t len = ntx_enc_fp_head(payload, sizeof payload, 0, (uint32_t)n);
-  if (agg_link_queue(&r->l, NTX_MSG_FP, payload, len) == 0) {
+  if (ntx_agg_link_queue(&r->l, NTX_MSG_FP, payload, len) == 0) {
     t->fps += (uint64_t)n;
     t->frames++;
   }
@@ -177,9 +177,9 @@ static void *driver(void *arg) {
     int n = epoll_wait(t->ep, evs, 1024, sending ? 0 : 1);
     for (int k = 0; k < n; k++) {
       struct srank *r = &t->r[evs[k].data.u64];
-      if (r->l.fd >= 0 && agg_link_read(&r->l, on_frame, r) < 0) {
+      if (r->l.fd >= 0 && ntx_agg_link_read(&r->l, on_frame, r) < 0) {
         epoll_ctl(t->ep, EPOLL_CTL_DEL, r->l.fd, NULL);
-        agg_link_close(&r->l);
+        ntx_agg_link_close(&r->l);
       }
     }
     double now = bu_now();
@@ -200,10 +200,10 @@ static void *driver(void *arg) {
     double next_due = now + 0.001;
     for (int i = t->lo; i < t->hi; i++) {
       struct srank *r = &t->r[i];
-      if (r->l.fd < 0 || r->l.state != AGG_L_READY)
+      if (r->l.fd < 0 || r->l.state != NTX_AGG_L_READY)
         continue;
       if (r->l.out_len)
-        agg_link_flush(&r->l);
+        ntx_agg_link_flush(&r->l);
       if (cfg->rate > 0) {
         int q = 0;
         while (now >= r->next_t && r->l.out_len < 65536 && q++ < SIM_BURST) {
@@ -211,14 +211,14 @@ static void *driver(void *arg) {
           r->next_t += period;
         }
         if (q)
-          agg_link_flush(&r->l);
+          ntx_agg_link_flush(&r->l);
         next_due = r->next_t < next_due ? r->next_t : next_due;
       } else if (r->l.out_len < 65536) {
         int q = 0;
         while (r->seq < lim && q++ < SIM_BURST)
           send_fps(t, r, now);
         if (q)
-          agg_link_flush(&r->l);
+          ntx_agg_link_flush(&r->l);
       }
       mn = r->seq < mn ? r->seq : mn;
     }
@@ -231,9 +231,9 @@ static void *driver(void *arg) {
         int m = epoll_wait(t->ep, evs, 1024, w > 0.001 ? (int)(w * 1000) + 1 : 1);
         for (int k = 0; k < m; k++) {
           struct srank *r = &t->r[evs[k].data.u64];
-          if (r->l.fd >= 0 && agg_link_read(&r->l, on_frame, r) < 0) {
+          if (r->l.fd >= 0 && ntx_agg_link_read(&r->l, on_frame, r) < 0) {
             epoll_ctl(t->ep, EPOLL_CTL_DEL, r->l.fd, NULL);
-            agg_link_close(&r->l);
+            ntx_agg_link_close(&r->l);
           }
         }
       }
@@ -242,12 +242,12 @@ static void *driver(void *arg) {
   for (int i = t->lo; i < t->hi; i++) {
     struct srank *r = &t->r[i];
     if (r->l.fd >= 0) {
-      if (r->l.state == AGG_L_READY) {
+      if (r->l.state == NTX_AGG_L_READY) {
         uint8_t b[8];
         size_t bn = ntx_enc_bye(b, sizeof b, 0);
-        agg_link_send(&r->l, NTX_MSG_BYE, b, bn);
+        ntx_agg_link_send(&r->l, NTX_MSG_BYE, b, bn);
       }
-      agg_link_close(&r->l);
+      ntx_agg_link_close(&r->l);
     }
   }
   return NULL;
@@ -287,7 +287,7 @@ int sim_run(const struct sim_cfg *cfg, double verdict_wait_s, struct sim_result 
         r[k].l.fd = -1;
         continue;
       }
-      agg_link_init(&r[k].l, fd, 0, &cfg->key, 1u << 20);
+      ntx_agg_link_init(&r[k].l, fd, 0, &cfg->key, 1u << 20);
       struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)k};
       epoll_ctl(th[i].ep, EPOLL_CTL_ADD, fd, &ev);
     }

@@ -35,7 +35,7 @@
 #define JOIN_S 0.5          /* ntx_agg_stop waits this long for the loop thread */
 
 struct local {
-  struct agg_link l;
+  struct ntx_agg_link l;
   uint32_t gen;
   int32_t pid, lrank;
   uint32_t last_reg;    /* index of the registration that matched last (a cache) */
@@ -74,7 +74,7 @@ struct ntx_agg {
   uint32_t next_req;
   uint32_t cur_local;   /* the local whose frames on_local_frame is given */
   /* upstream */
-  struct agg_link up;
+  struct ntx_agg_link up;
   int up_connecting;
   uint32_t up_key_try;  /* which of cfg.keys the next upstream connection names */
   double up_next_try, up_backoff, up_last_tx, last_sweep;
@@ -229,14 +229,14 @@ int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *er
 /* ------------------------------------------------------------ upstream -- */
 
 static void up_send(struct ntx_agg *a, uint8_t type, const void *p, size_t n, double now) {
-  if (a->up.state != AGG_L_READY)
+  if (a->up.state != NTX_AGG_L_READY)
     return;
-  agg_link_send(&a->up, type, p, n);
+  ntx_agg_link_send(&a->up, type, p, n);
   a->up_last_tx = now;
 }
 
 static void batch_flush(struct ntx_agg *a, double now) {
-  if (!a->nbatch || a->up.state != AGG_L_READY)
+  if (!a->nbatch || a->up.state != NTX_AGG_L_READY)
     return;
   size_t n = ntx_enc_fp_head(a->batch, NTX_FRAME_MAX_PAYLOAD, 0, a->nbatch);
   up_send(a, NTX_MSG_FP, a->batch, n, now);
@@ -253,11 +253,11 @@ static void up_register(struct ntx_agg *a, const struct reg *r, double now) {
 }
 
 static void up_lost(struct ntx_agg *a, double now) {
-  if (a->up.state == AGG_L_HANDSHAKE)
+  if (a->up.state == NTX_AGG_L_HANDSHAKE)
     a->up_key_try++; /* not welcomed: the root may not hold that key, try the next */
   if (a->up.fd >= 0 && ntx_fd_is(a->up.fd, &a->up.id))
     epoll_ctl(a->ep, EPOLL_CTL_DEL, a->up.fd, NULL);
-  agg_link_close(&a->up);
+  ntx_agg_link_close(&a->up);
   a->up_connecting = 0;
   a->nbatch = 0; /* those fingerprints go unchecked: the root never saw them */
   a->up_backoff = a->up_backoff < 0.05 ? 0.05 : a->up_backoff * 2 > 1 ? 1 : a->up_backoff * 2;
@@ -284,7 +284,7 @@ static void up_connect(struct ntx_agg *a, double now) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
-      agg_link_init(&a->up, fd, 0, &key, UP_OUT_MAX);
+      ntx_agg_link_init(&a->up, fd, 0, &key, UP_OUT_MAX);
       a->up.hello_flags = NTX_HELLO_AGG;
       a->up_connecting = 1;
       struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = EV_UP};
@@ -297,8 +297,8 @@ static void up_connect(struct ntx_agg *a, double now) {
 }
 
 static void to_local(struct ntx_agg *a, uint32_t i, uint8_t type, const void *p, size_t n) {
-  if (a->locals[i].l.state == AGG_L_READY)
-    agg_link_send(&a->locals[i].l, type, p, n);
+  if (a->locals[i].l.state == NTX_AGG_L_READY)
+    ntx_agg_link_send(&a->locals[i].l, type, p, n);
 }
 
 /* WELCOME a local client whose HELLO came.  Held while the root is not
@@ -307,19 +307,19 @@ static void to_local(struct ntx_agg *a, uint32_t i, uint8_t type, const void *p,
  * having them dropped or answered "unchecked" here. */
 static void local_welcome(struct ntx_agg *a, uint32_t i) {
   struct local *lc = &a->locals[i];
-  if (!lc->hello_wait || a->up.state != AGG_L_READY)
+  if (!lc->hello_wait || a->up.state != NTX_AGG_L_READY)
     return;
   struct ntx_msg m;
   memset(&m, 0, sizeof m);
   memcpy(m.u.hello.nonce, lc->hello_nonce, NTX_NONCE);
   lc->hello_wait = 0;
-  agg_link_on_hello(&lc->l, &m, i, 0);
+  ntx_agg_link_on_hello(&lc->l, &m, i, 0);
   a->st.locals++;
   if (a->clock_len) /* the processes of a host share its clock, and so its offset */
     to_local(a, i, NTX_MSG_CLOCK, a->clock, a->clock_len);
 }
 
-static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
+static int on_up_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame *f) {
   struct ntx_agg *a = ctx;
   struct ntx_msg m;
   double now = now_s();
@@ -327,16 +327,16 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
     up_lost(a, now);
     return -1;
   }
-  if (l->state == AGG_L_HANDSHAKE) {
+  if (l->state == NTX_AGG_L_HANDSHAKE) {
     if (m.type == NTX_MSG_CHALLENGE) {
-      agg_link_on_challenge(l, f, (int32_t)getpid(), a->cfg.lrank, a->host, a->job);
+      ntx_agg_link_on_challenge(l, f, (int32_t)getpid(), a->cfg.lrank, a->host, a->job);
       return 0;
     }
     if (m.type != NTX_MSG_WELCOME) {
       up_lost(a, now);
       return -1;
     }
-    l->state = AGG_L_READY;
+    l->state = NTX_AGG_L_READY;
     a->up_backoff = 0;
     a->st.up_connects++;
     for (uint32_t i = 0; i < a->nregs; i++) /* the root knows nothing of us yet */
@@ -356,7 +356,7 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
     const uint8_t *p = f->payload;
     uint64_t comm = m.u.verdict.comm_id;
     for (uint32_t i = 0; i < a->cfg.max_local; i++) {
-      if (a->locals[i].l.state != AGG_L_READY)
+      if (a->locals[i].l.state != NTX_AGG_L_READY)
         continue;
       int hit = comm == 0;
       for (uint32_t k = 0; k < a->nregs && !hit; k++)
@@ -407,7 +407,7 @@ static int on_up_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f)
 /* GONE upstream for the registrations of local i (pre: still live). */
 static void up_gone(struct ntx_agg *a, uint32_t i, int clean, double now) {
   struct local *lc = &a->locals[i];
-  if (a->up.state != AGG_L_READY)
+  if (a->up.state != NTX_AGG_L_READY)
     return; /* the root lost us meanwhile: it marked all our ranks already */
   batch_flush(a, now); /* its last fingerprints before its departure */
   uint8_t *buf = a->scratch;
@@ -425,12 +425,12 @@ static void up_gone(struct ntx_agg *a, uint32_t i, int clean, double now) {
 
 static void local_close(struct ntx_agg *a, uint32_t i, int lost) {
   struct local *lc = &a->locals[i];
-  int was_ready = lc->l.state == AGG_L_READY;
-  if (lc->l.state == AGG_L_HANDSHAKE && !lc->hello_wait)
+  int was_ready = lc->l.state == NTX_AGG_L_READY;
+  if (lc->l.state == NTX_AGG_L_HANDSHAKE && !lc->hello_wait)
     a->pending--;
   if (ntx_fd_is(lc->l.fd, &lc->l.id)) /* else: the application's now, left alone */
     epoll_ctl(a->ep, EPOLL_CTL_DEL, lc->l.fd, NULL);
-  agg_link_close(&lc->l);
+  ntx_agg_link_close(&lc->l);
   if (!was_ready)
     return;
   a->st.locals--;
@@ -541,12 +541,12 @@ static void local_accept(struct ntx_agg *a) {
     memset(lc, 0, sizeof *lc);
     lc->gen = gen;
     lc->opened = now;
-    agg_link_init(&lc->l, fd, 1, &a->cfg.key, 1u << 20);
+    ntx_agg_link_init(&lc->l, fd, 1, &a->cfg.key, 1u << 20);
     a->pending++;
     lc->l.keys = a->cfg.keys;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = id};
     epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
-    agg_link_accept(&lc->l, NTX_CHAL_AGG, (int32_t)getpid(), a->host);
+    ntx_agg_link_accept(&lc->l, NTX_CHAL_AGG, (int32_t)getpid(), a->host);
     a->st.local_accepted++;
   }
 }
@@ -566,7 +566,7 @@ static int reg_of(struct ntx_agg *a, uint32_t i, uint64_t comm, int32_t rank) {
   return 0;
 }
 
-static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame *f) {
+static int on_local_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame *f) {
   struct ntx_agg *a = ctx;
   uint32_t i = a->cur_local;
   struct local *lc = &a->locals[i];
@@ -577,12 +577,12 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
     local_close(a, i, 1);
     return -1;
   }
-  if (l->state == AGG_L_HANDSHAKE) {
+  if (l->state == NTX_AGG_L_HANDSHAKE) {
     if (m.type != NTX_MSG_HELLO) {
       local_close(a, i, 1);
       return -1;
     }
-    if (lc->hello_wait || agg_link_hello_auth(l, f, &m) != 0) { /* a second HELLO, or not one of our keys */
+    if (lc->hello_wait || ntx_agg_link_hello_auth(l, f, &m) != 0) { /* a second HELLO, or not one of our keys */
       local_close(a, i, 1);
       return -1;
     }
@@ -633,7 +633,7 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
         a->st.fps_refused++;
         continue;
       }
-      if (a->up.state != AGG_L_READY) {
+      if (a->up.state != NTX_AGG_L_READY) {
         a->st.fps_dropped++; /* as a client without a connection: unchecked */
         continue;
       }
@@ -652,16 +652,16 @@ static int on_local_frame(void *ctx, struct agg_link *l, const struct ntx_frame 
         a->st.fps_refused++;
         uint8_t buf[64];
         size_t n = ntx_enc_reply(buf, sizeof buf, m.u.fp.req_id, NTX_REPLY_UNCHECKED, "");
-        agg_link_send(l, NTX_MSG_REPLY, buf, n);
+        ntx_agg_link_send(l, NTX_MSG_REPLY, buf, n);
         return 0;
       }
     }
     uint32_t up_id = ++a->next_req;
     struct req *r = &a->reqs[up_id % MAX_REQS];
-    if (r->used || a->up.state != AGG_L_READY) { /* full, or nobody to ask */
+    if (r->used || a->up.state != NTX_AGG_L_READY) { /* full, or nobody to ask */
       uint8_t buf[64];
       size_t n = ntx_enc_reply(buf, sizeof buf, m.u.fp.req_id, NTX_REPLY_UNCHECKED, "");
-      agg_link_send(l, NTX_MSG_REPLY, buf, n);
+      ntx_agg_link_send(l, NTX_MSG_REPLY, buf, n);
       return 0;
     }
     *r = (struct req){.up_id = up_id, .local = i, .gen = lc->gen, .local_id = m.u.fp.req_id, .used = 1};
@@ -731,15 +731,15 @@ static void agg_run(struct ntx_agg *a) {
           epoll_ctl(a->ep, EPOLL_CTL_MOD, a->up.fd, &ev);
         }
         if (evs[k].events & EPOLLOUT)
-          agg_link_flush(&a->up);
+          ntx_agg_link_flush(&a->up);
         if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-          int r = agg_link_read(&a->up, on_up_frame, a);
+          int r = ntx_agg_link_read(&a->up, on_up_frame, a);
           if (r < 0)
             up_lost(a, now);
         }
       } else if (d < a->cfg.max_local && a->locals[d].l.fd >= 0) {
         a->cur_local = (uint32_t)d;
-        int r = agg_link_read(&a->locals[d].l, on_local_frame, a);
+        int r = ntx_agg_link_read(&a->locals[d].l, on_local_frame, a);
         if (r < 0)
           local_close(a, (uint32_t)d, 1);
       }
@@ -750,22 +750,22 @@ static void agg_run(struct ntx_agg *a) {
     if (now - a->last_sweep > 0.1) { /* anybody on the host can connect to an abstract name */
       a->last_sweep = now;
       for (uint32_t i = 0; i < a->cfg.max_local; i++)
-        if (a->locals[i].l.state == AGG_L_HANDSHAKE && !a->locals[i].hello_wait &&
+        if (a->locals[i].l.state == NTX_AGG_L_HANDSHAKE && !a->locals[i].hello_wait &&
             now - a->locals[i].opened > HS_TIMEOUT_S)
           local_close(a, i, 1);
     }
     if (a->nbatch && now - a->batch_t0 >= a->cfg.flush_s)
       batch_flush(a, now);
-    if (a->up.state == AGG_L_READY) {
+    if (a->up.state == NTX_AGG_L_READY) {
       if (now - a->up_last_tx >= PING_S)
         up_send(a, NTX_MSG_PING, NULL, 0, now);
       if (a->up.out_len) { /* a slow root: wait for the socket, bounded by UP_OUT_MAX */
-        int r = agg_link_flush(&a->up);
+        int r = ntx_agg_link_flush(&a->up);
         if (r < 0)
           up_lost(a, now);
       }
     }
-    a->st.up_ready = a->up.state == AGG_L_READY;
+    a->st.up_ready = a->up.state == NTX_AGG_L_READY;
     if (a->cfg.poll_s > 0 && n > 0 && !__atomic_load_n(&a->stop, __ATOMIC_ACQUIRE)) {
       pthread_mutex_unlock(&a->lock);
       struct timespec ts = {0, (long)(a->cfg.poll_s * 1e9)};
@@ -809,31 +809,31 @@ void ntx_agg_stop(struct ntx_agg *a) {
   for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++)
     if (a->locals[i].l.fd >= 0) {
       a->cur_local = i;
-      if (agg_link_read(&a->locals[i].l, on_local_frame, a) < 0)
+      if (ntx_agg_link_read(&a->locals[i].l, on_local_frame, a) < 0)
         local_close(a, i, 1);
     }
   uint8_t b[8];
   if (a->up.fd >= 0) {
     batch_flush(a, now_s());
-    if (a->up.state == AGG_L_READY) {
+    if (a->up.state == NTX_AGG_L_READY) {
       /* a clean BYE: the ranks it still holds are "exited" at the root until
        * their processes register again through the next aggregator */
       size_t bn = ntx_enc_bye(b, sizeof b, NTX_BYE_EXIT);
-      agg_link_send(&a->up, NTX_MSG_BYE, b, bn);
+      ntx_agg_link_send(&a->up, NTX_MSG_BYE, b, bn);
       for (int t = 0; t < 20 && a->up.out_len; t++) { /* bounded: ~200 ms */
         struct pollfd p = {.fd = a->up.fd, .events = POLLOUT};
         poll(&p, 1, 10);
-        if (agg_link_flush(&a->up) < 0)
+        if (ntx_agg_link_flush(&a->up) < 0)
           break;
       }
     }
-    agg_link_close(&a->up);
+    ntx_agg_link_close(&a->up);
   }
   size_t n = ntx_enc_bye(b, sizeof b, NTX_BYE_HANDOVER);
   for (uint32_t i = 0; a->locals && i < a->cfg.max_local; i++)
     if (a->locals[i].l.fd >= 0) {
       to_local(a, i, NTX_MSG_BYE, b, n);
-      agg_link_close(&a->locals[i].l);
+      ntx_agg_link_close(&a->locals[i].l);
     }
   for (uint32_t k = 0; k < a->nregs; k++)
     free(a->regs[k].env);

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void agg_nonce(uint8_t nonce[NTX_NONCE]) {
+void ntx_agg_nonce(uint8_t nonce[NTX_NONCE]) {
   if (getrandom(nonce, NTX_NONCE, 0) == (ssize_t)NTX_NONCE)
     return;
   static uint64_t counter;
@@ -20,11 +20,11 @@ void agg_nonce(uint8_t nonce[NTX_NONCE]) {
   memcpy(nonce, v, NTX_NONCE);
 }
 
-void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max) {
+void ntx_agg_link_init(struct ntx_agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max) {
   memset(l, 0, sizeof *l);
   l->fd = fd;
   ntx_fd_take(fd, &l->id);
-  l->state = AGG_L_HANDSHAKE;
+  l->state = NTX_AGG_L_HANDSHAKE;
   l->dir_out = server ? NTX_DIR_TO_CLIENT : NTX_DIR_TO_COORD;
   l->dir_in = server ? NTX_DIR_TO_COORD : NTX_DIR_TO_CLIENT;
   l->key = *key;
@@ -32,7 +32,7 @@ void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key 
   l->out_max = out_max ? out_max : (size_t)4 << 20;
 }
 
-void agg_link_close(struct agg_link *l) {
+void ntx_agg_link_close(struct ntx_agg_link *l) {
   ntx_fd_close(l->fd, &l->id);
   free(l->in);
   free(l->out);
@@ -40,7 +40,7 @@ void agg_link_close(struct agg_link *l) {
   l->fd = -1;
 }
 
-int agg_link_flush(struct agg_link *l) {
+int ntx_agg_link_flush(struct ntx_agg_link *l) {
   size_t off = 0;
   int rc = 0;
   if (l->out_len && !ntx_fd_is(l->fd, &l->id))
@@ -63,7 +63,7 @@ int agg_link_flush(struct agg_link *l) {
   return rc;
 }
 
-int agg_link_queue(struct agg_link *l, uint8_t type, const void *payload, size_t plen) {
+int ntx_agg_link_queue(struct ntx_agg_link *l, uint8_t type, const void *payload, size_t plen) {
   size_t need = l->out_len + NTX_FRAME_HDR + plen + NTX_FRAME_MAC;
   if (need > l->out_max) {
     l->dropped++;
@@ -86,12 +86,12 @@ int agg_link_queue(struct agg_link *l, uint8_t type, const void *payload, size_t
   return 0;
 }
 
-int agg_link_send(struct agg_link *l, uint8_t type, const void *payload, size_t plen) {
-  int rc = agg_link_queue(l, type, payload, plen);
-  return rc ? rc : agg_link_flush(l);
+int ntx_agg_link_send(struct ntx_agg_link *l, uint8_t type, const void *payload, size_t plen) {
+  int rc = ntx_agg_link_queue(l, type, payload, plen);
+  return rc ? rc : ntx_agg_link_flush(l);
 }
 
-int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link *l, const struct ntx_frame *f),
+int ntx_agg_link_read(struct ntx_agg_link *l, int (*on_frame)(void *ctx, struct ntx_agg_link *l, const struct ntx_frame *f),
                   void *ctx) {
   if (!ntx_fd_is(l->fd, &l->id))
     return -EBADF;
@@ -120,8 +120,8 @@ int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link
     size_t off = 0;
     for (;;) {
       struct ntx_frame f;
-      /* A server end learns the key from HELLO: agg_link_hello_auth checks its tag. */
-      int hello = l->dir_in == NTX_DIR_TO_COORD && l->state == AGG_L_HANDSHAKE;
+      /* A server end learns the key from HELLO: ntx_agg_link_hello_auth checks its tag. */
+      int hello = l->dir_in == NTX_DIR_TO_COORD && l->state == NTX_AGG_L_HANDSHAKE;
       int r = ntx_frame_parse(l->in + off, l->in_len - off, hello ? NULL : &l->sess, l->dir_in, l->rx, &f);
       if (r == 0)
         break;
@@ -140,16 +140,16 @@ int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link
   return 0;
 }
 
-int agg_link_accept(struct agg_link *l, uint32_t flags, int32_t pid, const char *host) {
+int ntx_agg_link_accept(struct ntx_agg_link *l, uint32_t flags, int32_t pid, const char *host) {
   uint8_t nonce[NTX_NONCE], buf[128];
-  agg_nonce(nonce);
+  ntx_agg_nonce(nonce);
   size_t n = ntx_enc_challenge(buf, sizeof buf, nonce, flags, pid, host);
-  int rc = agg_link_send(l, NTX_MSG_CHALLENGE, buf, n); /* under the public session */
+  int rc = ntx_agg_link_send(l, NTX_MSG_CHALLENGE, buf, n); /* under the public session */
   memcpy(l->chal, buf, NTX_CHALLENGE_LEN);
   return rc;
 }
 
-int agg_link_hello_auth(struct agg_link *l, const struct ntx_frame *f, const struct ntx_msg *m) {
+int ntx_agg_link_hello_auth(struct ntx_agg_link *l, const struct ntx_frame *f, const struct ntx_msg *m) {
   struct ntx_key k;
   if (!ntx_keys_lookup(l->keys, l->keys ? NULL : &l->key, m->u.hello.key_id, &k))
     return -ENOKEY;
@@ -157,22 +157,22 @@ int agg_link_hello_auth(struct agg_link *l, const struct ntx_frame *f, const str
   return ntx_frame_verify(f, &l->sess, NTX_DIR_TO_COORD);
 }
 
-int agg_link_on_hello(struct agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags) {
+int ntx_agg_link_on_hello(struct ntx_agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags) {
   memcpy(l->sess.nonce + NTX_NONCE, m->u.hello.nonce, NTX_NONCE);
-  l->state = AGG_L_READY;
+  l->state = NTX_AGG_L_READY;
   uint8_t buf[16];
   size_t n = ntx_enc_welcome(buf, sizeof buf, client_id, flags);
-  return agg_link_send(l, NTX_MSG_WELCOME, buf, n);
+  return ntx_agg_link_send(l, NTX_MSG_WELCOME, buf, n);
 }
 
-int agg_link_on_challenge(struct agg_link *l, const struct ntx_frame *f, int32_t pid, int32_t launcher_rank,
+int ntx_agg_link_on_challenge(struct ntx_agg_link *l, const struct ntx_frame *f, int32_t pid, int32_t launcher_rank,
                           const char *host, const char *job) {
   uint8_t nonce[NTX_NONCE], buf[256];
   ntx_sess_bind(&l->sess, &l->key, f->payload);
-  agg_nonce(nonce);
+  ntx_agg_nonce(nonce);
   size_t n = ntx_enc_hello(buf, sizeof buf, nonce, pid, launcher_rank, l->hello_flags, host, job,
                            ntx_key_id(&l->key));
-  int rc = agg_link_send(l, NTX_MSG_HELLO, buf, n); /* under our key, bound to CHALLENGE, client nonce zero */
+  int rc = ntx_agg_link_send(l, NTX_MSG_HELLO, buf, n); /* under our key, bound to CHALLENGE, client nonce zero */
   memcpy(l->sess.nonce + NTX_NONCE, nonce, NTX_NONCE);
   return rc;
 }

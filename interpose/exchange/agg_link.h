@@ -9,11 +9,11 @@
  * (allocates).
  *
  * Handshake (protocol v3), as the coordinator and the client do it:
- *   server end: agg_link_accept() sends CHALLENGE (seq 0, public session);
- *     agg_link_hello_auth() looks up the key HELLO names among l->keys and
- *     checks HELLO's tag under it; agg_link_on_hello() takes the client's
+ *   server end: ntx_agg_link_accept() sends CHALLENGE (seq 0, public session);
+ *     ntx_agg_link_hello_auth() looks up the key HELLO names among l->keys and
+ *     checks HELLO's tag under it; ntx_agg_link_on_hello() takes the client's
  *     nonce and sends WELCOME.
- *   client end: agg_link_on_challenge() binds the session to the link's
+ *   client end: ntx_agg_link_on_challenge() binds the session to the link's
  *     key and CHALLENGE, and sends HELLO naming that key; WELCOME (tagged
  *     under it) then makes the link ready.
  */
@@ -25,9 +25,9 @@
 #include "interpose/exchange/keys.h"
 #include "interpose/exchange/wire.h"
 
-enum agg_link_state { AGG_L_FREE = 0, AGG_L_HANDSHAKE = 1, AGG_L_READY = 2 };
+enum ntx_agg_link_state { NTX_AGG_L_FREE = 0, NTX_AGG_L_HANDSHAKE = 1, NTX_AGG_L_READY = 2 };
 
-struct agg_link {
+struct ntx_agg_link {
   int fd, state;
   struct ntx_fdid id;           /* what fd was at init: checked before every use (own.h) */
   uint8_t dir_out, dir_in;      /* NTX_DIR_* of what we send and what we accept */
@@ -47,20 +47,20 @@ struct agg_link {
 
 /* Set up a link on a connected non-blocking fd.  server: 1 for the
  * coordinator-like end.  out_max bounds the bytes queued (0: 4 MiB). */
-void agg_link_init(struct agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max);
+void ntx_agg_link_init(struct ntx_agg_link *l, int fd, int server, const struct ntx_key *key, size_t out_max);
 /* Close the fd (when it is still ours: own.h) and free the buffers; the
- * link becomes AGG_L_FREE.  Flush and read on a link whose fd is not ours
+ * link becomes NTX_AGG_L_FREE.  Flush and read on a link whose fd is not ours
  * any more return -EBADF without touching it. */
-void agg_link_close(struct agg_link *l);
+void ntx_agg_link_close(struct ntx_agg_link *l);
 
 /* Queue one frame (type, payload) and try to send.  @return 0, -ENOBUFS
  * when it would pass out_max (dropped, counted), -ENOMEM. */
-int agg_link_send(struct agg_link *l, uint8_t type, const void *payload, size_t plen);
+int ntx_agg_link_send(struct ntx_agg_link *l, uint8_t type, const void *payload, size_t plen);
 /* Queue one frame without sending (several frames, one send: call
- * agg_link_flush after).  @return as agg_link_send. */
-int agg_link_queue(struct agg_link *l, uint8_t type, const void *payload, size_t plen);
+ * ntx_agg_link_flush after).  @return as ntx_agg_link_send. */
+int ntx_agg_link_queue(struct ntx_agg_link *l, uint8_t type, const void *payload, size_t plen);
 /* Write what is queued.  @return 0, or -errno when the peer is gone. */
-int agg_link_flush(struct agg_link *l);
+int ntx_agg_link_flush(struct ntx_agg_link *l);
 
 /* Read what the socket holds and call on_frame for every complete frame
  * (the frame's payload is valid during the call only).  on_frame returns 0
@@ -68,20 +68,20 @@ int agg_link_flush(struct agg_link *l);
  * @return 0, 1 when the link was closed by on_frame, or a negative value:
  *         -errno (peer gone) or an ntx_wire_err (bad frame); the caller
  *         closes the link then. */
-int agg_link_read(struct agg_link *l, int (*on_frame)(void *ctx, struct agg_link *l, const struct ntx_frame *f),
+int ntx_agg_link_read(struct ntx_agg_link *l, int (*on_frame)(void *ctx, struct ntx_agg_link *l, const struct ntx_frame *f),
                   void *ctx);
 
 /* Server end: send CHALLENGE with a fresh nonce. */
-int agg_link_accept(struct agg_link *l, uint32_t flags, int32_t pid, const char *host);
+int ntx_agg_link_accept(struct ntx_agg_link *l, uint32_t flags, int32_t pid, const char *host);
 /* Server end: HELLO f received (m decoded from it): find its key, check its
  * tag.  @return 0, -ENOKEY (a key we do not hold), NTX_E_MAC. */
-int agg_link_hello_auth(struct agg_link *l, const struct ntx_frame *f, const struct ntx_msg *m);
+int ntx_agg_link_hello_auth(struct ntx_agg_link *l, const struct ntx_frame *f, const struct ntx_msg *m);
 /* Server end: HELLO authenticated; send WELCOME(client_id). */
-int agg_link_on_hello(struct agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags);
+int ntx_agg_link_on_hello(struct ntx_agg_link *l, const struct ntx_msg *m, uint32_t client_id, uint32_t flags);
 /* Client end: CHALLENGE f received (and decoded: its length is right); send HELLO. */
-int agg_link_on_challenge(struct agg_link *l, const struct ntx_frame *f, int32_t pid, int32_t launcher_rank,
+int ntx_agg_link_on_challenge(struct ntx_agg_link *l, const struct ntx_frame *f, int32_t pid, int32_t launcher_rank,
                           const char *host, const char *job);
 
 /* A fresh 16-byte nonce (getrandom, else clock and a counter). */
-void agg_nonce(uint8_t nonce[NTX_NONCE]);
+void ntx_agg_nonce(uint8_t nonce[NTX_NONCE]);
 #endif

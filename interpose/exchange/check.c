@@ -61,9 +61,9 @@ struct ntx_check *ntx_check_new(const struct ntx_check_limits *lim, const struct
   return c;
 }
 
-void ntx_free_waiters(struct waiter *w) {
+void ntx_free_waiters(struct ntx_waiter *w) {
   while (w) {
-    struct waiter *n = w->next;
+    struct ntx_waiter *n = w->next;
     if (--w->r->outstanding == 0)
       free(w->r);
     free(w);
@@ -75,8 +75,8 @@ void ntx_check_free(struct ntx_check *c) {
   if (!c)
     return;
   for (uint32_t i = 0; c->comms && i < c->ncomms; i++) {
-    struct comm *cm = c->comms[i];
-    for (struct p2p *p = cm->p2p_head, *n; p; p = n) {
+    struct ntx_comm *cm = c->comms[i];
+    for (struct ntx_p2p *p = cm->p2p_head, *n; p; p = n) {
       n = p->fnext;
       ntx_free_waiters(p->waiters);
       free(p);
@@ -107,17 +107,17 @@ const struct ntx_check_stats *ntx_check_get_stats(const struct ntx_check *c) { r
 
 /* ------------------------------------------------------------ plumbing -- */
 
-void ntx_tell_comm(struct ntx_check *c, struct comm *cm, uint32_t kind, uint64_t seq, int32_t peer,
+void ntx_tell_comm(struct ntx_check *c, struct ntx_comm *cm, uint32_t kind, uint64_t seq, int32_t peer,
                    int64_t aux, const char *field, const char *text) {
   /* A process (or an aggregator) holding several ranks of one comm hears it
    * once: a stamp per client instead of a scan of the lower ranks, so a
    * verdict costs O(members), not O(members^2) (8 M comparisons at 4,096). */
   uint64_t stamp = ++c->tell_stamp;
   for (int32_t r = 0; r < cm->nranks; r++) {
-    struct member *m = &cm->m[r];
-    if (m->state != M_ACTIVE)
+    struct ntx_member *m = &cm->m[r];
+    if (m->state != NTX_M_ACTIVE)
       continue;
-    struct client *cl = &c->clients[m->client];
+    struct ntx_check_client *cl = &c->clients[m->client];
     if (cl->told == stamp)
       continue;
     cl->told = stamp;
@@ -125,15 +125,15 @@ void ntx_tell_comm(struct ntx_check *c, struct comm *cm, uint32_t kind, uint64_t
   }
 }
 
-void ntx_resolve(struct ntx_check *c, struct waiter *w, int32_t status, const char *text) {
+void ntx_resolve(struct ntx_check *c, struct ntx_waiter *w, int32_t status, const char *text) {
   while (w) {
-    struct waiter *n = w->next;
-    struct req *r = w->r;
+    struct ntx_waiter *n = w->next;
+    struct ntx_req *r = w->r;
     if (status != NTX_REPLY_OK && r->status == NTX_REPLY_OK) {
       r->status = status;
       snprintf(r->text, sizeof r->text, "%s", text ? text : "");
     }
-    struct client *cl = &c->clients[r->client];
+    struct ntx_check_client *cl = &c->clients[r->client];
     if (cl->active && cl->gen == r->gen && cl->waits)
       cl->waits--;
     if (--r->outstanding == 0) {
@@ -146,7 +146,7 @@ void ntx_resolve(struct ntx_check *c, struct waiter *w, int32_t status, const ch
   }
 }
 
-struct comm *ntx_comm_find(struct ntx_check *c, uint64_t id) {
+struct ntx_comm *ntx_comm_find(struct ntx_check *c, uint64_t id) {
   for (uint32_t h = (uint32_t)ntx_mix64(id) & c->comm_index_mask;; h = (h + 1) & c->comm_index_mask) {
     uint32_t v = c->comm_index[h];
     if (!v)
@@ -156,12 +156,12 @@ struct comm *ntx_comm_find(struct ntx_check *c, uint64_t id) {
   }
 }
 
-static struct comm *comm_create(struct ntx_check *c, uint64_t id, int32_t nranks, double now) {
+static struct ntx_comm *comm_create(struct ntx_check *c, uint64_t id, int32_t nranks, double now) {
   if (c->ncomms >= c->lim.max_comms) {
     c->st.comms_refused++;
     return NULL;
   }
-  struct comm *cm = calloc(1, sizeof *cm);
+  struct ntx_comm *cm = calloc(1, sizeof *cm);
   if (!cm || !(cm->m = calloc((size_t)nranks, sizeof *cm->m))) {
     free(cm);
     c->st.comms_refused++;
@@ -183,9 +183,9 @@ static struct comm *comm_create(struct ntx_check *c, uint64_t id, int32_t nranks
 
 /* The member a fingerprint speaks for, or NULL when that client did not
  * register that rank (forged or confused input is ignored, and counted). */
-struct comm *ntx_member_of(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank) {
-  struct comm *cm = ntx_comm_find(c, comm_id);
-  if (!cm || rank < 0 || rank >= cm->nranks || cm->m[rank].state != M_ACTIVE ||
+struct ntx_comm *ntx_member_of(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank) {
+  struct ntx_comm *cm = ntx_comm_find(c, comm_id);
+  if (!cm || rank < 0 || rank >= cm->nranks || cm->m[rank].state != NTX_M_ACTIVE ||
       cm->m[rank].client != (int32_t)id) {
     c->st.unregistered++;
     return NULL;
@@ -199,7 +199,7 @@ int ntx_check_client_add(struct ntx_check *c, uint32_t id, const char *host, int
                          int32_t launcher_rank) {
   if (id >= c->lim.max_clients || c->clients[id].active)
     return -1;
-  struct client *cl = &c->clients[id];
+  struct ntx_check_client *cl = &c->clients[id];
   cl->active = 1;
   cl->agg = 0;
   cl->gen++;
@@ -223,10 +223,10 @@ void ntx_check_client_set_agg(struct ntx_check *c, uint32_t id) {
  * communicator it shares with the lost pairs when there is one, so its
  * record names a comm rank.  pairs: n (comm, rank) of the lost process. */
 static void tell_lost(struct ntx_check *c, uint32_t skip, const char *who, int32_t lrank, int32_t pid,
-                      const struct comm *const *cms, const int32_t *ranks, uint32_t n) {
+                      const struct ntx_comm *const *cms, const int32_t *ranks, uint32_t n) {
   char text[NTX_TEXT_MAX];
   for (uint32_t o = 0; o < c->lim.max_clients; o++) {
-    struct client *ot = &c->clients[o];
+    struct ntx_check_client *ot = &c->clients[o];
     if (!ot->active || o == skip)
       continue;
     uint64_t comm_id = 0;
@@ -254,14 +254,14 @@ void ntx_check_client_gone(struct ntx_check *c, uint32_t id, int clean, double n
   (void)now;
   if (id >= c->lim.max_clients || !c->clients[id].active)
     return;
-  struct client *cl = &c->clients[id];
+  struct ntx_check_client *cl = &c->clients[id];
   cl->active = 0;
   /* only the members it still holds: after a hand-over another aggregator
    * may have registered some of them already */
   for (uint32_t i = 0; i < cl->ncomms; i++) {
-    struct member *m = &cl->comms[i].cm->m[cl->comms[i].rank];
-    if (m->state == M_ACTIVE && m->client == (int32_t)id && m->gen == cl->gen)
-      m->state = clean ? M_EXITED : M_LOST;
+    struct ntx_member *m = &cl->comms[i].cm->m[cl->comms[i].rank];
+    if (m->state == NTX_M_ACTIVE && m->client == (int32_t)id && m->gen == cl->gen)
+      m->state = clean ? NTX_M_EXITED : NTX_M_LOST;
   }
   if (clean)
     return;
@@ -274,7 +274,7 @@ void ntx_check_client_gone(struct ntx_check *c, uint32_t id, int clean, double n
     snprintf(who, sizeof who, "rank %d (host %s, pid %d)", (int)cl->lrank, cl->host, (int)cl->pid);
   else
     snprintf(who, sizeof who, "a process (host %s, pid %d)", cl->host, (int)cl->pid);
-  const struct comm **cms = malloc((cl->ncomms + 1) * sizeof *cms);
+  const struct ntx_comm **cms = malloc((cl->ncomms + 1) * sizeof *cms);
   int32_t *ranks = malloc((cl->ncomms + 1) * sizeof *ranks);
   uint32_t n = 0;
   for (uint32_t i = 0; cms && ranks && i < cl->ncomms && !cl->agg; i++, n++) {
@@ -291,8 +291,8 @@ int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t p
   (void)now;
   if (id >= c->lim.max_clients || !c->clients[id].active || !c->clients[id].agg)
     return -1;
-  struct client *cl = &c->clients[id];
-  const struct comm **cms = malloc((n + 1) * sizeof *cms);
+  struct ntx_check_client *cl = &c->clients[id];
+  const struct ntx_comm **cms = malloc((n + 1) * sizeof *cms);
   int32_t *ranks = malloc((n + 1) * sizeof *ranks);
   if (!cms || !ranks) {
     free(cms);
@@ -304,10 +304,10 @@ int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t p
     uint64_t comm_id;
     int32_t rank;
     ntx_gone_get(pairs, i, &comm_id, &rank);
-    struct comm *cm = ntx_member_of(c, id, comm_id, rank);
+    struct ntx_comm *cm = ntx_member_of(c, id, comm_id, rank);
     if (!cm || cm->m[rank].gen != cl->gen)
       continue;
-    cm->m[rank].state = clean ? M_EXITED : M_LOST;
+    cm->m[rank].state = clean ? NTX_M_EXITED : NTX_M_LOST;
     cms[k] = cm;
     ranks[k++] = rank;
   }
@@ -352,20 +352,20 @@ static uint64_t env_digest(const char *env, uint32_t len, int32_t nccl) {
 }
 
 /* The variables of a and b that differ, one line each (bounded). */
-static void env_report(struct ntx_check *c, struct comm *cm, const struct env_variant *odd,
-                       const struct env_variant *maj, uint32_t *lines) {
+static void env_report(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_env_variant *odd,
+                       const struct ntx_env_variant *maj, uint32_t *lines) {
   char field[NTX_FIELD + 1], text[NTX_TEXT_MAX], ro[256], rm[256];
   uint8_t *sel = malloc((size_t)cm->nranks);
   if (!sel)
     return;
   for (int32_t r = 0; r < cm->nranks; r++)
-    sel[r] = cm->m[r].state == M_NONE ? 0 : cm->m[r].env_digest == odd->digest ? 1
+    sel[r] = cm->m[r].state == NTX_M_NONE ? 0 : cm->m[r].env_digest == odd->digest ? 1
              : cm->m[r].env_digest == maj->digest ? 2 : 0;
   int no, nm;
   ntx_rank_list(sel, cm->nranks, 1, ro, sizeof ro, &no);
   ntx_rank_list(sel, cm->nranks, 2, rm, sizeof rm, &nm);
   free(sel);
-  if (odd->nccl != maj->nccl && *lines < MAX_ENV_LINES) {
+  if (odd->nccl != maj->nccl && *lines < NTX_MAX_ENV_LINES) {
     snprintf(text, sizeof text, "env differs on comm %08x: NCCL version: rank%s %s %s %d vs rank%s %s %s %d",
              NTX_COMM_SHORT(cm->id), no > 1 ? "s" : "", ro, no > 1 ? "have" : "has", (int)odd->nccl,
              nm > 1 ? "s" : "", rm, nm > 1 ? "have" : "has", (int)maj->nccl);
@@ -374,8 +374,8 @@ static void env_report(struct ntx_check *c, struct comm *cm, const struct env_va
   }
   /* every name of either side, each judged once */
   for (int side = 0; side < 2; side++) {
-    const struct env_variant *src = side ? maj : odd, *oth = side ? odd : maj;
-    for (uint32_t o = 0; o < src->len && *lines < MAX_ENV_LINES;) {
+    const struct ntx_env_variant *src = side ? maj : odd, *oth = side ? odd : maj;
+    for (uint32_t o = 0; o < src->len && *lines < NTX_MAX_ENV_LINES;) {
       const char *e = src->env + o;
       size_t el = strnlen(e, src->len - o);
       const char *eq = memchr(e, '=', el);
@@ -400,7 +400,7 @@ static void env_report(struct ntx_check *c, struct comm *cm, const struct env_va
 
 /* Every rank registered: the most common environment is the reference
  * (a tie goes to the one of the lowest rank), each other one is reported. */
-static void env_verdict(struct ntx_check *c, struct comm *cm) {
+static void env_verdict(struct ntx_check *c, struct ntx_comm *cm) {
   uint32_t maj = 0, lines = 0;
   for (uint32_t i = 1; i < cm->nenv; i++)
     if (cm->env[i].count > cm->env[maj].count ||
@@ -419,7 +419,7 @@ static void env_verdict(struct ntx_check *c, struct comm *cm) {
   cm->env_done = 1;
 }
 
-static void env_add(struct comm *cm, int32_t rank, int32_t nccl, const char *env, uint32_t len) {
+static void env_add(struct ntx_comm *cm, int32_t rank, int32_t nccl, const char *env, uint32_t len) {
   uint64_t d = env_digest(env, len, nccl);
   cm->m[rank].env_digest = d;
   for (uint32_t i = 0; i < cm->nenv; i++)
@@ -429,8 +429,8 @@ static void env_add(struct comm *cm, int32_t rank, int32_t nccl, const char *env
         cm->env[i].low_rank = rank;
       return;
     }
-  struct env_variant *v = &cm->env[cm->nenv];
-  if (cm->nenv == MAX_ENV_VARIANTS || !(v->env = malloc(len ? len : 1))) {
+  struct ntx_env_variant *v = &cm->env[cm->nenv];
+  if (cm->nenv == NTX_MAX_ENV_VARIANTS || !(v->env = malloc(len ? len : 1))) {
     cm->nenv_extra++;
     return;
   }
@@ -450,8 +450,8 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
   if (id >= c->lim.max_clients || !c->clients[id].active || nranks <= 0 ||
       (uint32_t)nranks > c->lim.max_nranks || rank < 0 || rank >= nranks)
     return;
-  struct client *cl = &c->clients[id];
-  struct comm *cm = ntx_comm_find(c, comm_id);
+  struct ntx_check_client *cl = &c->clients[id];
+  struct ntx_comm *cm = ntx_comm_find(c, comm_id);
   if (!cm && !(cm = comm_create(c, comm_id, nranks, now)))
     return;
   if (cm->nranks != nranks) {
@@ -460,10 +460,10 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
     c->ops.verdict(c->ctx, id, NTX_V_NOTE, comm_id, 0, rank, nranks, "nranks", text);
     return;
   }
-  struct member *m = &cm->m[rank];
-  if (m->state == M_ACTIVE && m->client == (int32_t)id)
+  struct ntx_member *m = &cm->m[rank];
+  if (m->state == NTX_M_ACTIVE && m->client == (int32_t)id)
     return; /* the same process registering the same rank again (a retried init) */
-  if (m->state == M_ACTIVE) {
+  if (m->state == NTX_M_ACTIVE) {
     snprintf(text, sizeof text, "comm %08x: rank %d registered twice (pid %d and pid %d)",
              NTX_COMM_SHORT(comm_id), (int)rank, (int)c->clients[m->client].pid, (int)cl->pid);
     c->ops.verdict(c->ctx, id, NTX_V_NOTE, comm_id, 0, rank, 0, "rank", text);
@@ -480,11 +480,11 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
   cl->comms[cl->ncomms].cm = cm;
   cl->comms[cl->ncomms].rank = rank;
   cl->ncomms++;
-  int fresh = m->state == M_NONE;
+  int fresh = m->state == NTX_M_NONE;
   m->client = (int32_t)id;
   m->clk_offset = cl->clk_offset;
   m->gen = cl->gen;
-  m->state = M_ACTIVE;
+  m->state = NTX_M_ACTIVE;
   if (!fresh)
     return; /* a re-registration (reconnected client): init and env already judged */
   cm->nreg++;
@@ -514,10 +514,10 @@ static const char *fp_field(const struct ntx_fp *a, const struct ntx_fp *b) {
   return a->dir == NTX_FP_COLL ? "root" : "peer";
 }
 
-static void remember_mismatch(struct comm *cm, uint64_t seq, const char *text) {
-  uint32_t i = cm->nrecent++ % RECENT_MM;
+static void remember_mismatch(struct ntx_comm *cm, uint64_t seq, const char *text) {
+  uint32_t i = cm->nrecent++ % NTX_RECENT_MM;
   cm->recent[i].seq = seq;
-  snprintf(cm->recent[i].text, sizeof cm->recent[i].text, "%.*s", REQ_TEXT - 1, text);
+  snprintf(cm->recent[i].text, sizeof cm->recent[i].text, "%.*s", NTX_REQ_TEXT - 1, text);
 }
 
 int ntx_mismatch_text(const struct ntx_fp *v, uint32_t nvar, const uint32_t *cnt, const uint8_t *rank_var,
@@ -525,9 +525,9 @@ int ntx_mismatch_text(const struct ntx_fp *v, uint32_t nvar, const uint32_t *cnt
                       const char **fieldp, int32_t *culpritp, int32_t *majlowp) {
   /* majority: most ranks; on a tie the variant holding the lowest rank */
   uint32_t maj = 0;
-  int32_t low[NVAR];
-  if (nvar > NVAR)
-    nvar = NVAR;
+  int32_t low[NTX_NVAR];
+  if (nvar > NTX_NVAR)
+    nvar = NTX_NVAR;
   for (uint32_t k = 0; k < nvar; k++) {
     low[k] = nranks;
     for (int32_t r = 0; r < nranks; r++)
@@ -573,7 +573,7 @@ int ntx_mismatch_text(const struct ntx_fp *v, uint32_t nvar, const uint32_t *cnt
       break;
     }
   if (missing && o < len) {
-    ntx_rank_list(rank_var, nranks, NO_VAR, list, sizeof list, &n);
+    ntx_rank_list(rank_var, nranks, NTX_NO_VAR, list, sizeof list, &n);
     snprintf(text + o, len - o, "; rank%s %s not there yet", n > 1 ? "s" : "", list);
   }
   *fieldp = field;
@@ -582,8 +582,8 @@ int ntx_mismatch_text(const struct ntx_fp *v, uint32_t nvar, const uint32_t *cnt
   return 1;
 }
 
-static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s) {
-  struct varset *vs = s->vs;
+static void report_mismatch(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s) {
+  struct ntx_varset *vs = s->vs;
   char text[NTX_TEXT_MAX];
   const char *field;
   int32_t culprit, majlow;
@@ -604,21 +604,21 @@ static void report_mismatch(struct ntx_check *c, struct comm *cm, struct slot *s
   s->waiters = NULL;
 }
 
-static void slot_decide(struct ntx_check *c, struct comm *cm, struct slot *s, int32_t unchecked) {
-  if (s->state != SLOT_OPEN)
+static void slot_decide(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s, int32_t unchecked) {
+  if (s->state != NTX_SLOT_OPEN)
     return;
   if (s->vs)
     report_mismatch(c, cm, s);
   ntx_resolve(c, s->waiters, unchecked ? NTX_REPLY_UNCHECKED : NTX_REPLY_OK, "");
   s->waiters = NULL;
-  s->state = SLOT_DONE;
+  s->state = NTX_SLOT_DONE;
 }
 
 /* Advance base over decided seqs, freeing their slots. */
-static void window_advance(struct ntx_check *c, struct comm *cm) {
+static void window_advance(struct ntx_check *c, struct ntx_comm *cm) {
   for (;;) {
-    struct slot *s = &cm->win[cm->base & (c->lim.window - 1)];
-    if (s->seq != cm->base || s->state != SLOT_DONE)
+    struct ntx_slot *s = &cm->win[cm->base & (c->lim.window - 1)];
+    if (s->seq != cm->base || s->state != NTX_SLOT_DONE)
       return;
     if (s->vs)
       free(s->vs->rank_var);
@@ -628,7 +628,7 @@ static void window_advance(struct ntx_check *c, struct comm *cm) {
   }
 }
 
-static struct slot *slot_get(struct ntx_check *c, struct comm *cm, uint64_t seq, double now) {
+static struct ntx_slot *slot_get(struct ntx_check *c, struct ntx_comm *cm, uint64_t seq, double now) {
   if (!cm->win && !(cm->win = calloc(c->lim.window, sizeof *cm->win)))
     return NULL;
   if (seq < cm->base) {
@@ -638,8 +638,8 @@ static struct slot *slot_get(struct ntx_check *c, struct comm *cm, uint64_t seq,
   /* A rank ran a whole window ahead of the slowest: decide the oldest seqs
    * with what is known (bounded memory beats completeness). */
   while (seq >= cm->base + c->lim.window) {
-    struct slot *o = &cm->win[cm->base & (c->lim.window - 1)];
-    if (o->seq == cm->base && o->state == SLOT_OPEN) {
+    struct ntx_slot *o = &cm->win[cm->base & (c->lim.window - 1)];
+    if (o->seq == cm->base && o->state == NTX_SLOT_OPEN) {
       c->st.evicted++;
       slot_decide(c, cm, o, 1);
     } else if (o->seq != cm->base) {
@@ -648,19 +648,19 @@ static struct slot *slot_get(struct ntx_check *c, struct comm *cm, uint64_t seq,
     }
     window_advance(c, cm);
   }
-  struct slot *s = &cm->win[seq & (c->lim.window - 1)];
-  if (s->seq != seq || s->state == SLOT_EMPTY) {
+  struct ntx_slot *s = &cm->win[seq & (c->lim.window - 1)];
+  if (s->seq != seq || s->state == NTX_SLOT_EMPTY) {
     memset(s, 0, sizeof *s);
     s->seq = seq;
     s->first_t = now;
-    s->state = SLOT_OPEN;
+    s->state = NTX_SLOT_OPEN;
   }
   return s;
 }
 
-static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, int32_t rank,
+static void slot_arrive(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s, int32_t rank,
                         const struct ntx_fp *fp) {
-  if (s->state != SLOT_OPEN)
+  if (s->state != NTX_SLOT_OPEN)
     return;
   s->arrived++;
   if (fp)
@@ -670,7 +670,7 @@ static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, in
       s->fp0 = *fp;
       s->has_fp = 1;
     } else if (s->vs || !fp_same(fp, &s->fp0)) {
-      struct varset *vs = s->vs;
+      struct ntx_varset *vs = s->vs;
       if (!vs) { /* first disagreement on this seq: who had fp0 so far */
         vs = calloc(1, sizeof *vs);
         if (!vs || !(vs->rank_var = malloc((size_t)cm->nranks))) {
@@ -680,7 +680,7 @@ static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, in
         vs->v[0] = s->fp0;
         vs->nvar = 1;
         for (int32_t r = 0; r < cm->nranks; r++) {
-          vs->rank_var[r] = r != rank && cm->m[r].last_seq >= s->seq ? 0 : NO_VAR;
+          vs->rank_var[r] = r != rank && cm->m[r].last_seq >= s->seq ? 0 : NTX_NO_VAR;
           vs->cnt[0] += vs->rank_var[r] == 0;
         }
         s->vs = vs;
@@ -689,10 +689,10 @@ static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, in
       while (k < vs->nvar && !fp_same(fp, &vs->v[k]))
         k++;
       if (k == vs->nvar) {
-        if (vs->nvar < NVAR)
+        if (vs->nvar < NTX_NVAR)
           vs->v[vs->nvar++] = *fp;
         else
-          k = NVAR - 1; /* more variants than kept: counted with the last */
+          k = NTX_NVAR - 1; /* more variants than kept: counted with the last */
       }
       vs->rank_var[rank] = (uint8_t)k;
       vs->cnt[k]++;
@@ -705,9 +705,9 @@ static void slot_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, in
   }
 }
 
-void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, double now,
-                    struct waiter *w) {
-  struct member *m = &cm->m[fp->rank];
+void ntx_coll_fp(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_fp *fp, double now,
+                    struct ntx_waiter *w) {
+  struct ntx_member *m = &cm->m[fp->rank];
   c->now = now;
   if (fp->seq > m->last_seq && fp->seq > 0) {
     /* Seqs this rank skipped (its records were dropped) count as arrived
@@ -716,13 +716,13 @@ void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, 
     if (fp->seq - from > c->lim.window)
       from = fp->seq - c->lim.window;
     for (uint64_t q = from; q < fp->seq; q++) {
-      struct slot *g = slot_get(c, cm, q, now);
+      struct ntx_slot *g = slot_get(c, cm, q, now);
       if (g)
         slot_arrive(c, cm, g, fp->rank, NULL);
     }
-    struct slot *s = slot_get(c, cm, fp->seq, now);
+    struct ntx_slot *s = slot_get(c, cm, fp->seq, now);
     m->last_seq = fp->seq;
-    if (s && w && s->state == SLOT_OPEN) { /* attach before arriving: it may decide now */
+    if (s && w && s->state == NTX_SLOT_OPEN) { /* attach before arriving: it may decide now */
       w->next = s->waiters;
       s->waiters = w;
       w = NULL;
@@ -731,15 +731,15 @@ void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, 
       slot_arrive(c, cm, s, fp->rank, fp);
   } else {
     c->st.dup++;
-    struct slot *s = fp->seq >= cm->base && cm->win ? &cm->win[fp->seq & (c->lim.window - 1)] : NULL;
-    if (s && w && s->seq == fp->seq && s->state == SLOT_OPEN) {
+    struct ntx_slot *s = fp->seq >= cm->base && cm->win ? &cm->win[fp->seq & (c->lim.window - 1)] : NULL;
+    if (s && w && s->seq == fp->seq && s->state == NTX_SLOT_OPEN) {
       w->next = s->waiters;
       s->waiters = w;
       w = NULL;
     }
   }
   if (w) { /* already decided: answer from what is remembered */
-    for (uint32_t i = 0; i < RECENT_MM && i < cm->nrecent; i++)
+    for (uint32_t i = 0; i < NTX_RECENT_MM && i < cm->nrecent; i++)
       if (cm->recent[i].seq == fp->seq) {
         ntx_resolve(c, w, NTX_REPLY_MISMATCH, cm->recent[i].text);
         return;
@@ -748,7 +748,7 @@ void ntx_coll_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, 
   }
 }
 
-void ntx_check_decide_base(struct ntx_check *c, struct comm *cm) {
+void ntx_check_decide_base(struct ntx_check *c, struct ntx_comm *cm) {
   slot_decide(c, cm, &cm->win[cm->base & (c->lim.window - 1)], 0);
   window_advance(c, cm);
 }

@@ -12,12 +12,12 @@ static uint64_t p2p_hash(uint64_t comm, int32_t src, int32_t dst, uint64_t seq) 
   return ntx_mix64(comm ^ ntx_mix64(pair ^ ntx_mix64(seq)));
 }
 
-static void p2p_unlink(struct ntx_check *c, struct p2p *p) {
-  struct p2p **pp = &c->p2p_hash[p2p_hash(p->cm->id, p->src, p->dst, p->seq) & c->p2p_mask];
+static void p2p_unlink(struct ntx_check *c, struct ntx_p2p *p) {
+  struct ntx_p2p **pp = &c->p2p_hash[p2p_hash(p->cm->id, p->src, p->dst, p->seq) & c->p2p_mask];
   while (*pp != p)
     pp = &(*pp)->hnext;
   *pp = p->hnext;
-  struct comm *cm = p->cm;
+  struct ntx_comm *cm = p->cm;
   if (p->fprev)
     p->fprev->fnext = p->fnext;
   else
@@ -31,8 +31,8 @@ static void p2p_unlink(struct ntx_check *c, struct p2p *p) {
   free(p);
 }
 
-static void p2p_report(struct ntx_check *c, struct comm *cm, const struct p2p *a,
-                       const struct ntx_fp *b, int32_t src, int32_t dst, struct waiter *w) {
+static void p2p_report(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_p2p *a,
+                       const struct ntx_fp *b, int32_t src, int32_t dst, struct ntx_waiter *w) {
   const struct ntx_fp *snd = a->fp.dir == NTX_FP_SEND ? &a->fp : b;
   const struct ntx_fp *rcv = a->fp.dir == NTX_FP_SEND ? b : &a->fp;
   const char *field = snd->count != rcv->count ? "count" : "dtype";
@@ -54,8 +54,8 @@ static void p2p_report(struct ntx_check *c, struct comm *cm, const struct p2p *a
 
 /* A send from a to b with seq k must meet b's recv from a with seq k, with
  * the same count and dtype.  Whichever half comes first waits in the hash. */
-static void p2p_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp, double now,
-                   struct waiter *w) {
+static void p2p_fp(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_fp *fp, double now,
+                   struct ntx_waiter *w) {
   if (fp->peer < 0 || fp->peer >= cm->nranks || fp->peer == fp->rank) {
     c->st.unregistered++;
     ntx_resolve(c, w, NTX_REPLY_UNCHECKED, "");
@@ -63,8 +63,8 @@ static void p2p_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp
   }
   int32_t src = fp->dir == NTX_FP_SEND ? fp->rank : fp->peer;
   int32_t dst = fp->dir == NTX_FP_SEND ? fp->peer : fp->rank;
-  struct p2p **bucket = &c->p2p_hash[p2p_hash(cm->id, src, dst, fp->seq) & c->p2p_mask];
-  for (struct p2p *p = *bucket; p; p = p->hnext) {
+  struct ntx_p2p **bucket = &c->p2p_hash[p2p_hash(cm->id, src, dst, fp->seq) & c->p2p_mask];
+  for (struct ntx_p2p *p = *bucket; p; p = p->hnext) {
     if (p->cm != cm || p->src != src || p->dst != dst || p->seq != fp->seq)
       continue;
     if (p->fp.dir == fp->dir) { /* the same half again: wait with it */
@@ -96,7 +96,7 @@ static void p2p_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp
     ntx_resolve(c, cm->p2p_head->waiters, NTX_REPLY_UNCHECKED, "");
     p2p_unlink(c, cm->p2p_head);
   }
-  struct p2p *p = calloc(1, sizeof *p);
+  struct ntx_p2p *p = calloc(1, sizeof *p);
   if (!p) {
     ntx_resolve(c, w, NTX_REPLY_UNCHECKED, "");
     return;
@@ -120,9 +120,9 @@ static void p2p_fp(struct ntx_check *c, struct comm *cm, const struct ntx_fp *fp
   c->p2p_total++;
 }
 
-static void route(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, double now, struct waiter *w) {
+static void route(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, double now, struct ntx_waiter *w) {
   c->st.fps++;
-  struct comm *cm = ntx_member_of(c, id, fp->comm_id, fp->rank);
+  struct ntx_comm *cm = ntx_member_of(c, id, fp->comm_id, fp->rank);
   if (!cm)
     ntx_resolve(c, w, NTX_REPLY_UNCHECKED, "");
   else if (fp->dir == NTX_FP_COLL)
@@ -135,8 +135,8 @@ void ntx_check_fp(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, dou
   route(c, id, fp, now, NULL);
 }
 
-static struct waiter *new_waiter(struct ntx_check *c, struct req *r) {
-  struct waiter *w = calloc(1, sizeof *w);
+static struct ntx_waiter *new_waiter(struct ntx_check *c, struct ntx_req *r) {
+  struct ntx_waiter *w = calloc(1, sizeof *w);
   if (!w)
     return NULL;
   w->r = r;
@@ -149,8 +149,8 @@ void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const s
                       uint32_t n, double now) {
   if (id >= c->lim.max_clients || !c->clients[id].active)
     return;
-  struct client *cl = &c->clients[id];
-  struct req *r = NULL;
+  struct ntx_check_client *cl = &c->clients[id];
+  struct ntx_req *r = NULL;
   if (cl->waits + n + 1 > c->lim.max_waits || !(r = calloc(1, sizeof *r))) {
     /* too much waiting already: compare, but let the caller go unchecked */
     c->st.waits_refused++;
@@ -163,14 +163,14 @@ void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const s
   r->gen = cl->gen;
   r->req_id = req_id;
   /* a guard waiter keeps the request open until every entry is placed */
-  struct waiter *guard = new_waiter(c, r);
+  struct ntx_waiter *guard = new_waiter(c, r);
   if (!guard) {
     free(r);
     c->ops.reply(c->ctx, id, req_id, NTX_REPLY_UNCHECKED, "");
     return;
   }
   for (uint32_t i = 0; i < n; i++) {
-    struct waiter *w = new_waiter(c, r);
+    struct ntx_waiter *w = new_waiter(c, r);
     if (!w)
       r->status = NTX_REPLY_UNCHECKED;
     route(c, id, &fps[i], now, w);
@@ -180,20 +180,20 @@ void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const s
 
 /* ------------------------------------------------------------- timers -- */
 
-static void who(const struct ntx_check *c, const struct comm *cm, int32_t r, char *b, size_t len) {
-  const struct member *m = &cm->m[r];
+static void who(const struct ntx_check *c, const struct ntx_comm *cm, int32_t r, char *b, size_t len) {
+  const struct ntx_member *m = &cm->m[r];
   if (m->client >= 0)
     snprintf(b, len, " (host %s, pid %d)", c->clients[m->client].host, (int)c->clients[m->client].pid);
   else
     b[0] = '\0';
 }
 
-static void init_wait(struct ntx_check *c, struct comm *cm, double now) {
+static void init_wait(struct ntx_check *c, struct ntx_comm *cm, double now) {
   uint8_t *sel = malloc((size_t)cm->nranks);
   if (!sel)
     return;
   for (int32_t r = 0; r < cm->nranks; r++)
-    sel[r] = cm->m[r].state == M_NONE;
+    sel[r] = cm->m[r].state == NTX_M_NONE;
   int32_t first = 0;
   while (first < cm->nranks && !sel[first])
     first++;
@@ -209,15 +209,15 @@ static void init_wait(struct ntx_check *c, struct comm *cm, double now) {
   free(sel);
 }
 
-static void skew(struct ntx_check *c, struct comm *cm, const struct slot *s, double now) {
+static void skew(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_slot *s, double now) {
   uint8_t *sel = malloc((size_t)cm->nranks);
   if (!sel)
     return;
   int32_t first = -1;
   uint64_t ahead = 0;
   for (int32_t r = 0; r < cm->nranks; r++) {
-    const struct member *m = &cm->m[r];
-    sel[r] = m->state == M_ACTIVE && m->last_seq < s->seq;
+    const struct ntx_member *m = &cm->m[r];
+    sel[r] = m->state == NTX_M_ACTIVE && m->last_seq < s->seq;
     if (sel[r] && first < 0)
       first = r;
     if (m->last_seq > ahead)
@@ -241,12 +241,12 @@ static void skew(struct ntx_check *c, struct comm *cm, const struct slot *s, dou
 /* A recv from s that found no send, while s has a send to another rank
  * that found no recv, both alone past grace_s: s (or the receiver) has the
  * wrong peer.  Reported once per comm; the search is bounded. */
-static void p2p_wrong_peer(struct ntx_check *c, struct comm *cm, double now) {
+static void p2p_wrong_peer(struct ntx_check *c, struct ntx_comm *cm, double now) {
   uint32_t looked = 0;
-  for (struct p2p *a = cm->p2p_head; a && now - a->t >= c->lim.grace_s && looked < 1024; a = a->fnext, looked++) {
+  for (struct ntx_p2p *a = cm->p2p_head; a && now - a->t >= c->lim.grace_s && looked < 1024; a = a->fnext, looked++) {
     if (a->fp.dir != NTX_FP_RECV)
       continue;
-    for (struct p2p *b = cm->p2p_head; b && now - b->t >= c->lim.grace_s; b = b->fnext) {
+    for (struct ntx_p2p *b = cm->p2p_head; b && now - b->t >= c->lim.grace_s; b = b->fnext) {
       if (b->fp.dir != NTX_FP_SEND || b->src != a->src || b->dst == a->dst)
         continue;
       char ds[160], dr[160], text[NTX_TEXT_MAX];
@@ -271,7 +271,7 @@ static void p2p_wrong_peer(struct ntx_check *c, struct comm *cm, double now) {
 void ntx_check_tick(struct ntx_check *c, double now) {
   c->now = now;
   for (uint32_t i = 0; i < c->ncomms; i++) {
-    struct comm *cm = c->comms[i];
+    struct ntx_comm *cm = c->comms[i];
     ntx_late_tick(c, cm, now);
     if (cm->nreg < (uint32_t)cm->nranks && !cm->init_reported &&
         now - cm->first_reg_t >= c->lim.init_wait_s)
@@ -280,8 +280,8 @@ void ntx_check_tick(struct ntx_check *c, double now) {
       p2p_wrong_peer(c, cm, now);
     if (!cm->win)
       continue;
-    struct slot *s = &cm->win[cm->base & (c->lim.window - 1)];
-    if (s->seq != cm->base || s->state != SLOT_OPEN)
+    struct ntx_slot *s = &cm->win[cm->base & (c->lim.window - 1)];
+    if (s->seq != cm->base || s->state != NTX_SLOT_OPEN)
       continue;
     if (s->vs && now - s->first_t >= c->lim.grace_s)
       ntx_check_decide_base(c, cm); /* disagreeing, some ranks not there: say what is known */

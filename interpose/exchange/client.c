@@ -42,7 +42,7 @@
 
 struct ntx_client ntx_cl = {.mu = PTHREAD_MUTEX_INITIALIZER, .txmu = PTHREAD_MUTEX_INITIALIZER,
                              .wake = {.r = -1, .w = -1}, .fd = -1};
-static struct ntx_client *const g = &ntx_cl;
+static struct ntx_client *const client = &ntx_cl;
 
 /* say-once flags shared by the application threads (atomic exchange) */
 static int said_timeout, said_unchecked, said_nocoord_strict;
@@ -74,10 +74,10 @@ void ntx_cl_say(const char *fmt, ...) {
 
 int ntx_cl_once(int *flag) { return !__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED); }
 
-struct reg *ntx_cl_reg_find(uint64_t comm_id) { /* pre: mu held */
-  for (int i = 0; i < g->nregs; i++)
-    if (g->regs[i].comm_id == comm_id)
-      return &g->regs[i];
+struct ntx_reg *ntx_cl_reg_find(uint64_t comm_id) { /* pre: mu held */
+  for (int i = 0; i < client->nregs; i++)
+    if (client->regs[i].comm_id == comm_id)
+      return &client->regs[i];
   return NULL;
 }
 
@@ -86,44 +86,44 @@ struct reg *ntx_cl_reg_find(uint64_t comm_id) { /* pre: mu held */
 /* Walk committed slots from the cursor (seqlock reads, recorder/ring.h) and
  * queue FP frames while there is room.  @return records consumed. */
 static uint64_t read_ring(double now) {
-  struct ntr_ring *ring = g->ring;
+  struct ntr_ring *ring = client->ring;
   uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE);
   uint64_t slots = ring->mask + 1, used = 0;
-  if (head - g->cursor > slots) { /* lapped: those records are gone */
-    g->lost_records += head - slots - g->cursor;
-    g->cursor = head - slots;
+  if (head - client->cursor > slots) { /* lapped: those records are gone */
+    client->lost_records += head - slots - client->cursor;
+    client->cursor = head - slots;
   }
   static uint8_t payload[NTX_FRAME_MAX_PAYLOAD];
   uint32_t n = 0;
   int settled = 0; /* the slot at the cursor was settled once already */
-  g->stream_tokens += (now - g->stream_t) * STREAM_RATE;
-  if (g->stream_tokens > STREAM_BURST || g->stream_t == 0)
-    g->stream_tokens = STREAM_BURST;
-  g->stream_t = now;
-  while (g->cursor < head && g->stream_tokens >= 1) {
-    if (g->out_len + NTX_FRAME_HDR + 8 + (size_t)(n + 1) * NTX_FP_WIRE + NTX_FRAME_MAC > sizeof g->out)
+  client->stream_tokens += (now - client->stream_t) * NTX_STREAM_RATE;
+  if (client->stream_tokens > NTX_STREAM_BURST || client->stream_t == 0)
+    client->stream_tokens = NTX_STREAM_BURST;
+  client->stream_t = now;
+  while (client->cursor < head && client->stream_tokens >= 1) {
+    if (client->out_len + NTX_FRAME_HDR + 8 + (size_t)(n + 1) * NTX_FP_WIRE + NTX_FRAME_MAC > sizeof client->out)
       break; /* the ring holds the rest until the socket drains */
     struct ntr_record rec;
-    uint64_t c = ntr_ring_read_slot(&ring->slots[g->cursor & ring->mask], &rec);
-    if (c == 0 || c - 1 < g->cursor) { /* not written yet, being written, or a hole */
-      if (g->stuck_pos != g->cursor + 1) {
-        g->stuck_pos = g->cursor + 1;
-        g->stuck_since = now;
+    uint64_t c = ntr_ring_read_slot(&ring->slots[client->cursor & ring->mask], &rec);
+    if (c == 0 || c - 1 < client->cursor) { /* not written yet, being written, or a hole */
+      if (client->stuck_pos != client->cursor + 1) {
+        client->stuck_pos = client->cursor + 1;
+        client->stuck_since = now;
       }
       /* A quiet thread's unused block positions hold up the records after
-       * them: filled after HOLE_S (recorder/ring.h, holes and fillers). */
-      int st = ntr_ring_settle(ring, g->cursor, head, now - g->stuck_since >= HOLE_S);
+       * them: filled after NTX_HOLE_S (recorder/ring.h, holes and fillers). */
+      int st = ntr_ring_settle(ring, client->cursor, head, now - client->stuck_since >= NTX_HOLE_S);
       if (st == NTR_SETTLED && !settled) {
         settled = 1;
         continue; /* read it again */
       }
-      if (st == NTR_HOLE_FRONTIER || (st != NTR_SETTLED && now - g->stuck_since < STUCK_S))
+      if (st == NTR_HOLE_FRONTIER || (st != NTR_SETTLED && now - client->stuck_since < NTX_STUCK_S))
         break;
       if (st != NTR_SETTLED)
-        g->lost_records++; /* a writer died mid-record: skip it */
-    } else if (c - 1 > g->cursor) {
-      g->lost_records++; /* overwritten since we looked */
-    } else if (g->mode == NTR_CHECK_ASYNC) {
+        client->lost_records++; /* a writer died mid-record: skip it */
+    } else if (c - 1 > client->cursor) {
+      client->lost_records++; /* overwritten since we looked */
+    } else if (client->mode == NTI_CHECK_ASYNC) {
       struct ntx_fp fp;
       if (ntx_fp_from_record(&rec, &fp) == 0) {
         ntx_fp_time(&fp, &rec, ring->hdr);
@@ -132,10 +132,10 @@ static uint64_t read_ring(double now) {
     }
     /* strict mode: fingerprints travel through ntx_strict_wait only, so
      * the coordinator sees each once and in call order */
-    g->cursor++;
+    client->cursor++;
     used++;
     settled = 0;
-    g->stream_tokens -= 1;
+    client->stream_tokens -= 1;
     if (n == NTX_FP_MAX) {
       ntx_cl_queue_frame(NTX_MSG_FP, payload, ntx_enc_fp_head(payload, sizeof payload, 0, n));
       n = 0;
@@ -149,9 +149,9 @@ static uint64_t read_ring(double now) {
 /* Registrations and strict requests not sent yet. */
 static void send_pending(void) {
   static uint8_t buf[NTX_FRAME_MAX_PAYLOAD];
-  pthread_mutex_lock(&g->mu);
-  for (int i = 0; i < g->nregs; i++) {
-    struct reg *r = &g->regs[i];
+  pthread_mutex_lock(&client->mu);
+  for (int i = 0; i < client->nregs; i++) {
+    struct ntx_reg *r = &client->regs[i];
     if (r->sent)
       continue;
     /* A comm made by split or shrink is registered before NCCL said its
@@ -164,13 +164,13 @@ static void send_pending(void) {
     }
     if (r->nranks <= 0 || r->rank < 0 || r->rank >= r->nranks)
       continue;
-    int32_t ver = g->ring && g->ring->hdr ? g->ring->hdr->nccl_version : 0;
-    size_t n = ntx_enc_register(buf, sizeof buf, r->comm_id, r->rank, r->nranks, ver, g->env, g->env_len);
+    int32_t ver = client->ring && client->ring->hdr ? client->ring->hdr->nccl_version : 0;
+    size_t n = ntx_enc_register(buf, sizeof buf, r->comm_id, r->rank, r->nranks, ver, client->env, client->env_len);
     if (ntx_cl_queue_frame(NTX_MSG_REGISTER, buf, n) < 0)
       break;
     r->sent = 1;
   }
-  for (struct sreq *q = g->sq; q; q = q->next) {
+  for (struct ntx_sreq *q = client->sq; q; q = q->next) {
     if (q->sent)
       continue;
     size_t n = ntx_enc_fp_head(buf, sizeof buf, q->id, q->n);
@@ -180,116 +180,116 @@ static void send_pending(void) {
       break;
     q->sent = 1;
   }
-  pthread_mutex_unlock(&g->mu);
+  pthread_mutex_unlock(&client->mu);
 }
 
 static void *client_thread(void *arg) {
   (void)arg;
-  int interval = POLL_MIN_MS;
-  g->first_try = ntx_cl_now();
-  pthread_mutex_lock(&g->txmu);
-  while (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE) && ntx_cl_fds_ok()) {
+  int interval = NTX_POLL_MIN_MS;
+  client->first_try = ntx_cl_now();
+  pthread_mutex_lock(&client->txmu);
+  while (!__atomic_load_n(&client->stop, __ATOMIC_ACQUIRE) && ntx_cl_fds_ok()) {
     double now = ntx_cl_now();
-    if (g->state == S_DISCONNECTED && now >= g->next_connect)
+    if (client->state == NTX_CL_DISCONNECTED && now >= client->next_connect)
       ntx_cl_connect(now);
-    if (g->state != S_READY && !g->ever_ready && now - g->first_try > 10 && ntx_cl_once(&g->said_waiting))
+    if (client->state != NTX_CL_READY && !client->ever_ready && now - client->first_try > 10 && ntx_cl_once(&client->said_waiting))
       ntx_cl_say("no coordinator answers at %s:%s yet (%s); ranks run unchecked meanwhile, still trying",
-                 g->disc.host, g->disc.port, g->disc.how);
-    struct pollfd p[2] = {{.fd = g->wake.r, .events = POLLIN}, {.fd = g->fd, .events = 0}};
-    if (g->fd >= 0)
-      p[1].events = (short)(POLLIN | (g->state == S_CONNECTING || g->out_len ? POLLOUT : 0));
-    pthread_mutex_unlock(&g->txmu);
-    poll(p, g->fd >= 0 ? 2 : 1, interval);
-    pthread_mutex_lock(&g->txmu);
+                 client->disc.host, client->disc.port, client->disc.how);
+    struct pollfd p[2] = {{.fd = client->wake.r, .events = POLLIN}, {.fd = client->fd, .events = 0}};
+    if (client->fd >= 0)
+      p[1].events = (short)(POLLIN | (client->state == NTX_CL_CONNECTING || client->out_len ? POLLOUT : 0));
+    pthread_mutex_unlock(&client->txmu);
+    poll(p, client->fd >= 0 ? 2 : 1, interval);
+    pthread_mutex_lock(&client->txmu);
     if (p[0].revents & POLLIN)
-      ntx_wake_drain(&g->wake);
+      ntx_wake_drain(&client->wake);
     if ((p[0].revents | p[1].revents) & POLLNVAL)
       continue; /* closed under us: ntx_cl_fds_ok says so */
     now = ntx_cl_now();
-    if (g->fd >= 0 && g->state == S_CONNECTING && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+    if (client->fd >= 0 && client->state == NTX_CL_CONNECTING && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       int err = 0;
       socklen_t l = sizeof err;
-      getsockopt(g->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+      getsockopt(client->fd, SOL_SOCKET, SO_ERROR, &err, &l);
       if (err)
         ntx_cl_disconnect(0);
       else
-        g->state = S_CHALLENGE;
+        client->state = NTX_CL_CHALLENGE;
     }
-    if (g->fd >= 0 && g->state >= S_CHALLENGE && (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
+    if (client->fd >= 0 && client->state >= NTX_CL_CHALLENGE && (p[1].revents & (POLLIN | POLLERR | POLLHUP)))
       ntx_cl_read();
-    if (g->fd >= 0 && g->state != S_READY && now - g->conn_t0 > HS_TIMEOUT_S)
+    if (client->fd >= 0 && client->state != NTX_CL_READY && now - client->conn_t0 > NTX_HS_TIMEOUT_S)
       ntx_cl_disconnect(0); /* a peer that accepts and says nothing (or a backlog nobody accepts from) */
     uint64_t used = 0;
-    if (g->state == S_READY) {
+    if (client->state == NTX_CL_READY) {
       send_pending();
       used = read_ring(now);
-      if (!g->out_len && now - g->last_tx >= PING_S)
+      if (!client->out_len && now - client->last_tx >= NTX_PING_S)
         ntx_cl_queue_frame(NTX_MSG_PING, NULL, 0);
     }
-    if (g->fd >= 0 && g->out_len)
+    if (client->fd >= 0 && client->out_len)
       ntx_cl_flush();
     /* adaptive: 1 ms while records flow, doubling to 5 ms when idle */
-    interval = used ? POLL_MIN_MS : interval * 2 > POLL_MAX_MS ? POLL_MAX_MS : interval * 2;
+    interval = used ? NTX_POLL_MIN_MS : interval * 2 > NTX_POLL_MAX_MS ? NTX_POLL_MAX_MS : interval * 2;
   }
   /* Exit: verdicts already received (recorded before we go), what the ring
    * still holds, then goodbye, bounded to ~200 ms. */
-  if (g->state == S_READY)
+  if (client->state == NTX_CL_READY)
     ntx_cl_read();
-  if (g->state == S_READY) {
+  if (client->state == NTX_CL_READY) {
     read_ring(ntx_cl_now());
     ntx_cl_queue_frame(NTX_MSG_BYE, "\0\0\0\0", 4);
-    for (int i = 0; i < 20 && g->out_len && g->fd >= 0; i++) {
-      struct pollfd p = {.fd = g->fd, .events = POLLOUT};
+    for (int i = 0; i < 20 && client->out_len && client->fd >= 0; i++) {
+      struct pollfd p = {.fd = client->fd, .events = POLLOUT};
       poll(&p, 1, 10);
       ntx_cl_flush();
     }
   }
-  if (g->lost_records && g->ever_ready)
+  if (client->lost_records && client->ever_ready)
     ntx_cl_say("cross-rank check: %llu records were overwritten in the ring before they could be sent "
-               "(checked as gaps)", (unsigned long long)g->lost_records);
-  ntx_fd_close(g->fd, &g->fd_id);
-  g->fd = -1;
-  g->state = S_OFF;
-  __atomic_store_n(&g->connected, 0, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&g->txmu);
-  if (g->fds_lost) /* checking is off: later calls go straight through */
-    __atomic_store_n(&g->discovered, 0, __ATOMIC_RELEASE);
+               "(checked as gaps)", (unsigned long long)client->lost_records);
+  ntx_fd_close(client->fd, &client->fd_id);
+  client->fd = -1;
+  client->state = NTX_CL_OFF;
+  __atomic_store_n(&client->connected, 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&client->txmu);
+  if (client->fds_lost) /* checking is off: later calls go straight through */
+    __atomic_store_n(&client->discovered, 0, __ATOMIC_RELEASE);
   ntx_cl_fail_sent(1);
   return NULL;
 }
 
 /* ---------------------------------------------------------------- API -- */
 
-/* The thread polls every POLL_MAX_MS anyway: a nudge only shortens that,
+/* The thread polls every NTX_POLL_MAX_MS anyway: a nudge only shortens that,
  * and a wake socket that is not ours any more is never written. */
-static void nudge(void) { ntx_wake_poke(&g->wake); }
+static void nudge(void) { ntx_wake_poke(&client->wake); }
 
 /* In a fork child our thread does not exist: checking is off there (a
  * child that calls NCCL is a new participant the coordinator never met).
  * The child's copies of our descriptors are closed; the parent's stay. */
 static void atfork_child(void) {
-  __atomic_store_n(&g->discovered, 0, __ATOMIC_RELAXED);
-  g->thread_ok = 0;
-  g->coord = NULL; /* its thread is the parent's; its memory is left alone */
-  ntx_fd_close(g->fd, &g->fd_id);
-  ntx_wake_close(&g->wake);
-  g->fd = -1;
-  ntx_cagg_forget_in_child(&g->cagg);
-  pthread_mutex_init(&g->mu, NULL); /* another thread may have held it at fork */
-  pthread_mutex_init(&g->txmu, NULL);
+  __atomic_store_n(&client->discovered, 0, __ATOMIC_RELAXED);
+  client->thread_ok = 0;
+  client->coord = NULL; /* its thread is the parent's; its memory is left alone */
+  ntx_fd_close(client->fd, &client->fd_id);
+  ntx_wake_close(&client->wake);
+  client->fd = -1;
+  ntx_cagg_forget_in_child(&client->cagg);
+  pthread_mutex_init(&client->mu, NULL); /* another thread may have held it at fork */
+  pthread_mutex_init(&client->txmu, NULL);
 }
 
 void ntx_start(struct ntr_ring *ring) {
-  if (__atomic_exchange_n(&g->started, 1, __ATOMIC_ACQ_REL))
+  if (__atomic_exchange_n(&client->started, 1, __ATOMIC_ACQ_REL))
     return;
-  if (ntr_cfg.disable || (ntr_cfg.check == NTR_CHECK_OFF))
+  if (nti_cfg.disable || (nti_cfg.check == NTI_CHECK_OFF))
     return;
-  g->ring = ring;
-  g->launcher_rank = ring && ring->hdr ? ring->hdr->rank : -1;
-  ntx_discover(ntr_cfg.coord, ntr_cfg.coord_port_offset, g->launcher_rank, &g->disc);
-  if (!g->disc.found) {
+  client->ring = ring;
+  client->launcher_rank = ring && ring->hdr ? ring->hdr->rank : -1;
+  ntx_discover(nti_cfg.coord, nti_cfg.coord_port_offset, client->launcher_rank, &client->disc);
+  if (!client->disc.found) {
     ntx_cl_say("cross-rank check off: %s (set NCCLTRACE_COORD=host:port, or run under a launcher that "
-               "sets MASTER_ADDR/MASTER_PORT)", g->disc.how);
+               "sets MASTER_ADDR/MASTER_PORT)", client->disc.how);
     return;
   }
   if (!ring || !ring->hdr) {
@@ -298,105 +298,105 @@ void ntx_start(struct ntr_ring *ring) {
   }
   char what[128];
   /* NCCLTRACE_SECRET, when set, is the only key; otherwise the keys come
-   * from the communicators' unique ids (keys.h) and g->key, derived from
+   * from the communicators' unique ids (keys.h) and client->key, derived from
    * public values, only names the node aggregator's socket. */
-  if (ntx_key_derive(ntr_cfg.secret, &g->key, what, sizeof what) == NTX_KEY_SECRET)
-    ntx_keyring_fix(&ntx_keys, &g->key);
-  gethostname(g->hostname, sizeof g->hostname - 1);
+  if (ntx_key_derive(nti_cfg.secret, &client->key, what, sizeof what) == NTX_KEY_SECRET)
+    ntx_keyring_fix(&ntx_keys, &client->key);
+  gethostname(client->hostname, sizeof client->hostname - 1);
   /* NCCL_* of the ring header's environment block (the recorder already
    * left out anything that looks like a secret) */
   const struct ntr_ring_header *h = ring->hdr;
   for (uint32_t o = 0; o < h->env_len && o < sizeof h->env;) {
     const char *e = h->env + o;
     size_t l = strnlen(e, sizeof h->env - o);
-    if (!strncmp(e, "NCCL_", 5) && memchr(e, '=', l) && g->env_len + l + 1 <= sizeof g->env) {
-      memcpy(g->env + g->env_len, e, l + 1);
-      g->env_len += (uint32_t)l + 1;
+    if (!strncmp(e, "NCCL_", 5) && memchr(e, '=', l) && client->env_len + l + 1 <= sizeof client->env) {
+      memcpy(client->env + client->env_len, e, l + 1);
+      client->env_len += (uint32_t)l + 1;
     }
     o += (uint32_t)l + 1;
   }
-  if (g->disc.host_here) {
+  if (client->disc.host_here) {
     struct ntx_coord_cfg cc;
     char err[256];
     ntx_coord_default_cfg(&cc);
-    cc.host = g->disc.host;
-    cc.port = g->disc.port;
+    cc.host = client->disc.host;
+    cc.port = client->disc.port;
     cc.keys = &ntx_keys;
-    cc.key = g->key;
+    cc.key = client->key;
     cc.embedded = 1;
-    cc.lim.skew_s = ntr_cfg.skew_s;
-    cc.lim.straggler_ms = ntr_cfg.straggler_ms;
-    cc.lim.straggler_window = ntr_cfg.straggler_window;
-    cc.lim.init_wait_s = ntr_cfg.skew_s < ntr_cfg.strict_timeout_s ? ntr_cfg.skew_s : ntr_cfg.strict_timeout_s;
-    cc.log = ntr_cfg.verbose ? stderr : NULL;
+    cc.lim.skew_s = nti_cfg.skew_s;
+    cc.lim.straggler_ms = nti_cfg.straggler_ms;
+    cc.lim.straggler_window = nti_cfg.straggler_window;
+    cc.lim.init_wait_s = nti_cfg.skew_s < nti_cfg.strict_timeout_s ? nti_cfg.skew_s : nti_cfg.strict_timeout_s;
+    cc.log = nti_cfg.verbose ? stderr : NULL;
     /* inside the workload: as many authenticated clients as the job has
      * processes (and a few for reconnects and aggregators), no more */
     if (h->world_size > 0)
       cc.max_ready = (uint32_t)h->world_size + 16;
-    if (ntx_coord_listen(&g->coord, &cc, err, sizeof err) < 0) {
+    if (ntx_coord_listen(&client->coord, &cc, err, sizeof err) < 0) {
       ntx_cl_say("cannot host the coordinator: %s; checking still tries to connect there", err);
-    } else if (ntx_coord_start(g->coord) < 0) {
+    } else if (ntx_coord_start(client->coord) < 0) {
       ntx_cl_say("cannot start the coordinator thread; checking still tries to connect");
-      ntx_coord_stop(g->coord, 0);
-      g->coord = NULL;
+      ntx_coord_stop(client->coord, 0);
+      client->coord = NULL;
     }
   }
-  ntx_cagg_init(&g->cagg, &g->key, h->job_id, ntr_cfg.agg_host, g->disc.host, g->disc.port, g->launcher_rank,
-                h->world_size, h->local_world_size, ntr_cfg.agg);
+  ntx_cagg_init(&client->cagg, &client->key, h->job_id, nti_cfg.agg_host, client->disc.host, client->disc.port, client->launcher_rank,
+                h->world_size, h->local_world_size, nti_cfg.agg);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g->cv, &ca);
+  pthread_cond_init(&client->cv, &ca);
   pthread_condattr_destroy(&ca);
-  int wrc = ntx_wake_open(&g->wake);
+  int wrc = ntx_wake_open(&client->wake);
   if (wrc < 0) {
     ntx_cl_say("cross-rank check off: socketpair: %s", strerror(-wrc));
     return;
   }
-  g->mode = ntr_cfg.check;
-  g->state = S_DISCONNECTED;
-  if (g->mode == NTR_CHECK_STRICT)
-    ntx_shm_init(h, ntr_cfg.strict_shm);
+  client->mode = nti_cfg.check;
+  client->state = NTX_CL_DISCONNECTED;
+  if (client->mode == NTI_CHECK_STRICT)
+    ntx_shm_init(h, nti_cfg.strict_shm);
   /* from the oldest record still in the ring: nothing before start is "lost" */
   uint64_t head = __atomic_load_n(&ring->hdr->head, __ATOMIC_ACQUIRE);
-  g->cursor = head > ring->mask + 1 ? head - ring->mask - 1 : 0;
+  client->cursor = head > ring->mask + 1 ? head - ring->mask - 1 : 0;
   /* our thread takes no application signal: handlers and sigwait users
    * keep the behaviour they had without us */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&g->thread, NULL, client_thread, NULL);
+  int rc = pthread_create(&client->thread, NULL, client_thread, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) {
     ntx_cl_say("cross-rank check off: cannot start its thread: %s", strerror(rc));
     return;
   }
-  g->thread_ok = 1;
+  client->thread_ok = 1;
   pthread_atfork(NULL, NULL, atfork_child);
-  __atomic_store_n(&g->discovered, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&client->discovered, 1, __ATOMIC_RELEASE);
 }
 
-int ntx_enabled(void) { return __atomic_load_n(&g->discovered, __ATOMIC_ACQUIRE); }
+int ntx_enabled(void) { return __atomic_load_n(&client->discovered, __ATOMIC_ACQUIRE); }
 
 void ntx_comm_register(struct ntr_comm_state *cs) {
   if (!cs || !ntx_enabled())
     return;
-  pthread_mutex_lock(&g->mu);
-  struct reg *r = NULL;
-  for (int i = 0; i < g->nregs && !r; i++)
-    if (g->regs[i].comm_id == cs->comm_id && g->regs[i].rank == cs->rank)
-      r = &g->regs[i];
-  if (!r && g->nregs < (int)NTR_COMM_MAX)
-    r = &g->regs[g->nregs++];
+  pthread_mutex_lock(&client->mu);
+  struct ntx_reg *r = NULL;
+  for (int i = 0; i < client->nregs && !r; i++)
+    if (client->regs[i].comm_id == cs->comm_id && client->regs[i].rank == cs->rank)
+      r = &client->regs[i];
+  if (!r && client->nregs < (int)NTR_COMM_MAX)
+    r = &client->regs[client->nregs++];
   if (r) {
     r->comm_id = cs->comm_id;
     r->rank = cs->rank;
     r->nranks = cs->nranks;
     r->cs = cs;
     r->sent = 0;
-    r->env_state = ENV_PENDING;
+    r->env_state = NTX_ENV_PENDING;
   }
-  pthread_mutex_unlock(&g->mu);
+  pthread_mutex_unlock(&client->mu);
   nudge(); /* init is no hot path: register at once */
 }
 
@@ -410,30 +410,30 @@ static struct timespec deadline_after(double s) {
 }
 
 int ntx_comm_env_verdict(struct ntr_comm_state *cs) {
-  if (!cs || !ntx_enabled() || ntr_cfg.env_check != NTR_ENV_CHECK_ABORT)
+  if (!cs || !ntx_enabled() || nti_cfg.env_check != NTI_ENV_CHECK_ABORT)
     return 0;
-  struct timespec dl = deadline_after(ntr_cfg.strict_timeout_s);
-  int state = ENV_PENDING;
-  pthread_mutex_lock(&g->mu);
+  struct timespec dl = deadline_after(nti_cfg.strict_timeout_s);
+  int state = NTX_ENV_PENDING;
+  pthread_mutex_lock(&client->mu);
   for (;;) {
-    struct reg *r = ntx_cl_reg_find(cs->comm_id);
-    state = r ? r->env_state : ENV_OK;
-    if (state != ENV_PENDING || __atomic_load_n(&g->stop, __ATOMIC_RELAXED))
+    struct ntx_reg *r = ntx_cl_reg_find(cs->comm_id);
+    state = r ? r->env_state : NTX_ENV_OK;
+    if (state != NTX_ENV_PENDING || __atomic_load_n(&client->stop, __ATOMIC_RELAXED))
       break;
-    if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT)
+    if (pthread_cond_timedwait(&client->cv, &client->mu, &dl) == ETIMEDOUT)
       break;
   }
-  pthread_mutex_unlock(&g->mu);
-  if (state == ENV_DIFF)
+  pthread_mutex_unlock(&client->mu);
+  if (state == NTX_ENV_DIFF)
     ntx_cl_say("comm %08x init refused: NCCL_* environment differs between ranks (NCCLTRACE_ENV_CHECK=abort)",
                NTX_COMM_SHORT(cs->comm_id));
-  return state == ENV_DIFF ? -1 : 0;
+  return state == NTX_ENV_DIFF ? -1 : 0;
 }
 
 int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size_t msg_len) {
   if (msg && msg_len)
     msg[0] = '\0';
-  if (g->mode != NTR_CHECK_STRICT || !ntx_enabled() || n <= 0)
+  if (client->mode != NTI_CHECK_STRICT || !ntx_enabled() || n <= 0)
     return 0;
   /* One host: a single call agrees through shared memory (strict_shm.h);
    * groups and what that path does not take go to the coordinator. */
@@ -443,9 +443,9 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
       return v;
   }
   /* Fail open: without a verified coordinator nothing is refused. */
-  if (!__atomic_load_n(&g->connected, __ATOMIC_ACQUIRE) &&
-      (__atomic_load_n(&g->ever_ready, __ATOMIC_RELAXED) || __atomic_load_n(&strict_gave_up, __ATOMIC_RELAXED) ||
-       __atomic_load_n(&g->auth_failed, __ATOMIC_RELAXED))) {
+  if (!__atomic_load_n(&client->connected, __ATOMIC_ACQUIRE) &&
+      (__atomic_load_n(&client->ever_ready, __ATOMIC_RELAXED) || __atomic_load_n(&strict_gave_up, __ATOMIC_RELAXED) ||
+       __atomic_load_n(&client->auth_failed, __ATOMIC_RELAXED))) {
     if (ntx_cl_once(&said_nocoord_strict))
       ntx_cl_say("strict check: no coordinator connection; calls proceed unchecked");
     return 0;
@@ -457,7 +457,7 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
   uint32_t k = 0;
   for (int i = 0; i < n; i++)
     if (recs[i] && ntx_fp_from_record(recs[i], &fps[k]) == 0) {
-      ntx_fp_time(&fps[k], recs[i], g->ring ? g->ring->hdr : NULL);
+      ntx_fp_time(&fps[k], recs[i], client->ring ? client->ring->hdr : NULL);
       k++;
     }
   if (k == 0) {
@@ -467,14 +467,14 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
   /* One request per NTX_FP_MAX entries (a frame's worth), queued in call
    * order at the tail: the coordinator must see a rank's seqs in order. */
   uint32_t nq = (k + NTX_FP_MAX - 1) / NTX_FP_MAX;
-  struct sreq *qs = calloc(nq, sizeof *qs);
+  struct ntx_sreq *qs = calloc(nq, sizeof *qs);
   if (!qs) {
     free(fps);
     return 0;
   }
-  struct timespec dl = deadline_after(ntr_cfg.strict_timeout_s);
-  pthread_mutex_lock(&g->mu);
-  struct sreq **tail = &g->sq;
+  struct timespec dl = deadline_after(nti_cfg.strict_timeout_s);
+  pthread_mutex_lock(&client->mu);
+  struct ntx_sreq **tail = &client->sq;
   while (*tail)
     tail = &(*tail)->next;
   for (uint32_t i = 0; i < nq; i++) {
@@ -482,11 +482,11 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     qs[i].n = i + 1 < nq ? NTX_FP_MAX : k - i * NTX_FP_MAX;
     qs[i].text = text;
     qs[i].text_len = sizeof text;
-    qs[i].id = ++g->next_req;
+    qs[i].id = ++client->next_req;
     *tail = &qs[i];
     tail = &qs[i].next;
   }
-  pthread_mutex_unlock(&g->mu);
+  pthread_mutex_unlock(&client->mu);
   /* Send it ourselves when the client thread is asleep in poll (it holds
    * txmu otherwise): the request leaves now instead of after a wake-up write
    * and the thread's wake-up (a third of the strict latency on 8 ranks).
@@ -495,17 +495,17 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
    * figures).  Whatever does not go out at once (a full socket,
    * an error) is left to the client thread, which is woken for it. */
   int sent = 0;
-  if (pthread_mutex_trylock(&g->txmu) == 0) {
-    if (g->state == S_READY) {
+  if (pthread_mutex_trylock(&client->txmu) == 0) {
+    if (client->state == NTX_CL_READY) {
       send_pending();
       ntx_cl_flush_once();
-      sent = g->out_len == 0;
+      sent = client->out_len == 0;
     }
-    pthread_mutex_unlock(&g->txmu);
+    pthread_mutex_unlock(&client->txmu);
   }
   if (!sent)
     nudge();
-  pthread_mutex_lock(&g->mu);
+  pthread_mutex_lock(&client->mu);
   int timed_out = 0, done = 0, status = NTX_REPLY_OK;
   while (!timed_out) {
     done = 1;
@@ -513,10 +513,10 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
       done &= qs[i].done;
     if (done)
       break;
-    timed_out = pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT;
+    timed_out = pthread_cond_timedwait(&client->cv, &client->mu, &dl) == ETIMEDOUT;
   }
   for (uint32_t i = 0; i < nq; i++) {
-    for (struct sreq **pp = &g->sq; *pp; pp = &(*pp)->next)
+    for (struct ntx_sreq **pp = &client->sq; *pp; pp = &(*pp)->next)
       if (*pp == &qs[i]) {
         *pp = qs[i].next;
         break;
@@ -524,15 +524,15 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     if (qs[i].done && qs[i].status != NTX_REPLY_OK && status != NTX_REPLY_MISMATCH)
       status = qs[i].status;
   }
-  pthread_mutex_unlock(&g->mu);
+  pthread_mutex_unlock(&client->mu);
   free(qs);
   free(fps);
   if (!done) {
-    if (!__atomic_load_n(&g->connected, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&client->connected, __ATOMIC_ACQUIRE))
       __atomic_store_n(&strict_gave_up, 1, __ATOMIC_RELAXED);
     if (ntx_cl_once(&said_timeout))
       ntx_cl_say("strict check: no answer within NCCLTRACE_STRICT_TIMEOUT=%gs; calls proceed unchecked "
-                 "when that happens", ntr_cfg.strict_timeout_s);
+                 "when that happens", nti_cfg.strict_timeout_s);
     return 0;
   }
   if (status == NTX_REPLY_MISMATCH) {
@@ -547,25 +547,25 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
 }
 
 void ntx_stop(void) {
-  if (!g->thread_ok)
+  if (!client->thread_ok)
     return;
-  g->thread_ok = 0;
+  client->thread_ok = 0;
   ntx_shm_stop();
-  __atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&client->stop, 1, __ATOMIC_RELEASE);
   nudge();
-  /* Its exit path is bounded (~200 ms of goodbye); past JOIN_S it is stuck
+  /* Its exit path is bounded (~200 ms of goodbye); past NTX_JOIN_S it is stuck
    * and left: exit never waits on a tracer thread. */
-  int joined = ntx_join_within(g->thread, JOIN_S) == 0;
+  int joined = ntx_join_within(client->thread, NTX_JOIN_S) == 0;
   if (!joined)
-    ntx_cl_say("the exchange thread did not stop within %.1f s; left running", JOIN_S);
-  pthread_mutex_lock(&g->mu);
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
+    ntx_cl_say("the exchange thread did not stop within %.1f s; left running", NTX_JOIN_S);
+  pthread_mutex_lock(&client->mu);
+  pthread_cond_broadcast(&client->cv);
+  pthread_mutex_unlock(&client->mu);
   if (joined) /* (the thread may be using it otherwise) */
-    ntx_cagg_stop(&g->cagg); /* after our BYE: the aggregator reports us as a clean GONE */
-  if (g->coord) {
-    ntx_coord_stop(g->coord, LINGER_S);
-    g->coord = NULL;
+    ntx_cagg_stop(&client->cagg); /* after our BYE: the aggregator reports us as a clean GONE */
+  if (client->coord) {
+    ntx_coord_stop(client->coord, NTX_LINGER_S);
+    client->coord = NULL;
   }
-  __atomic_store_n(&g->discovered, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&client->discovered, 0, __ATOMIC_RELEASE);
 }

@@ -22,40 +22,40 @@
 #include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 
-#define OUT_CAP (256u * 1024u)    /* bytes queued towards the coordinator */
-#define POLL_MIN_MS 1             /* ring poll interval while records flow */
-#define POLL_MAX_MS 5             /* ... and when idle: bounds verdict latency */
-#define PING_S 1.0                /* idle keepalive (the coordinator's dead timeout is 10 s) */
-#define STUCK_S 0.05              /* a slot left half-written this long is skipped */
-#define HOLE_S 0.02               /* a hole holding up later records this long is filled */
+#define NTX_OUT_CAP (256u * 1024u)    /* bytes queued towards the coordinator */
+#define NTX_POLL_MIN_MS 1             /* ring poll interval while records flow */
+#define NTX_POLL_MAX_MS 5             /* ... and when idle: bounds verdict latency */
+#define NTX_PING_S 1.0                /* idle keepalive (the coordinator's dead timeout is 10 s) */
+#define NTX_STUCK_S 0.05              /* a slot left half-written this long is skipped */
+#define NTX_HOLE_S 0.02               /* a hole holding up later records this long is filled */
 /* Records streamed per second at most, and the burst allowed above it.  A
  * real job issues well under 100k NCCL calls per second per rank; only a
  * loop on a no-op NCCL goes past this, and there the stream would only keep
  * a core busy for records the ring overwrites anyway (counted as lost). */
-#define STREAM_RATE 2e6
-#define STREAM_BURST 2e4
-#define LINGER_S 2.0              /* embedded coordinator waits for the others at exit */
-#define JOIN_S 1.0                /* ntx_stop waits this long for the client thread */
-#define HS_TIMEOUT_S 5.0          /* connect + CHALLENGE + WELCOME must be done within */
+#define NTX_STREAM_RATE 2e6
+#define NTX_STREAM_BURST 2e4
+#define NTX_LINGER_S 2.0              /* embedded coordinator waits for the others at exit */
+#define NTX_JOIN_S 1.0                /* ntx_stop waits this long for the client thread */
+#define NTX_HS_TIMEOUT_S 5.0          /* connect + CHALLENGE + WELCOME must be done within */
 
-enum { S_OFF = 0, S_DISCONNECTED, S_CONNECTING, S_CHALLENGE, S_WELCOME, S_READY };
-enum { ENV_PENDING = 0, ENV_OK = 1, ENV_DIFF = 2 };
+enum { NTX_CL_OFF = 0, NTX_CL_DISCONNECTED, NTX_CL_CONNECTING, NTX_CL_CHALLENGE, NTX_CL_WELCOME, NTX_CL_READY };
+enum { NTX_ENV_PENDING = 0, NTX_ENV_OK = 1, NTX_ENV_DIFF = 2 };
 
-struct reg {
+struct ntx_reg {
   uint64_t comm_id;
   int32_t rank, nranks;
   struct ntr_comm_state *cs;
   int sent, env_state;
 };
 
-struct sreq {
+struct ntx_sreq {
   uint32_t id, n;
   struct ntx_fp *fps;
   int sent, done;
   int32_t status;
   char *text;
   size_t text_len;
-  struct sreq *next;
+  struct ntx_sreq *next;
 };
 
 struct ntx_client {
@@ -78,9 +78,9 @@ struct ntx_client {
   /* shared with application threads: under mu */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  struct reg regs[NTR_COMM_MAX];
+  struct ntx_reg regs[NTR_COMM_MAX];
   int nregs;
-  struct sreq *sq;
+  struct ntx_sreq *sq;
   uint32_t next_req;
 
   /* atomics */
@@ -106,12 +106,12 @@ struct ntx_client {
   uint64_t tx, rx;
   uint8_t in[NTX_FRAME_MAX + 4096];
   size_t in_len;
-  uint8_t out[OUT_CAP];
+  uint8_t out[NTX_OUT_CAP];
   size_t out_len;
   uint64_t cursor, stuck_pos;
   double stuck_since, next_connect, backoff, last_tx, first_try, conn_t0;
   uint64_t lost_records;
-  double stream_tokens, stream_t; /* read_ring's rate limit (STREAM_RATE) */
+  double stream_tokens, stream_t; /* read_ring's rate limit (NTX_STREAM_RATE) */
   int said_waiting, said_gone, said_agg;
 };
 extern struct ntx_client ntx_cl;
@@ -120,7 +120,7 @@ double ntx_cl_now(void);
 /* One `nccltrace:` line with a single write(2). */
 void ntx_cl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ntx_cl_once(int *flag); /* 1 the first time for *flag (atomic exchange) */
-struct reg *ntx_cl_reg_find(uint64_t comm_id); /* pre: mu held */
+struct ntx_reg *ntx_cl_reg_find(uint64_t comm_id); /* pre: mu held */
 
 /* client_link.c */
 void ntx_cl_record_event(uint16_t kind, uint64_t comm_id, uint64_t seq, int32_t peer, uint64_t aux,
@@ -134,7 +134,7 @@ void ntx_cl_flush(void);
 /* One non-blocking send of what is queued; errors are left for the client
  * thread (no disconnect, no dump here).  For a strict caller holding txmu. */
 void ntx_cl_flush_once(void);
-/* 1 when g->fd (if any) and the wake socket are still ours; else checking
- * goes off: said once, fds_lost set, g->fd forgotten, never closed. */
+/* 1 when client->fd (if any) and the wake socket are still ours; else checking
+ * goes off: said once, fds_lost set, client->fd forgotten, never closed. */
 int ntx_cl_fds_ok(void);
 #endif

@@ -45,7 +45,7 @@ struct ntx_late {
   int said_clock;
 };
 
-static struct ntx_late *late_get(struct ntx_check *c, struct comm *cm) {
+static struct ntx_late *late_get(struct ntx_check *c, struct ntx_comm *cm) {
   if (cm->late)
     return cm->late;
   struct ntx_late *l = calloc(1, sizeof *l);
@@ -67,7 +67,7 @@ static struct ntx_late *late_get(struct ntx_check *c, struct comm *cm) {
   return l;
 }
 
-void ntx_late_free(struct comm *cm) {
+void ntx_late_free(struct ntx_comm *cm) {
   struct ntx_late *l = cm->late;
   if (!l)
     return;
@@ -82,7 +82,7 @@ void ntx_late_free(struct comm *cm) {
 void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns) {
   if (id >= c->lim.max_clients || !c->clients[id].active)
     return;
-  struct client *cl = &c->clients[id];
+  struct ntx_check_client *cl = &c->clients[id];
   cl->clk_offset = offset_ns;
   cl->clk_uncert = uncert_ns;
   cl->clk_known = 1;
@@ -91,7 +91,7 @@ void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns,
       cl->comms[i].cm->m[cl->comms[i].rank].clk_offset = offset_ns;
 }
 
-void ntx_late_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, uint32_t id, int32_t rank,
+void ntx_late_arrive(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s, uint32_t id, int32_t rank,
                      uint64_t t_ns) {
   if (!t_ns || c->lim.straggler_ms <= 0)
     return;
@@ -123,9 +123,9 @@ void ntx_late_arrive(struct ntx_check *c, struct comm *cm, struct slot *s, uint3
   l->dirty = 1;
 }
 
-static void who(const struct ntx_check *c, const struct comm *cm, int32_t rank, char *b, size_t len) {
+static void who(const struct ntx_check *c, const struct ntx_comm *cm, int32_t rank, char *b, size_t len) {
   int32_t id = cm->m[rank].client;
-  const struct client *cl = id >= 0 && (uint32_t)id < c->lim.max_clients ? &c->clients[id] : NULL;
+  const struct ntx_check_client *cl = id >= 0 && (uint32_t)id < c->lim.max_clients ? &c->clients[id] : NULL;
   if (!cl || !cl->active)
     snprintf(b, len, "host ?");
   else if (cl->agg)
@@ -151,12 +151,12 @@ static uint32_t median_margin(const struct ntx_late *l, int32_t r) {
   return v[k / 2];
 }
 
-static uint64_t uncert_of(const struct ntx_check *c, const struct comm *cm, int32_t r) {
+static uint64_t uncert_of(const struct ntx_check *c, const struct ntx_comm *cm, int32_t r) {
   int32_t id = cm->m[r].client;
   return id >= 0 && (uint32_t)id < c->lim.max_clients ? c->clients[id].clk_uncert : 0;
 }
 
-static void judge(struct ntx_check *c, struct comm *cm, struct ntx_late *l, int32_t r, double now) {
+static void judge(struct ntx_check *c, struct ntx_comm *cm, struct ntx_late *l, int32_t r, double now) {
   uint32_t n = l->n < l->window ? l->n : l->window;
   if (n < (l->window < MIN_JUDGE ? l->window : MIN_JUDGE) || (double)l->last_cnt[r] < c->lim.straggler_frac * n)
     return;
@@ -197,7 +197,7 @@ static void judge(struct ntx_check *c, struct comm *cm, struct ntx_late *l, int3
   ntx_tell_comm(c, cm, NTX_V_STRAGGLER, l->last_seq, r, med, field, text);
 }
 
-void ntx_late_decided(struct ntx_check *c, struct comm *cm, struct slot *s) {
+void ntx_late_decided(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s) {
   struct ntx_late *l = cm->late;
   if (!l || s->timed < (uint32_t)cm->nranks || cm->nranks < 2)
     return;
@@ -229,7 +229,7 @@ void ntx_late_decided(struct ntx_check *c, struct comm *cm, struct slot *s) {
 }
 
 /* Each member's median lateness, to its own client (its ring's comm state). */
-void ntx_late_tick(struct ntx_check *c, struct comm *cm, double now) {
+void ntx_late_tick(struct ntx_check *c, struct ntx_comm *cm, double now) {
   struct ntx_late *l = cm->late;
   if (!l || !l->dirty || now - l->told_t < c->lim.lateness_every_s)
     return;
@@ -237,8 +237,8 @@ void ntx_late_tick(struct ntx_check *c, struct comm *cm, double now) {
   l->dirty = 0;
   uint32_t n = l->n < l->window ? l->n : l->window;
   for (int32_t r = 0; r < cm->nranks; r++) {
-    const struct member *m = &cm->m[r];
-    if (m->state != M_ACTIVE || m->client < 0)
+    const struct ntx_member *m = &cm->m[r];
+    if (m->state != NTX_M_ACTIVE || m->client < 0)
       continue;
     int64_t med = l->med_us[r];
     uint64_t seq = (uint64_t)n << 32 | l->last_cnt[r];

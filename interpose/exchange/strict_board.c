@@ -29,7 +29,7 @@
 /* A slot's owner is known dead: only a pid of our pid namespace is asked.
  * A killed process its parent has not reaped yet is a zombie, which
  * kill(pid, 0) still finds: /proc says so. */
-int ntx_board_owner_dead(const struct bslot *s, uint64_t pidns) {
+int ntx_board_owner_dead(const struct ntx_board_slot *s, uint64_t pidns) {
   int32_t pid = __atomic_load_n(&s->owner, __ATOMIC_RELAXED);
   if (pid <= 1 || !pidns || __atomic_load_n(&s->pidns, __ATOMIC_RELAXED) != pidns)
     return 0;
@@ -49,17 +49,17 @@ int ntx_board_owner_dead(const struct bslot *s, uint64_t pidns) {
   return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
-size_t ntx_board_size(uint32_t nranks) { return sizeof(struct bhdr) + (size_t)nranks * sizeof(struct bslot); }
+size_t ntx_board_size(uint32_t nranks) { return sizeof(struct ntx_board_hdr) + (size_t)nranks * sizeof(struct ntx_board_slot); }
 
 /* A fresh board in a new file next to path (0600, never an existing one).
  * @return its fd with *tmp its name, or -1. */
-static int make_board(const struct board *b, uint64_t job_hash, char *tmp, size_t tmplen) {
+static int make_board(const struct ntx_board *b, uint64_t job_hash, char *tmp, size_t tmplen) {
   snprintf(tmp, tmplen, "%s.%d.%ld.tmp", b->path, (int)getpid(), (long)syscall(SYS_gettid));
   int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return -1;
   size_t size = ntx_board_size((uint32_t)b->nranks);
-  struct bhdr *h = MAP_FAILED;
+  struct ntx_board_hdr *h = MAP_FAILED;
   if (ftruncate(fd, (off_t)size) == 0)
     h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (h == MAP_FAILED) {
@@ -67,13 +67,13 @@ static int make_board(const struct board *b, uint64_t job_hash, char *tmp, size_
     unlink(tmp);
     return -1;
   }
-  h->version = BOARD_VERSION;
+  h->version = NTX_BOARD_VERSION;
   h->nranks = (uint32_t)b->nranks;
   h->comm_id = b->comm_id;
   h->job_hash = job_hash;
-  h->hdr_size = sizeof(struct bhdr);
-  h->slot_size = sizeof(struct bslot);
-  __atomic_store_n(&h->magic, BOARD_MAGIC, __ATOMIC_RELEASE);
+  h->hdr_size = sizeof(struct ntx_board_hdr);
+  h->slot_size = sizeof(struct ntx_board_slot);
+  __atomic_store_n(&h->magic, NTX_BOARD_MAGIC, __ATOMIC_RELEASE);
   munmap(h, size);
   return fd;
 }
@@ -81,24 +81,24 @@ static int make_board(const struct board *b, uint64_t job_hash, char *tmp, size_
 enum { J_USE, J_REPLACE, J_PASS };
 
 /* Is the board file fd (size bytes, attach lock held) one we may use? */
-static int judge(int fd, size_t size, const struct board *b, uint64_t job_hash, uint64_t pidns) {
-  if (size < sizeof(struct bhdr) || size > ntx_board_size(MAX_RANKS))
+static int judge(int fd, size_t size, const struct ntx_board *b, uint64_t job_hash, uint64_t pidns) {
+  if (size < sizeof(struct ntx_board_hdr) || size > ntx_board_size(NTX_BOARD_MAX_RANKS))
     return J_REPLACE;
-  const struct bhdr *h = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+  const struct ntx_board_hdr *h = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
   if (h == MAP_FAILED)
     return J_PASS;
-  const struct bslot *s = (const struct bslot *)(h + 1);
+  const struct ntx_board_slot *s = (const struct ntx_board_slot *)(h + 1);
   int rv = J_REPLACE;
   uint32_t n = h->nranks;
-  if (h->magic != BOARD_MAGIC || h->version != BOARD_VERSION || h->hdr_size != sizeof(struct bhdr) ||
-      h->slot_size != sizeof(struct bslot) || n == 0 || n > MAX_RANKS || size != ntx_board_size(n))
+  if (h->magic != NTX_BOARD_MAGIC || h->version != NTX_BOARD_VERSION || h->hdr_size != sizeof(struct ntx_board_hdr) ||
+      h->slot_size != sizeof(struct ntx_board_slot) || n == 0 || n > NTX_BOARD_MAX_RANKS || size != ntx_board_size(n))
     goto out; /* not a board (garbage, or another version): nobody can be using it */
   int compatible = n == (uint32_t)b->nranks && h->comm_id == b->comm_id && h->job_hash == job_hash;
   int live = 0, used = 0;
   for (uint32_t r = 0; r < n; r++) {
     uint32_t st = s[r].state;
-    used |= st != SL_FREE;
-    if (st == SL_ACTIVE && !ntx_board_owner_dead(&s[r], pidns)) {
+    used |= st != NTX_SL_FREE;
+    if (st == NTX_SL_ACTIVE && !ntx_board_owner_dead(&s[r], pidns)) {
       live = 1;
       if (compatible && (int32_t)r == b->rank && s[r].owner != (int32_t)getpid())
         rv = J_PASS; /* our rank is held by a live process: another job of the same name */
@@ -127,7 +127,7 @@ static int lock_file(int fd) {
 
 /* Open, create or replace the board of b->path, claim our slot.
  * @return 0 (b->h, b->s set) or -1 (use the coordinator). */
-static int attach(struct board *b, uint64_t job_hash, uint64_t pidns, const char **why) {
+static int attach(struct ntx_board *b, uint64_t job_hash, uint64_t pidns, const char **why) {
   char tmp[1300];
   for (int tries = 0; tries < ATTACH_TRIES; tries++) {
     int fd = open(b->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -192,10 +192,10 @@ static int attach(struct board *b, uint64_t job_hash, uint64_t pidns, const char
       return -1;
     }
     b->h = m;
-    b->s = (struct bslot *)(b->h + 1);
+    b->s = (struct ntx_board_slot *)(b->h + 1);
     b->dev = a.st_dev;
     b->ino = a.st_ino;
-    struct bslot *me = &b->s[b->rank];
+    struct ntx_board_slot *me = &b->s[b->rank];
     /* Claim: old publications cleared before the state says ACTIVE, so a
      * reader never takes them for ours. */
     __atomic_store_n(&me->e[0].seq, 0, __ATOMIC_RELAXED);
@@ -203,7 +203,7 @@ static int attach(struct board *b, uint64_t job_hash, uint64_t pidns, const char
     __atomic_store_n(&me->seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&me->pidns, pidns, __ATOMIC_RELAXED);
     __atomic_store_n(&me->owner, (int32_t)getpid(), __ATOMIC_RELAXED);
-    __atomic_store_n(&me->state, SL_ACTIVE, __ATOMIC_RELEASE);
+    __atomic_store_n(&me->state, NTX_SL_ACTIVE, __ATOMIC_RELEASE);
     /* Unlock by hand: the mapping holds the open file, so close alone
      * would keep the lock as long as we live. */
     flock(fd, LOCK_UN);
@@ -221,7 +221,7 @@ static int dir_ok(const char *dir) {
   return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022);
 }
 
-int ntx_board_attach(struct board *b, uint64_t job_hash, uint64_t pidns, const char **why) {
+int ntx_board_attach(struct ntx_board *b, uint64_t job_hash, uint64_t pidns, const char **why) {
   if (!dir_ok(b->dir)) {
     *why = "the ring directory is not ours alone";
     return -1;

@@ -17,13 +17,13 @@
 
 #include "interpose/exchange/wire.h"
 
-#define BOARD_MAGIC 0x316d68732d78746eull /* "ntx-shm1" */
-#define BOARD_VERSION 2u /* bumped at any layout change: fingerprints with their arrival time (56 bytes) */
-#define MAX_RANKS 4096     /* a larger comm uses the coordinator */
+#define NTX_BOARD_MAGIC 0x316d68732d78746eull /* "ntx-shm1" */
+#define NTX_BOARD_VERSION 2u /* bumped at any layout change: fingerprints with their arrival time (56 bytes) */
+#define NTX_BOARD_MAX_RANKS 4096     /* a larger comm uses the coordinator */
 
-enum { SL_FREE = 0, SL_ACTIVE = 1, SL_LEFT = 2 };      /* slot state */
+enum { NTX_SL_FREE = 0, NTX_SL_ACTIVE = 1, NTX_SL_LEFT = 2 };      /* slot state */
 
-struct bhdr {
+struct ntx_board_hdr {
   uint64_t magic;
   uint32_t version, nranks;
   uint64_t comm_id, job_hash;
@@ -33,29 +33,29 @@ struct bhdr {
   uint8_t pad[80];
 };
 /* One publication: seq 0 while being written (a seqlock of one writer). */
-struct bent {
+struct ntx_board_ent {
   uint64_t seq;
   uint64_t w[7]; /* struct ntx_fp, copied word by word */
 };
-struct bslot {
+struct ntx_board_slot {
   int32_t owner;  /* pid */
   uint32_t state; /* SL_* */
   uint64_t pidns; /* inode of the owner's pid namespace: liveness by kill(2) only in ours */
   uint64_t seq;   /* last seq published */
   uint64_t pad0;
-  struct bent e[2];
-  uint8_t pad[192 - 32 - 2 * sizeof(struct bent)];
+  struct ntx_board_ent e[2];
+  uint8_t pad[192 - 32 - 2 * sizeof(struct ntx_board_ent)];
 };
-_Static_assert(sizeof(struct bhdr) == 128, "board header");
-_Static_assert(sizeof(struct bslot) == 192, "board slot");
+_Static_assert(sizeof(struct ntx_board_hdr) == 128, "board header");
+_Static_assert(sizeof(struct ntx_board_slot) == 192, "board slot");
 _Static_assert(sizeof(struct ntx_fp) == 56, "fingerprint words");
 
-struct board {
+struct ntx_board {
   uint64_t comm_id;
   int32_t rank, nranks;
   int state; /* strict_shm.c's B_*, atomic once the entry is published */
-  struct bhdr *h;
-  struct bslot *s;
+  struct ntx_board_hdr *h;
+  struct ntx_board_slot *s;
   dev_t dev;
   ino_t ino;
   uint64_t npub; /* our publications: entry npub & 1 is the next */
@@ -68,8 +68,8 @@ size_t ntx_board_size(uint32_t nranks);
 /* Open, create or replace the board at b->path (b->dir its directory),
  * and claim slot b->rank.  @return 0 with b->h, b->s, b->dev, b->ino set,
  * or -1 with *why saying why (the caller uses the coordinator). */
-int ntx_board_attach(struct board *b, uint64_t job_hash, uint64_t pidns, const char **why);
+int ntx_board_attach(struct ntx_board *b, uint64_t job_hash, uint64_t pidns, const char **why);
 /* 1 when the owner of slot s is known dead (gone, or a zombie); only a pid
  * of our pid namespace (pidns: its inode) is looked at. */
-int ntx_board_owner_dead(const struct bslot *s, uint64_t pidns);
+int ntx_board_owner_dead(const struct ntx_board_slot *s, uint64_t pidns);
 #endif

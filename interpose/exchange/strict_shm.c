@@ -48,19 +48,19 @@ static struct {
   int on;
   uint64_t pidns;
   pthread_mutex_t mu;
-  struct board b[NTR_COMM_MAX];
+  struct ntx_board b[NTR_COMM_MAX];
   uint32_t n;   /* entries published (release) */
   int stopped;
   int said_timeout, said_pass;
-} S = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} shm_state = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void ntx_shm_init(const struct ntr_ring_header *h, int want) {
   if (want >= 0)
-    S.on = want;
+    shm_state.on = want;
   else /* the launcher's word that no rank of the job is elsewhere */
-    S.on = h && h->world_size > 0 && h->local_world_size == h->world_size;
+    shm_state.on = h && h->world_size > 0 && h->local_world_size == h->world_size;
   struct stat st;
-  S.pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+  shm_state.pidns = stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 /* ------------------------------------------------------------ helpers -- */
@@ -81,27 +81,27 @@ static int fp_same(const struct ntx_fp *a, const struct ntx_fp *b) {
          a->peer == b->peer;
 }
 
-static struct board *find(uint64_t comm_id, int32_t rank) {
-  uint32_t n = __atomic_load_n(&S.n, __ATOMIC_ACQUIRE);
+static struct ntx_board *find(uint64_t comm_id, int32_t rank) {
+  uint32_t n = __atomic_load_n(&shm_state.n, __ATOMIC_ACQUIRE);
   for (uint32_t i = 0; i < n; i++)
-    if (S.b[i].comm_id == comm_id && S.b[i].rank == rank)
-      return &S.b[i];
+    if (shm_state.b[i].comm_id == comm_id && shm_state.b[i].rank == rank)
+      return &shm_state.b[i];
   return NULL;
 }
 
-static struct board *get_board(uint64_t comm_id, int32_t rank, int32_t nranks) {
-  struct board *b = find(comm_id, rank);
+static struct ntx_board *get_board(uint64_t comm_id, int32_t rank, int32_t nranks) {
+  struct ntx_board *b = find(comm_id, rank);
   if (b)
     return b;
-  pthread_mutex_lock(&S.mu);
+  pthread_mutex_lock(&shm_state.mu);
   b = find(comm_id, rank);
-  if (!b && S.n < NTR_COMM_MAX) {
-    b = &S.b[S.n];
+  if (!b && shm_state.n < NTR_COMM_MAX) {
+    b = &shm_state.b[shm_state.n];
     memset(b, 0, sizeof *b);
     b->comm_id = comm_id;
     b->rank = rank;
     b->nranks = nranks;
-    const char *job = ntr_cfg.job[0] ? ntr_cfg.job : "nojob";
+    const char *job = nti_cfg.job[0] ? nti_cfg.job : "nojob";
     char san[41];
     size_t i = 0;
     for (; job[i] && i < sizeof san - 1; i++)
@@ -111,27 +111,27 @@ static struct board *get_board(uint64_t comm_id, int32_t rank, int32_t nranks) {
                    : '_';
     san[i] = '\0';
     uint64_t jh = fnv(job);
-    int len = snprintf(b->path, sizeof b->path, "%s/strict-%s-%016llx-%016llx.board", ntr_cfg.ring_dir, san,
+    int len = snprintf(b->path, sizeof b->path, "%s/strict-%s-%016llx-%016llx.board", nti_cfg.ring_dir, san,
                        (unsigned long long)jh, (unsigned long long)comm_id);
     const char *why = "the path is too long";
-    b->dir = ntr_cfg.ring_dir;
-    int ok = len > 0 && (size_t)len < sizeof b->path && ntx_board_attach(b, jh, S.pidns, &why) == 0;
+    b->dir = nti_cfg.ring_dir;
+    int ok = len > 0 && (size_t)len < sizeof b->path && ntx_board_attach(b, jh, shm_state.pidns, &why) == 0;
     b->state = ok ? B_OK : B_PASS;
     if (ok) /* the tests' and analyze's evidence that this comm's strict calls go through shared memory */
       ntx_cl_record_event(NTR_KIND_NOTE, comm_id, 0, rank, (uint64_t)nranks, "strict-shm");
-    else if (ntx_cl_once(&S.said_pass))
+    else if (ntx_cl_once(&shm_state.said_pass))
       ntx_cl_say("strict check: no shared-memory board for comm %08x at %s: %s; it goes through the coordinator",
                  NTX_COMM_SHORT(comm_id), b->path, why);
-    __atomic_store_n(&S.n, S.n + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&shm_state.n, shm_state.n + 1, __ATOMIC_RELEASE);
   }
-  pthread_mutex_unlock(&S.mu);
+  pthread_mutex_unlock(&shm_state.mu);
   return b;
 }
 
 /* ------------------------------------------------------------ the wait -- */
 
-static void publish(struct board *b, const struct ntx_fp *fp) {
-  struct bent *e = &b->s[b->rank].e[b->npub++ & 1];
+static void publish(struct ntx_board *b, const struct ntx_fp *fp) {
+  struct ntx_board_ent *e = &b->s[b->rank].e[b->npub++ & 1];
   uint64_t w[7];
   memcpy(w, fp, sizeof w);
   __atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
@@ -145,9 +145,9 @@ static void publish(struct board *b, const struct ntx_fp *fp) {
 }
 
 /* Rank r's publication of seq, if its slot still holds it.  @return 0 or -1. */
-static int read_entry(const struct bslot *s, uint64_t seq, struct ntx_fp *out) {
+static int read_entry(const struct ntx_board_slot *s, uint64_t seq, struct ntx_fp *out) {
   for (int i = 0; i < 2; i++) {
-    const struct bent *e = &s->e[i];
+    const struct ntx_board_ent *e = &s->e[i];
     if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != seq)
       continue;
     uint64_t w[7];
@@ -164,17 +164,17 @@ static int read_entry(const struct bslot *s, uint64_t seq, struct ntx_fp *out) {
 
 /* @return 1 when every other rank published seq or later; *gone = a rank
  * that left (or died) before publishing it, else -1. */
-static int all_here(const struct board *b, uint64_t seq, int check_alive, int32_t *gone) {
+static int all_here(const struct ntx_board *b, uint64_t seq, int check_alive, int32_t *gone) {
   int here = 1;
   for (int32_t r = 0; r < b->nranks; r++) {
     if (r == b->rank)
       continue;
-    const struct bslot *s = &b->s[r];
+    const struct ntx_board_slot *s = &b->s[r];
     uint32_t st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-    if ((st == SL_ACTIVE || st == SL_LEFT) && __atomic_load_n(&s->seq, __ATOMIC_SEQ_CST) >= seq)
+    if ((st == NTX_SL_ACTIVE || st == NTX_SL_LEFT) && __atomic_load_n(&s->seq, __ATOMIC_SEQ_CST) >= seq)
       continue; /* a rank that left after publishing seq still counts for it */
     here = 0;
-    if (st == SL_LEFT || (check_alive && st == SL_ACTIVE && ntx_board_owner_dead(s, S.pidns))) {
+    if (st == NTX_SL_LEFT || (check_alive && st == NTX_SL_ACTIVE && ntx_board_owner_dead(s, shm_state.pidns))) {
       *gone = r;
       return 0;
     }
@@ -188,9 +188,9 @@ static double now_s(void) { return ntx_cl_now(); }
 
 /* Compare every rank's fingerprint of seq with ours.  @return 0 agree (or
  * not comparable: said once), -1 refuse with msg. */
-static int decide(struct board *b, const struct ntx_fp *mine, char *msg, size_t msg_len) {
-  struct ntx_fp v[NVAR];
-  uint32_t cnt[NVAR] = {0}, nvar = 1;
+static int decide(struct ntx_board *b, const struct ntx_fp *mine, char *msg, size_t msg_len) {
+  struct ntx_fp v[NTX_NVAR];
+  uint32_t cnt[NTX_NVAR] = {0}, nvar = 1;
   uint8_t *rv = malloc((size_t)b->nranks);
   int differ = 0;
   v[0] = *mine;
@@ -211,10 +211,10 @@ static int decide(struct board *b, const struct ntx_fp *mine, char *msg, size_t 
       k++;
     if (k == nvar) {
       differ = 1;
-      if (nvar < NVAR)
+      if (nvar < NTX_NVAR)
         v[nvar++] = f;
       else
-        k = NVAR - 1; /* more variants than kept: counted with the last, as the coordinator does */
+        k = NTX_NVAR - 1; /* more variants than kept: counted with the last, as the coordinator does */
     }
     cnt[k]++;
     if (rv)
@@ -246,13 +246,13 @@ static int decide(struct board *b, const struct ntx_fp *mine, char *msg, size_t 
 
 int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
   struct ntx_fp mine;
-  if (!S.on || __atomic_load_n(&S.stopped, __ATOMIC_ACQUIRE) || ntx_fp_from_record(rec, &mine) != 0 ||
-      mine.dir != NTX_FP_COLL || rec->nranks <= 0 || rec->nranks > MAX_RANKS || rec->rank < 0 ||
+  if (!shm_state.on || __atomic_load_n(&shm_state.stopped, __ATOMIC_ACQUIRE) || ntx_fp_from_record(rec, &mine) != 0 ||
+      mine.dir != NTX_FP_COLL || rec->nranks <= 0 || rec->nranks > NTX_BOARD_MAX_RANKS || rec->rank < 0 ||
       rec->rank >= rec->nranks || mine.seq == 0)
     return NTX_SHM_PASS;
   if (rec->nranks == 1)
     return 0;
-  struct board *b = get_board(rec->comm_id, rec->rank, rec->nranks);
+  struct ntx_board *b = get_board(rec->comm_id, rec->rank, rec->nranks);
   if (!b || b->nranks != rec->nranks)
     return NTX_SHM_PASS;
   int st = __atomic_load_n(&b->state, __ATOMIC_ACQUIRE);
@@ -261,7 +261,7 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
   if (st == B_DEAD)
     return 0; /* a rank of it is gone: said once, calls proceed unchecked */
   publish(b, &mine);
-  struct bhdr *h = b->h;
+  struct ntx_board_hdr *h = b->h;
   int32_t gone = -1;
   if (all_here(b, mine.seq, 0, &gone)) {
     __atomic_add_fetch(&h->gen, 1, __ATOMIC_SEQ_CST);
@@ -279,7 +279,7 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
     if (all_here(b, mine.seq, 0, &gone))
       return decide(b, &mine, msg, msg_len);
   }
-  double t0 = now_s(), end = t0 + ntr_cfg.strict_timeout_s, next_alive = t0 + SLICE_S;
+  double t0 = now_s(), end = t0 + nti_cfg.strict_timeout_s, next_alive = t0 + SLICE_S;
   for (;;) {
     __atomic_add_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
     uint32_t g = __atomic_load_n(&h->gen, __ATOMIC_SEQ_CST);
@@ -309,29 +309,29 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
                  (int)__atomic_load_n(&b->s[gone].owner, __ATOMIC_RELAXED));
     return 0;
   }
-  if (ntx_cl_once(&S.said_timeout))
+  if (ntx_cl_once(&shm_state.said_timeout))
     ntx_cl_say("strict check: comm %08x seq %llu: not every rank there within NCCLTRACE_STRICT_TIMEOUT=%gs; "
                "calls proceed unchecked when that happens", NTX_COMM_SHORT(b->comm_id),
-               (unsigned long long)mine.seq, ntr_cfg.strict_timeout_s);
+               (unsigned long long)mine.seq, nti_cfg.strict_timeout_s);
   return 0;
 }
 
 void ntx_shm_stop(void) {
-  if (__atomic_exchange_n(&S.stopped, 1, __ATOMIC_ACQ_REL))
+  if (__atomic_exchange_n(&shm_state.stopped, 1, __ATOMIC_ACQ_REL))
     return;
-  pthread_mutex_lock(&S.mu);
-  for (uint32_t i = 0; i < S.n; i++) {
-    struct board *b = &S.b[i];
+  pthread_mutex_lock(&shm_state.mu);
+  for (uint32_t i = 0; i < shm_state.n; i++) {
+    struct ntx_board *b = &shm_state.b[i];
     if (!b->h)
       continue;
     /* Waiters on us stop at once; the mapping stays (another thread may
      * still be in a wait: it ends by the state, not by a fault). */
-    __atomic_store_n(&b->s[b->rank].state, SL_LEFT, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->s[b->rank].state, NTX_SL_LEFT, __ATOMIC_RELEASE);
     __atomic_add_fetch(&b->h->gen, 1, __ATOMIC_SEQ_CST);
     futex(&b->h->gen, FUTEX_WAKE, INT_MAX, NULL);
     struct stat st; /* unlink only the file we used, not a newer job's */
     if (lstat(b->path, &st) == 0 && st.st_dev == b->dev && st.st_ino == b->ino)
       unlink(b->path);
   }
-  pthread_mutex_unlock(&S.mu);
+  pthread_mutex_unlock(&shm_state.mu);
 }

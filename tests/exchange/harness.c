@@ -9,7 +9,7 @@
 #include "interpose/trigger.h"
 #include "tests/exchange/harness.h"
 
-struct ntr_config ntr_cfg;
+struct nti_config nti_cfg;
 int harness_dumps;
 int harness_last_dump_kind;
 

@@ -21,7 +21,7 @@
  *                       than one frame holds): agreed; then one recv count
  *                       differs at #1400 of the next group: -1 on both
  *   agg_mismatch        async_mismatch through node aggregators: 2 "hosts"
- *                       of 2 ranks (ntr_cfg.agg = 1 and a host label),
+ *                       of 2 ranks (nti_cfg.agg = 1 and a host label),
  *                       each electing its own aggregator in one of its ranks
  *   agg_strict          strict_mismatch through the same aggregators
  *                       (STRICT forwarded, the REPLY routed back)
@@ -145,18 +145,18 @@ static int child(const char *scenario, int rank, int nranks) {
     return 1;
   alarm(30); /* a hung child must not hang the test */
   const char *mode = getenv("NTXT_MODE");
-  ntr_cfg.check = mode && !strcmp(mode, "strict") ? NTR_CHECK_STRICT : NTR_CHECK_ASYNC;
-  ntr_cfg.check_explicit = 1;
-  snprintf(ntr_cfg.coord, sizeof ntr_cfg.coord, "%s", getenv("NTXT_COORD") ? getenv("NTXT_COORD") : "");
-  snprintf(ntr_cfg.secret, sizeof ntr_cfg.secret, "%s", SECRET);
-  ntr_cfg.strict_timeout_s = getenv("NTXT_STRICT_TIMEOUT") ? atof(getenv("NTXT_STRICT_TIMEOUT")) : 5;
-  ntr_cfg.skew_s = getenv("NTXT_SKEW") ? atof(getenv("NTXT_SKEW")) : 30;
-  ntr_cfg.env_check = getenv("NTXT_ENV_ABORT") ? NTR_ENV_CHECK_ABORT : NTR_ENV_CHECK_WARN;
-  ntr_cfg.coord_port_offset = 17;
-  ntr_cfg.verbose = getenv("NTXT_VERBOSE") ? 1 : 0;
-  ntr_cfg.agg = getenv("NTXT_AGG_HOST") ? 1 : -1;
-  ntr_cfg.strict_shm = -1;
-  snprintf(ntr_cfg.agg_host, sizeof ntr_cfg.agg_host, "%s", getenv("NTXT_AGG_HOST") ? getenv("NTXT_AGG_HOST") : "");
+  nti_cfg.check = mode && !strcmp(mode, "strict") ? NTI_CHECK_STRICT : NTI_CHECK_ASYNC;
+  nti_cfg.check_explicit = 1;
+  snprintf(nti_cfg.coord, sizeof nti_cfg.coord, "%s", getenv("NTXT_COORD") ? getenv("NTXT_COORD") : "");
+  snprintf(nti_cfg.secret, sizeof nti_cfg.secret, "%s", SECRET);
+  nti_cfg.strict_timeout_s = getenv("NTXT_STRICT_TIMEOUT") ? atof(getenv("NTXT_STRICT_TIMEOUT")) : 5;
+  nti_cfg.skew_s = getenv("NTXT_SKEW") ? atof(getenv("NTXT_SKEW")) : 30;
+  nti_cfg.env_check = getenv("NTXT_ENV_ABORT") ? NTI_ENV_CHECK_ABORT : NTI_ENV_CHECK_WARN;
+  nti_cfg.coord_port_offset = 17;
+  nti_cfg.verbose = getenv("NTXT_VERBOSE") ? 1 : 0;
+  nti_cfg.agg = getenv("NTXT_AGG_HOST") ? 1 : -1;
+  nti_cfg.strict_shm = -1;
+  snprintf(nti_cfg.agg_host, sizeof nti_cfg.agg_host, "%s", getenv("NTXT_AGG_HOST") ? getenv("NTXT_AGG_HOST") : "");
   struct ntr_ring_config rc = {.dir = dir, .job_id = "exchtest", .slots = 1024};
   if (ntr_ring_open(&ring, &rc) < 0) {
     out("ring open failed\n");

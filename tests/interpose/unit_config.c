@@ -43,7 +43,7 @@ static void load(const char *name, const char *value, char *out, size_t cap) {
   fflush(stderr);
   int saved = dup(2);
   dup2(fileno(said), 2);
-  ntr_config_load();
+  nti_config_load();
   dup2(saved, 2);
   close(saved);
   rewind(said);
@@ -97,15 +97,15 @@ int main(void) {
   said = tmpfile();
   if (!said)
     FAIL("tmpfile");
-  if (bool_knob("NCCLTRACE_AGG", &ntr_cfg.agg) || bool_knob("NCCLTRACE_STRICT_SHM", &ntr_cfg.strict_shm))
+  if (bool_knob("NCCLTRACE_AGG", &nti_cfg.agg) || bool_knob("NCCLTRACE_STRICT_SHM", &nti_cfg.strict_shm))
     return 1;
   char out[2048];
   load("NCCLTRACE_AGG_HOST", "hostA", out, sizeof out);
-  if (strcmp(ntr_cfg.agg_host, "hostA") != 0 || out[0])
-    FAIL("NCCLTRACE_AGG_HOST=hostA: \"%s\", said \"%s\"", ntr_cfg.agg_host, out);
+  if (strcmp(nti_cfg.agg_host, "hostA") != 0 || out[0])
+    FAIL("NCCLTRACE_AGG_HOST=hostA: \"%s\", said \"%s\"", nti_cfg.agg_host, out);
   load("NCCLTRACE_AGG_HOST", NULL, out, sizeof out);
-  if (ntr_cfg.agg_host[0])
-    FAIL("NCCLTRACE_AGG_HOST unset: \"%s\"", ntr_cfg.agg_host);
+  if (nti_cfg.agg_host[0])
+    FAIL("NCCLTRACE_AGG_HOST unset: \"%s\"", nti_cfg.agg_host);
   printf("ok\n");
   return 0;
 }

@@ -89,8 +89,8 @@ static int identity(void) {
 /* Job id rule (docs/identity.md "Job id").  The registry already holds the
  * 64 four-rank InitRank comms 0x1000..0x103f of the registry test. */
 static int expect_job(const char *want) {
-  if (strcmp(ntr_cfg.job, want) != 0 || strcmp(nti_proc.ring.hdr->job_id, want) != 0)
-    FAIL("job id %s (ring %s), expected %s", ntr_cfg.job, nti_proc.ring.hdr->job_id, want);
+  if (strcmp(nti_cfg.job, want) != 0 || strcmp(nti_proc.ring.hdr->job_id, want) != 0)
+    FAIL("job id %s (ring %s), expected %s", nti_cfg.job, nti_proc.ring.hdr->job_id, want);
   if (!strstr(nti_proc.ring.path, want) || access(nti_proc.ring.path, F_OK) != 0)
     FAIL("ring file %s not named after job %s", nti_proc.ring.path, want);
   return 0;
