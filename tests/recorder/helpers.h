@@ -100,6 +100,32 @@ static inline int t_count_files(const char *dir, const char *prefix) {
     CHECK_EQ(ntr_ring_open(ring_, &t_cfg_), 0);                                      \
   } while (0)
 
+/* The test_ring_basic_* programs: a ring of `slots` slots for job `job` in
+ * BASE/rings/sub (created by the open, parents too) under a fresh temporary
+ * directory BASE.  base and dir are arrays. */
+#define T_BASIC_OPEN(ring_, base_, dir_, job_, slots_)                               \
+  do {                                                                               \
+    t_tmpdir(base_, sizeof base_);                                                   \
+    snprintf(dir_, sizeof dir_, "%s/rings/sub", base_);                              \
+    struct ntr_ring_config t_cfg_ = {.dir = dir_, .job_id = job_, .slots = slots_};  \
+    CHECK_EQ(ntr_ring_open(ring_, &t_cfg_), 0);                                      \
+  } while (0)
+
+/* This host's name as a ring file name carries it: [-.0-9A-Za-z] kept, '-'
+ * and anything else as '_'. */
+static inline void t_host_in_name(char *out, size_t cap) {
+  char host[64];
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = 0;
+  size_t i;
+  for (i = 0; host[i] && i + 1 < cap && i < 63; i++)
+    out[i] = (host[i] == '-' || host[i] == '.' || (host[i] >= '0' && host[i] <= '9') ||
+              (host[i] >= 'a' && host[i] <= 'z') || (host[i] >= 'A' && host[i] <= 'Z'))
+                 ? (host[i] == '-' ? '_' : host[i])
+                 : '_';
+  out[i] = 0;
+}
+
 /* Start the reader, then n writers (each gets its index as argument), join
  * the writers, set *done (release) and join the reader. */
 static inline void t_run_writers(int n, void *(*writer)(void *), void *(*reader)(void *), int *done) {
