@@ -1,8 +1,7 @@
 /* unit_dump_rate.c -- the dump budget per trigger kind (interpose/dump_rate.h)
  * on a fake clock, and under threads racing for the same kind.
  *
- * Proves: a storm of one kind (200 lost-peer verdicts within a second, the
- * reproduction of issue 13) gets NTI_RATE_BURST dumps and counts the other
+ * Proves: a storm of one kind (200 lost-peer verdicts within a second) gets NTI_RATE_BURST dumps and counts the other
  * 195, with one "first" refusal; the budget refills at one per period and
  * fully after a quiet spell; another kind keeps its own budget; exit and
  * signal dumps are never refused; 8 threads taking at once get exactly the

@@ -1,5 +1,5 @@
 /* embed_late.c -- a C program that calls NCCL first and embeds Python
- * later (issue 15: a Python loaded after the first NCCL call): two
+ * later (a Python loaded after the first NCCL call): two
  * AllReduces from C, then libpython dlopen'ed (RTLD_GLOBAL, as embedders
  * and ctypes extension modules need) and initialized, whose code issues two
  * AllReduces through ctypes from late_step after 0.5 s (the watchdog's
