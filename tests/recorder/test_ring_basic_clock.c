@@ -12,18 +12,18 @@ int main(void) {
   T_BASIC_OPEN(&ring, base, dir, "job/1 x", 256);
   struct ntr_ring_header *h = ring.hdr;
 
-  CHECK(h->tsc_hz > 0);
+  NT_ASSERT(h->tsc_hz > 0);
   struct timespec ts;
   uint64_t t = ntr_clock_now();
   clock_gettime(CLOCK_MONOTONIC, &ts);
   uint64_t mono = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   uint64_t conv = ntr_clock_to_mono_ns(h, t);
-  CHECK(conv <= mono + 2000000 && conv + 2000000 >= mono);
+  NT_ASSERT(conv <= mono + 2000000 && conv + 2000000 >= mono);
   clock_gettime(CLOCK_REALTIME, &ts);
   uint64_t real = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   conv = ntr_clock_to_real_ns(h, t);
-  CHECK(conv <= real + 2000000 && conv + 2000000 >= real);
-  CHECK(ntr_clock_to_mono_ns(h, h->tsc_base - 1000) <= h->mono_base_ns);
+  NT_ASSERT(conv <= real + 2000000 && conv + 2000000 >= real);
+  NT_ASSERT(ntr_clock_to_mono_ns(h, h->tsc_base - 1000) <= h->mono_base_ns);
 
   ntr_ring_close(&ring, 1);
   t_rmtree(base);

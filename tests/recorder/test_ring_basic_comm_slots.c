@@ -8,10 +8,10 @@ int main(void) {
   T_BASIC_OPEN(&ring, base, dir, "job/1 x", 256);
 
   for (unsigned c = 0; c < NTR_COMM_MAX; c++)
-    CHECK(ntr_ring_comm_alloc(&ring) == &ring.comms[c]);
-  CHECK(ntr_ring_comm_alloc(&ring) == NULL);
-  CHECK(ntr_ring_comm_alloc(&ring) == NULL);
-  CHECK_EQ(ring.hdr->comm_count, NTR_COMM_MAX);
+    NT_ASSERT(ntr_ring_comm_alloc(&ring) == &ring.comms[c]);
+  NT_ASSERT(ntr_ring_comm_alloc(&ring) == NULL);
+  NT_ASSERT(ntr_ring_comm_alloc(&ring) == NULL);
+  NT_ASSERT_EQ(ring.hdr->comm_count, NTR_COMM_MAX);
 
   ntr_ring_close(&ring, 1);
   t_rmtree(base);

@@ -48,48 +48,48 @@ int main(void) {
   T_BASIC_OPEN(&ring, base, dir, "job/1 x", 256);
   struct ntr_ring_header *h = ring.hdr;
 
-  CHECK(env_has(h, "NCCL_DEBUG=INFO"));
-  CHECK(env_has(h, "CUDA_VISIBLE_DEVICES=0,1"));
-  CHECK(env_has(h, "RANK=3"));
-  CHECK(!env_has_name(h, "NCCL_IB_AUTH_TOKEN"));
-  CHECK(!env_has_name(h, "NCCLTRACE_SECRET"));
-  CHECK(!env_has_name(h, "nccl_password_x"));
-  CHECK(!env_has_name(h, "HOME_TEST_VAR"));
-  CHECK(!env_has_name(h, "PATH"));
-  CHECK(memmem(h->env, h->env_len, "s3cret", 6) == NULL);
-  CHECK(memmem(h->env, h->env_len, "hunter2", 7) == NULL);
-  CHECK(h->env_len <= NTR_ENV_BYTES);
-  CHECK(!env_has_name(h, "NCCL_HUGE"));
-  CHECK(!env_has_name(h, "NCCL_IB_PASS"));
-  CHECK(!env_has_name(h, "CUDA_PWD"));
-  CHECK(!env_has_name(h, "NCCL_MY_APP_SETTING"));
-  CHECK(env_has(h, "NCCL_IB_PKEY=***"));
-  CHECK(memmem(h->env, h->env_len, "-v", 2) == NULL); /* none of the values above */
-  CHECK_EQ(h->env[h->env_len - 1], '\0');
+  NT_ASSERT(env_has(h, "NCCL_DEBUG=INFO"));
+  NT_ASSERT(env_has(h, "CUDA_VISIBLE_DEVICES=0,1"));
+  NT_ASSERT(env_has(h, "RANK=3"));
+  NT_ASSERT(!env_has_name(h, "NCCL_IB_AUTH_TOKEN"));
+  NT_ASSERT(!env_has_name(h, "NCCLTRACE_SECRET"));
+  NT_ASSERT(!env_has_name(h, "nccl_password_x"));
+  NT_ASSERT(!env_has_name(h, "HOME_TEST_VAR"));
+  NT_ASSERT(!env_has_name(h, "PATH"));
+  NT_ASSERT(memmem(h->env, h->env_len, "s3cret", 6) == NULL);
+  NT_ASSERT(memmem(h->env, h->env_len, "hunter2", 7) == NULL);
+  NT_ASSERT(h->env_len <= NTR_ENV_BYTES);
+  NT_ASSERT(!env_has_name(h, "NCCL_HUGE"));
+  NT_ASSERT(!env_has_name(h, "NCCL_IB_PASS"));
+  NT_ASSERT(!env_has_name(h, "CUDA_PWD"));
+  NT_ASSERT(!env_has_name(h, "NCCL_MY_APP_SETTING"));
+  NT_ASSERT(env_has(h, "NCCL_IB_PKEY=***"));
+  NT_ASSERT(memmem(h->env, h->env_len, "-v", 2) == NULL); /* none of the values above */
+  NT_ASSERT_EQ(h->env[h->env_len - 1], '\0');
   {
     char small[16]; /* "RANK=3\0" fits, "NCCL_DEBUG=INFO\0" (16) fits, nothing cut */
     uint32_t n = ntr_env_capture(small, sizeof small);
-    CHECK(n <= sizeof small);
+    NT_ASSERT(n <= sizeof small);
     for (uint32_t off = 0; off < n;) {
       const char *e = small + off;
       size_t l = strnlen(e, n - off);
-      CHECK(l < n - off);           /* NUL-terminated inside the buffer */
-      CHECK(strchr(e, '=') != NULL); /* a whole NAME=VALUE */
+      NT_ASSERT(l < n - off);           /* NUL-terminated inside the buffer */
+      NT_ASSERT(strchr(e, '=') != NULL); /* a whole NAME=VALUE */
       char name[16];
       size_t nl = (size_t)(strchr(e, '=') - e);
       memcpy(name, e, nl);
       name[nl] = '\0';
-      CHECK(getenv(name) != NULL);
+      NT_ASSERT(getenv(name) != NULL);
       off += (uint32_t)l + 1;
     }
   }
-  CHECK_EQ(ntr_env_is_secret("NCCL_IB_Pkey"), 1);
-  CHECK_EQ(ntr_env_is_secret("my_Credentials"), 1);
-  CHECK_EQ(ntr_env_is_secret("OAuth"), 1);
-  CHECK_EQ(ntr_env_is_secret("NCCL_SOCKET_IFNAME"), 0);
-  CHECK_EQ(ntr_env_is_secret("NCCL_PASSPHRASE"), 1);
-  CHECK_EQ(ntr_env_is_secret("cuda_pwd"), 1);
-  CHECK_EQ(ntr_env_is_secret("NCCL_CREDS"), 1);
+  NT_ASSERT_EQ(ntr_env_is_secret("NCCL_IB_Pkey"), 1);
+  NT_ASSERT_EQ(ntr_env_is_secret("my_Credentials"), 1);
+  NT_ASSERT_EQ(ntr_env_is_secret("OAuth"), 1);
+  NT_ASSERT_EQ(ntr_env_is_secret("NCCL_SOCKET_IFNAME"), 0);
+  NT_ASSERT_EQ(ntr_env_is_secret("NCCL_PASSPHRASE"), 1);
+  NT_ASSERT_EQ(ntr_env_is_secret("cuda_pwd"), 1);
+  NT_ASSERT_EQ(ntr_env_is_secret("NCCL_CREDS"), 1);
 
   ntr_ring_close(&ring, 1);
   t_rmtree(base);

@@ -9,11 +9,11 @@ int main(void) {
   T_BASIC_OPEN(&ring, base, dir, "j2", 256);
 
   struct ntr_ring_config cfg2 = {.dir = dir, .job_id = "j2", .slots = 64};
-  CHECK_EQ(ntr_ring_open(&r2, &cfg2), 0);
-  CHECK(strstr(r2.path, "~1.ring") != NULL);
+  NT_ASSERT_EQ(ntr_ring_open(&r2, &cfg2), 0);
+  NT_ASSERT(strstr(r2.path, "~1.ring") != NULL);
   ntr_ring_close(&r2, 1);
-  CHECK(access(r2.path, F_OK) != 0);
-  CHECK_EQ(access(ring.path, F_OK), 0);
+  NT_ASSERT(access(r2.path, F_OK) != 0);
+  NT_ASSERT_EQ(access(ring.path, F_OK), 0);
 
   ntr_ring_close(&ring, 1);
   t_rmtree(base);

@@ -11,18 +11,18 @@ int main(void) {
   t_host_in_name(hs, sizeof hs);
 
   snprintf(path, sizeof path, "%s/nccltrace-job_1_x-%s-%d.ring", dir, hs, (int)getpid());
-  CHECK(!strcmp(ring.path, path));
+  NT_ASSERT(!strcmp(ring.path, path));
 
   struct stat st;
-  CHECK_EQ(lstat(path, &st), 0);
-  CHECK(S_ISREG(st.st_mode));
-  CHECK_EQ(st.st_mode & 0777, 0600);
-  CHECK_EQ((long long)st.st_size, (long long)ring.hdr->file_size);
-  CHECK_EQ(lstat(dir, &st), 0);
-  CHECK_EQ(st.st_mode & 0777, 0700);
+  NT_ASSERT_EQ(lstat(path, &st), 0);
+  NT_ASSERT(S_ISREG(st.st_mode));
+  NT_ASSERT_EQ(st.st_mode & 0777, 0600);
+  NT_ASSERT_EQ((long long)st.st_size, (long long)ring.hdr->file_size);
+  NT_ASSERT_EQ(lstat(dir, &st), 0);
+  NT_ASSERT_EQ(st.st_mode & 0777, 0700);
 
   ntr_ring_close(&ring, 1);
-  CHECK(access(ring.path, F_OK) != 0);
+  NT_ASSERT(access(ring.path, F_OK) != 0);
   t_rmtree(base);
   printf("ok\n");
   return 0;

@@ -13,28 +13,28 @@ int main(void) {
   /* not a directory */
   snprintf(path, sizeof path, "%s/file", base);
   FILE *f = fopen(path, "w");
-  CHECK(f != NULL);
+  NT_ASSERT(f != NULL);
   fclose(f);
   struct ntr_ring_config cfg4 = {.dir = path, .job_id = "x", .slots = 64};
-  CHECK(ntr_ring_open(&r2, &cfg4) < 0);
+  NT_ASSERT(ntr_ring_open(&r2, &cfg4) < 0);
   /* not owned by us (only testable as root: chown to nobody) */
   if (geteuid() == 0) {
     char other[256];
     snprintf(other, sizeof other, "%s/other", base);
-    CHECK_EQ(mkdir(other, 0700), 0);
-    CHECK_EQ(chown(other, 65534, 65534), 0);
+    NT_ASSERT_EQ(mkdir(other, 0700), 0);
+    NT_ASSERT_EQ(chown(other, 65534, 65534), 0);
     cfg4.dir = other;
-    CHECK_EQ(ntr_ring_open(&r2, &cfg4), -EPERM);
+    NT_ASSERT_EQ(ntr_ring_open(&r2, &cfg4), -EPERM);
   }
   /* bad slot counts */
   cfg4.dir = dir;
   cfg4.slots = 100;
-  CHECK_EQ(ntr_ring_open(&r2, &cfg4), -EINVAL);
+  NT_ASSERT_EQ(ntr_ring_open(&r2, &cfg4), -EINVAL);
   cfg4.slots = 32;
-  CHECK_EQ(ntr_ring_open(&r2, &cfg4), -EINVAL);
+  NT_ASSERT_EQ(ntr_ring_open(&r2, &cfg4), -EINVAL);
 
   ntr_ring_close(&ring, 1);
-  CHECK(access(ring.path, F_OK) != 0);
+  NT_ASSERT(access(ring.path, F_OK) != 0);
   t_rmtree(base);
   printf("ok\n");
   return 0;
