@@ -47,6 +47,9 @@ for s in sorted(n):
 '
 measure() {
   local config=$1 dir=$2 list
+  # Reconfigure first when a meson.build changed (builds nothing else):
+  # introspection reads what the last configure wrote.
+  ninja -C "$dir" build.ninja >/dev/null || { echo "suite-counts: reconfiguring $dir failed" >&2; return 2; }
   # shellcheck disable=SC2046
   list=$(meson test -C "$dir" --no-rebuild --list $(config_test "$config") 2>/dev/null) ||
     { echo "suite-counts: meson test -C $dir --list failed" >&2; return 2; }
