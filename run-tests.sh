@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # run-tests.sh -- install build dependencies if missing, build, run the whole
-# test suite, print "N passed, N failed" last.
+# test suite, print "N passed, N failed" last.  Before a configuration's
+# tests run, the number of tests in each of its suites is checked against
+# tests/suite-counts (scripts/suite-counts.sh): each suite that differs is
+# one failure, so a test that stops being declared fails the run.
 #   ./run-tests.sh              default build + full suite
 #   ./run-tests.sh --sanitizers also the fast suite under ASan+UBSan and TSan
 # With CI set: the sanitizers, and a release build (build only).
 # Exit status: 0 when everything passed.
 set -u
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 . ./scripts/deps.sh
 ntr_install_deps || exit 1
 
@@ -15,14 +18,22 @@ sanitizers=0
 [ -n "${CI:-}" ] && sanitizers=1
 
 passed=0; failed=0
-run_suite() { # builddir, meson setup args..., then -- meson test args
-  local dir=$1; shift
+run_suite() { # config (of tests/suite-counts), builddir, meson setup args..., then -- meson test args
+  local config=$1 dir=$2; shift 2
   local setup=() testargs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do setup+=("$1"); shift; done
   [ "${1:-}" = "--" ] && shift
   testargs=("$@")
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "${setup[@]}" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; failed=$((failed+1)); return; }
+  fi
+  local counts rc
+  counts=$(scripts/suite-counts.sh "$config" "$dir" 2>&1); rc=$?
+  echo "$counts"
+  if [ $rc = 1 ]; then
+    failed=$((failed + $(grep -c '^suite-counts: FAIL' <<<"$counts")))
+  elif [ $rc != 0 ]; then
+    failed=$((failed+1))
   fi
   if ! ninja -C "$dir" >"$dir.build.log" 2>&1; then
     tail -50 "$dir.build.log"; echo "BUILD FAILED: $dir"; failed=$((failed+1)); return
@@ -55,11 +66,12 @@ build_only() { # builddir, meson setup args...
 }
 
 mkdir -p build
-run_suite build --
+run_suite default build --
 [ -n "${CI:-}" ] && build_only build-release --buildtype=release
 if [ $sanitizers = 1 ]; then
-  run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false -- --suite sanitize
-  CC=clang run_suite build-tsan -Db_sanitize=thread -Db_lundef=false -- --suite tsan
+  # The same options and suites as scripts/suite-counts.sh's configurations.
+  run_suite sanitize build-asan -Db_sanitize=address,undefined -Db_lundef=false -- --suite sanitize
+  CC=clang run_suite tsan build-tsan -Db_sanitize=thread -Db_lundef=false -- --suite tsan
 fi
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

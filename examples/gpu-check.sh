@@ -25,12 +25,20 @@
 #   examples/gpu-check.sh --emulator BUILDDIR       the same checks on the CPU
 #       emulator of an existing build, as if it had NCCLEMU_DEVICES (default 2)
 #       GPUs: how the test suite keeps this script honest without a GPU
+#   examples/gpu-check.sh --build BUILDDIR          the checks on the GPUs with
+#       an existing build (meson test --suite gpu runs this)
 # Exit: 0 no FAIL, 1 a FAIL, 77 no GPU (or no real libnccl.so.2).
 set -eu
 cd "$(dirname "$0")/.."
 src=$PWD
 cuda=${CUDA_HOME:-/usr/local/cuda}
 emu=""
+prebuilt=""
+if [ "${1:-}" = "--build" ]; then
+  if [ $# != 2 ] || [ ! -f "$2/build.ninja" ]; then echo "usage: $0 --build BUILDDIR" >&2; exit 2; fi
+  prebuilt=$(cd "$2" && pwd)
+  shift 2
+fi
 if [ "${1:-}" = "--emulator" ]; then
   if [ $# != 2 ] || [ ! -d "$2/tests/emu" ]; then echo "usage: $0 --emulator BUILDDIR" >&2; exit 2; fi
   b=$(cd "$2" && pwd)
@@ -59,7 +67,9 @@ else
   echo "== $ngpu GPU(s); real NCCL in $nccl_dir"
 fi
 
-if [ -z "$emu" ]; then
+if [ -n "$prebuilt" ]; then
+  b=$prebuilt
+elif [ -z "$emu" ]; then
   # shellcheck source=scripts/deps.sh
   . ./scripts/deps.sh
   ntr_install_deps

@@ -8,10 +8,12 @@
  * Before including it a program may define EMU_RANK_TAG (the prefix of
  * failure messages, "rank" by default) and EMU_RANK_NCCL_OK(r) (the
  * ncclResult_t values NCCL(...) accepts, ncclSuccess by default).
+ * Assertions are tests/nt_test.h's (NT_DIE and the fatal ones: the rank
+ * exits 1); a report starts with EMU_RANK_TAG and g_rank.
  *
  * Thread-safety: g_rank is set by main before any thread starts; the
  * functions are reentrant.  Signal-safety: say() and sleep_ms() only make
- * system calls and are async-signal-safe; FAIL and share_id are not.
+ * system calls and are async-signal-safe; the assertions and share_id are not.
  */
 #ifndef EMU_RANK_H
 #define EMU_RANK_H
@@ -34,24 +36,20 @@
 
 static int g_rank = -1; /* for messages; set by main */
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, EMU_RANK_TAG " %d FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    exit(1);                                                                   \
-  } while (0)
+#define NT_WHO(buf, cap) snprintf(buf, cap, EMU_RANK_TAG " %d ", g_rank)
+#include "nt_test.h"
+
 #define NCCL(call)                                                             \
   do {                                                                         \
     ncclResult_t r_ = (call);                                                  \
     if (!EMU_RANK_NCCL_OK(r_))                                                 \
-      FAIL("%s -> %d", #call, (int)r_);                                        \
+      NT_DIE("%s -> %d", #call, (int)r_);                                        \
   } while (0)
 #define CUDA(call)                                                             \
   do {                                                                         \
     cudaError_t e_ = (call);                                                   \
     if (e_ != cudaSuccess)                                                     \
-      FAIL("%s -> %d", #call, (int)e_);                                        \
+      NT_DIE("%s -> %d", #call, (int)e_);                                        \
   } while (0)
 
 static inline void say(const char *s) {
@@ -77,7 +75,7 @@ static inline ncclUniqueId share_id(const char *dir, const char *name, int rank,
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0)
-      FAIL("cannot publish %s", path);
+      NT_DIE("cannot publish %s", path);
     return id;
   }
   for (int i = 0; i < wait_s * 100; i++) {
@@ -90,7 +88,7 @@ static inline ncclUniqueId share_id(const char *dir, const char *name, int rank,
     }
     sleep_ms(10);
   }
-  FAIL("no unique id at %s", path);
+  NT_DIE("no unique id at %s", path);
 }
 
 #endif /* EMU_RANK_H */

@@ -4,7 +4,8 @@
  * before any CUDA/NCCL call (children must not inherit worker threads).
  * Signal-safety: none.
  *
- * Exit codes: 0 pass, 1 fail, 77 skip. */
+ * Exit codes: 0 pass, 1 fail, 77 skip; assertions are tests/nt_test.h's
+ * (NT_RET_CHECK and NT_RET_FAIL: a rank function returns 1). */
 #ifndef EMU_TEST_H
 #define EMU_TEST_H
 
@@ -21,32 +22,29 @@
 #include <time.h>
 #include <unistd.h>
 
-#define T_FAIL(...)                                                            \
-  do {                                                                         \
-    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                       \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    return 1;                                                                  \
-  } while (0)
+#include "../nt_test.h"
 
-#define T_CHECK(cond, ...)                                                     \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      T_FAIL(__VA_ARGS__);                                                     \
-  } while (0)
-
+/* The NCCL call returns ncclSuccess (T_NCCL), or want (T_NCCL_IS); the
+ * CUDA call cudaSuccess (T_CUDA).  Else NT_RET_FAIL. */
 #define T_NCCL(call)                                                           \
   do {                                                                         \
     ncclResult_t r_ = (call);                                                  \
     if (r_ != ncclSuccess)                                                     \
-      T_FAIL("%s -> %d (%s)", #call, (int)r_, ncclGetErrorString(r_));         \
+      NT_RET_FAIL("%s -> %d (%s)", #call, (int)r_, ncclGetErrorString(r_));         \
   } while (0)
 
 #define T_CUDA(call)                                                           \
   do {                                                                         \
     cudaError_t e_ = (call);                                                   \
     if (e_ != cudaSuccess)                                                     \
-      T_FAIL("%s -> %d (%s)", #call, (int)e_, cudaGetErrorString(e_));         \
+      NT_RET_FAIL("%s -> %d (%s)", #call, (int)e_, cudaGetErrorString(e_));         \
+  } while (0)
+
+#define T_NCCL_IS(call, want)                                                  \
+  do {                                                                         \
+    ncclResult_t r_ = (call);                                                  \
+    if (r_ != (want))                                                          \
+      NT_RET_FAIL("%s returned %d (%s), want %d", #call, (int)r_, ncclGetErrorString(r_), (int)(want)); \
   } while (0)
 
 static inline double t_now(void)

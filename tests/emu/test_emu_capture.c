@@ -84,8 +84,8 @@ static int case_tl_prober(void)
   if (capture_with_prober(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, &p, &end, &g))
     return 1;
   for (int i = 0; i < 4; i++)
-    T_CHECK(p.rc[i] == cudaSuccess, "thread-local prober call %d got %d (%s)", i, p.rc[i], cudaGetErrorName(p.rc[i]));
-  T_CHECK(end == cudaSuccess && g, "end capture after a thread-local prober: %s", cudaGetErrorName(end));
+    NT_RET_CHECK(p.rc[i] == cudaSuccess, "thread-local prober call %d got %d (%s)", i, p.rc[i], cudaGetErrorName(p.rc[i]));
+  NT_RET_CHECK(end == cudaSuccess && g, "end capture after a thread-local prober: %s", cudaGetErrorName(end));
   T_CUDA(cudaGraphDestroy(g));
   return 0;
 }
@@ -98,15 +98,15 @@ static int case_global_prober(void)
   if (capture_with_prober(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeGlobal, &p, &end, &g))
     return 1;
   for (int i = 0; i < 4; i++)
-    T_CHECK(p.rc[i] == cudaErrorStreamCaptureUnsupported, "global prober call %d got %s, want "
+    NT_RET_CHECK(p.rc[i] == cudaErrorStreamCaptureUnsupported, "global prober call %d got %s, want "
             "cudaErrorStreamCaptureUnsupported", i, cudaGetErrorName(p.rc[i]));
-  T_CHECK(end == cudaErrorStreamCaptureInvalidated && g == NULL, "end capture after a global prober: %s",
+  NT_RET_CHECK(end == cudaErrorStreamCaptureInvalidated && g == NULL, "end capture after a global prober: %s",
           cudaGetErrorName(end));
   /* Once the capture ended, the same calls succeed again. */
   p.mode = cudaStreamCaptureModeGlobal;
   run_prober(&p);
   for (int i = 0; i < 4; i++)
-    T_CHECK(p.rc[i] == cudaSuccess, "after the capture, call %d got %s", i, cudaGetErrorName(p.rc[i]));
+    NT_RET_CHECK(p.rc[i] == cudaSuccess, "after the capture, call %d got %s", i, cudaGetErrorName(p.rc[i]));
   /* Only captures begun in global mode restrict other threads. */
   enum cudaStreamCaptureMode begun[2] = { cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed };
   for (int k = 0; k < 2; k++) {
@@ -114,9 +114,9 @@ static int case_global_prober(void)
     if (capture_with_prober(begun[k], cudaStreamCaptureModeGlobal, &p, &end, &g))
       return 1;
     for (int i = 0; i < 4; i++)
-      T_CHECK(p.rc[i] == cudaSuccess, "global prober vs a capture begun in mode %d: call %d got %s", (int)begun[k],
+      NT_RET_CHECK(p.rc[i] == cudaSuccess, "global prober vs a capture begun in mode %d: call %d got %s", (int)begun[k],
               i, cudaGetErrorName(p.rc[i]));
-    T_CHECK(end == cudaSuccess && g, "capture begun in mode %d: end %s", (int)begun[k], cudaGetErrorName(end));
+    NT_RET_CHECK(end == cudaSuccess && g, "capture begun in mode %d: end %s", (int)begun[k], cudaGetErrorName(end));
     T_CUDA(cudaGraphDestroy(g));
   }
   return 0;
@@ -170,11 +170,11 @@ static int case_own(void)
       cudaError_t e = unsafe_call(k);
       cudaGraph_t g = (cudaGraph_t)1;
       cudaError_t end = cudaStreamEndCapture(cap_s, &g);
-      T_CHECK(e == cudaErrorStreamCaptureUnsupported, "mode %d: %s during own capture got %s", mi, unsafe_names[k],
+      NT_RET_CHECK(e == cudaErrorStreamCaptureUnsupported, "mode %d: %s during own capture got %s", mi, unsafe_names[k],
               cudaGetErrorName(e));
-      T_CHECK(end == cudaErrorStreamCaptureInvalidated && !g, "mode %d: %s did not invalidate (%s)", mi,
+      NT_RET_CHECK(end == cudaErrorStreamCaptureInvalidated && !g, "mode %d: %s did not invalidate (%s)", mi,
               unsafe_names[k], cudaGetErrorName(end));
-      T_CHECK(unsafe_call(k) == cudaSuccess, "%s after the capture", unsafe_names[k]);
+      NT_RET_CHECK(unsafe_call(k) == cudaSuccess, "%s after the capture", unsafe_names[k]);
     }
     T_CUDA(cudaThreadExchangeStreamCaptureMode(&m));   /* restore */
   }
@@ -187,7 +187,7 @@ static int case_own(void)
       cudaError_t e = k ? cudaStreamQuery(cap_s) : cudaStreamSynchronize(cap_s);
       cudaGraph_t g;
       cudaError_t end = cudaStreamEndCapture(cap_s, &g);
-      T_CHECK(e == cudaErrorStreamCaptureUnsupported && end == cudaErrorStreamCaptureInvalidated,
+      NT_RET_CHECK(e == cudaErrorStreamCaptureUnsupported && end == cudaErrorStreamCaptureInvalidated,
               "mode %d: %s on the capturing stream: %s, end %s", mode, k ? "query" : "sync", cudaGetErrorName(e),
               cudaGetErrorName(end));
     }
@@ -204,8 +204,8 @@ static int case_relaxed(void)
   if (capture_with_prober(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeRelaxed, &p, &end, &g))
     return 1;
   for (int i = 0; i < 4; i++)
-    T_CHECK(p.rc[i] == cudaSuccess, "relaxed prober call %d got %s", i, cudaGetErrorName(p.rc[i]));
-  T_CHECK(end == cudaSuccess && g, "end capture after a relaxed prober: %s", cudaGetErrorName(end));
+    NT_RET_CHECK(p.rc[i] == cudaSuccess, "relaxed prober call %d got %s", i, cudaGetErrorName(p.rc[i]));
+  NT_RET_CHECK(end == cudaSuccess && g, "end capture after a relaxed prober: %s", cudaGetErrorName(end));
   T_CUDA(cudaGraphDestroy(g));
   /* Relaxed in the capturing thread itself: still not prohibited.  The
    * capture is on a non-blocking stream: a blocking one would make the
@@ -213,24 +213,24 @@ static int case_relaxed(void)
    * cudaStreamIsCapturing's note), which is another rule. */
   enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
   T_CUDA(cudaThreadExchangeStreamCaptureMode(&m));
-  T_CHECK(m == cudaStreamCaptureModeGlobal, "the default mode is global (got %d)", (int)m);
+  NT_RET_CHECK(m == cudaStreamCaptureModeGlobal, "the default mode is global (got %d)", (int)m);
   T_CUDA(cudaStreamBeginCapture(nb_s, cudaStreamCaptureModeGlobal));
   for (int k = 0; k < NUNSAFE; k++) {
     cudaError_t e = unsafe_call(k);
-    T_CHECK(e == cudaSuccess, "relaxed thread, own capture: %s got %s", unsafe_names[k], cudaGetErrorName(e));
+    NT_RET_CHECK(e == cudaSuccess, "relaxed thread, own capture: %s got %s", unsafe_names[k], cudaGetErrorName(e));
   }
   T_CUDA(cudaStreamEndCapture(nb_s, &g));
-  T_CHECK(g, "no graph");
+  NT_RET_CHECK(g, "no graph");
   T_CUDA(cudaGraphDestroy(g));
   /* The same with a blocking capturing stream: the legacy stream's
    * synchronous copy conflicts (cudaErrorStreamCaptureImplicit) and
    * invalidates it. */
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
-  T_CHECK(unsafe_call(7) == cudaErrorStreamCaptureImplicit, "cudaMemcpy vs a blocking capture");
-  T_CHECK(cudaStreamEndCapture(cap_s, &g) == cudaErrorStreamCaptureInvalidated, "implicit use did not invalidate");
+  NT_RET_CHECK(unsafe_call(7) == cudaErrorStreamCaptureImplicit, "cudaMemcpy vs a blocking capture");
+  NT_RET_CHECK(cudaStreamEndCapture(cap_s, &g) == cudaErrorStreamCaptureInvalidated, "implicit use did not invalidate");
   T_CUDA(cudaThreadExchangeStreamCaptureMode(&m));
   m = (enum cudaStreamCaptureMode)7;
-  T_CHECK(cudaThreadExchangeStreamCaptureMode(&m) == cudaErrorInvalidValue, "mode 7 accepted");
+  NT_RET_CHECK(cudaThreadExchangeStreamCaptureMode(&m) == cudaErrorInvalidValue, "mode 7 accepted");
   return 0;
 }
 
@@ -266,21 +266,21 @@ static int case_event(void)
     pthread_t t;
     pthread_create(&t, NULL, event_prober, &e);
     pthread_join(t, NULL);
-    T_CHECK(e.q == cudaErrorCapturedEvent && e.s == cudaErrorCapturedEvent,
+    NT_RET_CHECK(e.q == cudaErrorCapturedEvent && e.s == cudaErrorCapturedEvent,
             "mode %d: query/sync of a captured event: %s / %s", mode, cudaGetErrorName(e.q), cudaGetErrorName(e.s));
   }
   cudaGraph_t g;
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
   /* After the capture: still last recorded inside it. */
-  T_CHECK(cudaEventQuery(ev) == cudaErrorCapturedEvent, "captured event after end capture");
-  T_CHECK(cuEventQuery((CUevent)ev) == CUDA_ERROR_CAPTURED_EVENT, "driver: captured event after end capture");
+  NT_RET_CHECK(cudaEventQuery(ev) == cudaErrorCapturedEvent, "captured event after end capture");
+  NT_RET_CHECK(cuEventQuery((CUevent)ev) == CUDA_ERROR_CAPTURED_EVENT, "driver: captured event after end capture");
   cudaGraphExec_t x;
   T_CUDA(cudaGraphInstantiate(&x, g, 0));
   T_CUDA(cudaGraphLaunch(x, other_s));
   T_CUDA(cudaStreamSynchronize(other_s));
   /* The launch recorded it on other_s: a normal event again. */
   T_CUDA(cudaEventQuery(ev));
-  T_CHECK(buf[0] == 2 && buf[N - 1] == 2, "memset node did not run");
+  NT_RET_CHECK(buf[0] == 2 && buf[N - 1] == 2, "memset node did not run");
   T_CUDA(cudaGraphExecDestroy(x));
   T_CUDA(cudaGraphDestroy(g));
   T_CUDA(cudaEventDestroy(ev));
@@ -306,10 +306,10 @@ static int case_replay(void)
   T_CUDA(cudaMemsetAsync(big, 0xff, N * sizeof(int), cap_s));
   T_CUDA(cudaMemcpyAsync(dst, src, N * sizeof(int), cudaMemcpyDeviceToDevice, cap_s));
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
-  T_CHECK(dst[0] == 0 && big[0] == 0, "captured work ran at capture time");
+  NT_RET_CHECK(dst[0] == 0 && big[0] == 0, "captured work ran at capture time");
   size_t nn = 0;
   T_CUDA(cudaGraphGetNodes(g, NULL, &nn));
-  T_CHECK(nn == 2, "graph has %zu nodes, want 2", nn);
+  NT_RET_CHECK(nn == 2, "graph has %zu nodes, want 2", nn);
   cudaGraphExec_t x;
   T_CUDA(cudaGraphInstantiateWithFlags(&x, g, 0));
   T_CUDA(cudaGraphDestroy(g));   /* the exec keeps its own copy */
@@ -319,8 +319,8 @@ static int case_replay(void)
     T_CUDA(cudaMemcpy(src, host, sizeof host, cudaMemcpyHostToDevice));
     T_CUDA(cudaGraphLaunch(x, other_s));
     T_CUDA(cudaStreamSynchronize(other_s));
-    T_CHECK(dst[7] == 100 * r + 7 && dst[N - 1] == 100 * r + N - 1, "replay %d: dst[7] = %d", r, dst[7]);
-    T_CHECK(big[0] == -1, "replay %d: memset did not run", r);
+    NT_RET_CHECK(dst[7] == 100 * r + 7 && dst[N - 1] == 100 * r + N - 1, "replay %d: dst[7] = %d", r, dst[7]);
+    NT_RET_CHECK(big[0] == -1, "replay %d: memset did not run", r);
   }
   /* Exec update: same shape (memset, memcpy) with new operands succeeds. */
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
@@ -329,18 +329,18 @@ static int case_replay(void)
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
   cudaGraphExecUpdateResultInfo info;
   T_CUDA(cudaGraphExecUpdate(x, g, &info));
-  T_CHECK(info.result == cudaGraphExecUpdateSuccess, "update result %d", (int)info.result);
+  NT_RET_CHECK(info.result == cudaGraphExecUpdateSuccess, "update result %d", (int)info.result);
   T_CUDA(cudaMemset(dst, 0x11, N * sizeof(int)));
   T_CUDA(cudaDeviceSynchronize());   /* cudaMemset is asynchronous, other_s does not wait for it */
   T_CUDA(cudaGraphLaunch(x, other_s));
   T_CUDA(cudaStreamSynchronize(other_s));
-  T_CHECK(src[0] == 0x11111111 && big[0] == 0, "the updated exec runs the new operands");
+  NT_RET_CHECK(src[0] == 0x11111111 && big[0] == 0, "the updated exec runs the new operands");
   T_CUDA(cudaGraphDestroy(g));
   /* A different node count: topology changed. */
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
   T_CUDA(cudaMemsetAsync(big, 0, N * sizeof(int), cap_s));
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
-  T_CHECK(cudaGraphExecUpdate(x, g, &info) == cudaErrorGraphExecUpdateFailure &&
+  NT_RET_CHECK(cudaGraphExecUpdate(x, g, &info) == cudaErrorGraphExecUpdateFailure &&
           info.result == cudaGraphExecUpdateErrorTopologyChanged && !info.errorNode, "topology change: result %d",
           (int)info.result);
   T_CUDA(cudaGraphDestroy(g));
@@ -349,7 +349,7 @@ static int case_replay(void)
   T_CUDA(cudaMemcpyAsync(big, src, N * sizeof(int), cudaMemcpyDeviceToDevice, cap_s));
   T_CUDA(cudaMemcpyAsync(src, dst, N * sizeof(int), cudaMemcpyDeviceToDevice, cap_s));
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
-  T_CHECK(cudaGraphExecUpdate(x, g, &info) == cudaErrorGraphExecUpdateFailure &&
+  NT_RET_CHECK(cudaGraphExecUpdate(x, g, &info) == cudaErrorGraphExecUpdateFailure &&
           info.result == cudaGraphExecUpdateErrorNodeTypeChanged && info.errorNode, "type change: result %d",
           (int)info.result);
   T_CUDA(cudaGraphDestroy(g));
@@ -359,11 +359,11 @@ static int case_replay(void)
   T_CUDA(cudaGraphLaunch(x, cap_s));
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
   T_CUDA(cudaGraphGetNodes(g, NULL, &nn));
-  T_CHECK(nn == 2, "child graphs: %zu nodes", nn);
+  NT_RET_CHECK(nn == 2, "child graphs: %zu nodes", nn);
   cudaGraphNode_t nodes[3];
   nn = 3;
   T_CUDA(cudaGraphGetNodes(g, nodes, &nn));
-  T_CHECK(nn == 2 && nodes[2] == NULL, "cudaGraphGetNodes with room for 3: %zu", nn);
+  NT_RET_CHECK(nn == 2 && nodes[2] == NULL, "cudaGraphGetNodes with room for 3: %zu", nn);
   cudaGraphExec_t x2;
   T_CUDA(cudaGraphInstantiate(&x2, g, 0));
   T_CUDA(cudaMemset(src, 0, N * sizeof(int)));
@@ -371,7 +371,7 @@ static int case_replay(void)
   T_CUDA(cudaDeviceSynchronize());
   T_CUDA(cudaGraphLaunch(x2, other_s));
   T_CUDA(cudaStreamSynchronize(other_s));
-  T_CHECK(src[0] == 0x22222222, "child graph did not run");
+  NT_RET_CHECK(src[0] == 0x22222222, "child graph did not run");
   T_CUDA(cudaGraphExecDestroy(x2));
   T_CUDA(cudaGraphDestroy(g));
   T_CUDA(cudaGraphExecDestroy(x));
@@ -398,47 +398,47 @@ static int case_api(void)
 {
   cudaGraph_t g;
   enum cudaStreamCaptureStatus st;
-  T_CHECK(cudaStreamBeginCapture(NULL, cudaStreamCaptureModeGlobal) == cudaErrorInvalidValue,
+  NT_RET_CHECK(cudaStreamBeginCapture(NULL, cudaStreamCaptureModeGlobal) == cudaErrorInvalidValue,
           "capture on the legacy stream was accepted");
-  T_CHECK(cudaStreamEndCapture(cap_s, &g) == cudaErrorIllegalState, "end capture without a capture");
+  NT_RET_CHECK(cudaStreamEndCapture(cap_s, &g) == cudaErrorIllegalState, "end capture without a capture");
   T_CUDA(cudaStreamIsCapturing(cap_s, &st));
-  T_CHECK(st == cudaStreamCaptureStatusNone, "status %d before capture", (int)st);
+  NT_RET_CHECK(st == cudaStreamCaptureStatusNone, "status %d before capture", (int)st);
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
-  T_CHECK(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal) != cudaSuccess, "a second begin was accepted");
+  NT_RET_CHECK(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal) != cudaSuccess, "a second begin was accepted");
   T_CUDA(cudaStreamIsCapturing(cap_s, &st));
-  T_CHECK(st == cudaStreamCaptureStatusActive, "status %d while capturing", (int)st);
+  NT_RET_CHECK(st == cudaStreamCaptureStatusActive, "status %d while capturing", (int)st);
   /* The legacy stream while a blocking stream captures (cap_s is blocking). */
-  T_CHECK(cudaStreamIsCapturing(NULL, &st) == cudaErrorStreamCaptureImplicit, "legacy stream status");
+  NT_RET_CHECK(cudaStreamIsCapturing(NULL, &st) == cudaErrorStreamCaptureImplicit, "legacy stream status");
   unsigned long long id1 = 0, id2 = 0;
   cudaGraph_t cg = NULL;
   size_t nd = 9;
   const cudaGraphNode_t *deps;
   T_CUDA(cudaStreamGetCaptureInfo(cap_s, &st, &id1, &cg, &deps, NULL, &nd));
-  T_CHECK(id1 != 0 && cg && nd == 0, "capture info: id %llu graph %p deps %zu", id1, (void *)cg, nd);
+  NT_RET_CHECK(id1 != 0 && cg && nd == 0, "capture info: id %llu graph %p deps %zu", id1, (void *)cg, nd);
   /* A non-relaxed capture ends on its own thread. */
   struct ender e;
   pthread_t t;
   pthread_create(&t, NULL, end_other_thread, &e);
   pthread_join(t, NULL);
-  T_CHECK(e.rc == cudaErrorStreamCaptureWrongThread, "end from another thread: %s", cudaGetErrorName(e.rc));
+  NT_RET_CHECK(e.rc == cudaErrorStreamCaptureWrongThread, "end from another thread: %s", cudaGetErrorName(e.rc));
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
   T_CUDA(cudaGraphDestroy(g));
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
   T_CUDA(cudaStreamGetCaptureInfo(cap_s, &st, &id2, NULL, NULL, NULL, NULL));
-  T_CHECK(id2 != id1, "capture ids repeat");
+  NT_RET_CHECK(id2 != id1, "capture ids repeat");
   T_CUDA(cudaStreamEndCapture(cap_s, &g));
   T_CUDA(cudaGraphDestroy(g));
   /* A relaxed capture may end on another thread. */
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeRelaxed));
   pthread_create(&t, NULL, end_other_thread, &e);
   pthread_join(t, NULL);
-  T_CHECK(e.rc == cudaSuccess, "relaxed capture ended elsewhere: %s", cudaGetErrorName(e.rc));
+  NT_RET_CHECK(e.rc == cudaSuccess, "relaxed capture ended elsewhere: %s", cudaGetErrorName(e.rc));
   /* Waiting inside a capture on an event recorded outside it crosses the
    * boundary: isolation error, the capture is invalidated. */
   T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
   cudaError_t we = cudaStreamWaitEvent(cap_s, done_ev, 0);
-  T_CHECK(we == cudaErrorStreamCaptureIsolation, "external wait: %s", cudaGetErrorName(we));
-  T_CHECK(cudaStreamEndCapture(cap_s, &g) == cudaErrorStreamCaptureInvalidated, "external wait did not invalidate");
+  NT_RET_CHECK(we == cudaErrorStreamCaptureIsolation, "external wait: %s", cudaGetErrorName(we));
+  NT_RET_CHECK(cudaStreamEndCapture(cap_s, &g) == cudaErrorStreamCaptureInvalidated, "external wait did not invalidate");
   return 0;
 }
 
@@ -446,35 +446,35 @@ static int case_driver(void)
 {
   CUstream s = (CUstream)cap_s, o = (CUstream)other_s;
   CUdeviceptr a, b;
-  T_CHECK(cuMemAlloc(&a, N) == CUDA_SUCCESS && cuMemAlloc(&b, N) == CUDA_SUCCESS, "cuMemAlloc");
-  T_CHECK(cuMemsetD8(a, 3, N) == CUDA_SUCCESS && cuMemsetD8(b, 0, N) == CUDA_SUCCESS, "cuMemsetD8");
+  NT_RET_CHECK(cuMemAlloc(&a, N) == CUDA_SUCCESS && cuMemAlloc(&b, N) == CUDA_SUCCESS, "cuMemAlloc");
+  NT_RET_CHECK(cuMemsetD8(a, 3, N) == CUDA_SUCCESS && cuMemsetD8(b, 0, N) == CUDA_SUCCESS, "cuMemsetD8");
   CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
-  T_CHECK(cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS && m == CU_STREAM_CAPTURE_MODE_GLOBAL, "exchange");
-  T_CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "cuStreamBeginCapture_v2");
+  NT_RET_CHECK(cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS && m == CU_STREAM_CAPTURE_MODE_GLOBAL, "exchange");
+  NT_RET_CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "cuStreamBeginCapture_v2");
   CUstreamCaptureStatus st;
   cuuint64_t id = 0;
-  T_CHECK(cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE, "is capturing");
-  T_CHECK(cuStreamGetCaptureInfo(s, &st, &id, NULL, NULL, NULL, NULL) == CUDA_SUCCESS && id, "capture info _v3");
-  T_CHECK(cuMemcpyAsync(b, a, N, s) == CUDA_SUCCESS, "captured cuMemcpyAsync");
-  T_CHECK(cuMemsetD8Async(a, 9, N, s) == CUDA_SUCCESS, "captured cuMemsetD8Async");
+  NT_RET_CHECK(cuStreamIsCapturing(s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE, "is capturing");
+  NT_RET_CHECK(cuStreamGetCaptureInfo(s, &st, &id, NULL, NULL, NULL, NULL) == CUDA_SUCCESS && id, "capture info _v3");
+  NT_RET_CHECK(cuMemcpyAsync(b, a, N, s) == CUDA_SUCCESS, "captured cuMemcpyAsync");
+  NT_RET_CHECK(cuMemsetD8Async(a, 9, N, s) == CUDA_SUCCESS, "captured cuMemsetD8Async");
   /* Thread-local mode, own ongoing capture: prohibited, invalidates. */
-  T_CHECK(cuStreamQuery(o) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "own thread-local capture");
+  NT_RET_CHECK(cuStreamQuery(o) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "own thread-local capture");
   CUgraph g = NULL;
-  T_CHECK(cuStreamEndCapture(s, &g) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && !g, "invalidated");
-  T_CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin again");
-  T_CHECK(cuMemcpyAsync(b, a, N, s) == CUDA_SUCCESS && cuMemsetD8Async(a, 9, N, s) == CUDA_SUCCESS, "capture");
-  T_CHECK(cuStreamEndCapture(s, &g) == CUDA_SUCCESS && g, "end capture");
+  NT_RET_CHECK(cuStreamEndCapture(s, &g) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && !g, "invalidated");
+  NT_RET_CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "begin again");
+  NT_RET_CHECK(cuMemcpyAsync(b, a, N, s) == CUDA_SUCCESS && cuMemsetD8Async(a, 9, N, s) == CUDA_SUCCESS, "capture");
+  NT_RET_CHECK(cuStreamEndCapture(s, &g) == CUDA_SUCCESS && g, "end capture");
   unsigned char *pa = (unsigned char *)(uintptr_t)a, *pb = (unsigned char *)(uintptr_t)b;
-  T_CHECK(pb[0] == 0 && pa[0] == 3, "captured driver work ran at capture");
+  NT_RET_CHECK(pb[0] == 0 && pa[0] == 3, "captured driver work ran at capture");
   CUgraphExec x;
-  T_CHECK(cuGraphInstantiate(&x, g, 0) == CUDA_SUCCESS, "cuGraphInstantiateWithFlags");
-  T_CHECK(cuGraphLaunch(x, o) == CUDA_SUCCESS && cuStreamSynchronize(o) == CUDA_SUCCESS, "launch");
-  T_CHECK(pb[N - 1] == 3 && pa[N - 1] == 9, "driver replay: b %d a %d", pb[N - 1], pa[N - 1]);
+  NT_RET_CHECK(cuGraphInstantiate(&x, g, 0) == CUDA_SUCCESS, "cuGraphInstantiateWithFlags");
+  NT_RET_CHECK(cuGraphLaunch(x, o) == CUDA_SUCCESS && cuStreamSynchronize(o) == CUDA_SUCCESS, "launch");
+  NT_RET_CHECK(pb[N - 1] == 3 && pa[N - 1] == 9, "driver replay: b %d a %d", pb[N - 1], pa[N - 1]);
   CUgraphExecUpdateResultInfo info;
-  T_CHECK(cuGraphExecUpdate(x, g, &info) == CUDA_SUCCESS && info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "update");
-  T_CHECK(cuGraphExecDestroy(x) == CUDA_SUCCESS && cuGraphDestroy(g) == CUDA_SUCCESS, "destroy");
-  T_CHECK(cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS && m == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, "restore");
-  T_CHECK(cuMemFree(a) == CUDA_SUCCESS && cuMemFree(b) == CUDA_SUCCESS, "cuMemFree");
+  NT_RET_CHECK(cuGraphExecUpdate(x, g, &info) == CUDA_SUCCESS && info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "update");
+  NT_RET_CHECK(cuGraphExecDestroy(x) == CUDA_SUCCESS && cuGraphDestroy(g) == CUDA_SUCCESS, "destroy");
+  NT_RET_CHECK(cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS && m == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, "restore");
+  NT_RET_CHECK(cuMemFree(a) == CUDA_SUCCESS && cuMemFree(b) == CUDA_SUCCESS, "cuMemFree");
   return 0;
 }
 

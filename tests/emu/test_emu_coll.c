@@ -28,7 +28,7 @@ static int fill(struct ctx *c, void *buf, size_t count, ncclDataType_t t, int op
 {
   for (size_t i = 0; i < count; i++)
     if (t_put(buf, i, t, val(r, off + i, t, op)) != 0)
-      T_FAIL("cannot encode %g as %s", val(r, off + i, t, op), t_dtype_names[t]);
+      NT_RET_FAIL("cannot encode %g as %s", val(r, off + i, t, op), t_dtype_names[t]);
   (void)c;
   return 0;
 }
@@ -88,7 +88,7 @@ static int test_reductions(struct ctx *c, ncclDataType_t t)
         return 1;
       for (size_t i = 0; i < count; i++) {
         double got = t_get(dst, i, t), want = expect_red(c->n, i, t, opi, scal);
-        T_CHECK(t_close(got, want, t), "rank %d AllReduce %s %s inplace=%d [%zu]: got %g want %g", c->rank,
+        NT_RET_CHECK(t_close(got, want, t), "rank %d AllReduce %s %s inplace=%d [%zu]: got %g want %g", c->rank,
                 t_dtype_names[t], opn[opi], inplace, i, got, t_wrap(want, t));
       }
     }
@@ -102,7 +102,7 @@ static int test_reductions(struct ctx *c, ncclDataType_t t)
     if (c->rank == c->n - 1)
       for (size_t i = 0; i < count; i++) {
         double got = t_get(c->b, i, t), want = expect_red(c->n, i, t, opi, scal);
-        T_CHECK(t_close(got, want, t), "Reduce %s %s [%zu]: got %g want %g", t_dtype_names[t], opn[opi], i, got,
+        NT_RET_CHECK(t_close(got, want, t), "Reduce %s %s [%zu]: got %g want %g", t_dtype_names[t], opn[opi], i, got,
                 t_wrap(want, t));
       }
     /* ReduceScatter: block d of rank r holds val(r, d*count + i). */
@@ -114,7 +114,7 @@ static int test_reductions(struct ctx *c, ncclDataType_t t)
       return 1;
     for (size_t i = 0; i < rc; i++) {
       double got = t_get(c->b, i, t), want = expect_red(c->n, (size_t)c->rank * rc + i, t, opi, scal);
-      T_CHECK(t_close(got, want, t), "rank %d ReduceScatter %s %s [%zu]: got %g want %g", c->rank, t_dtype_names[t],
+      NT_RET_CHECK(t_close(got, want, t), "rank %d ReduceScatter %s %s [%zu]: got %g want %g", c->rank, t_dtype_names[t],
               opn[opi], i, got, t_wrap(want, t));
     }
     if (opi == 5)
@@ -139,7 +139,7 @@ static int test_copies(struct ctx *c, ncclDataType_t t)
   if (sync_s(c))
     return 1;
   for (size_t i = 0; i < count * sz; i++)
-    T_CHECK(b[i] == pat(root, i), "rank %d Broadcast %s byte %zu", c->rank, t_dtype_names[t], i);
+    NT_RET_CHECK(b[i] == pat(root, i), "rank %d Broadcast %s byte %zu", c->rank, t_dtype_names[t], i);
   /* Bcast (in place) from 0 */
   for (size_t i = 0; i < count * sz; i++)
     a[i] = pat(c->rank, i);
@@ -147,7 +147,7 @@ static int test_copies(struct ctx *c, ncclDataType_t t)
   if (sync_s(c))
     return 1;
   for (size_t i = 0; i < count * sz; i++)
-    T_CHECK(a[i] == pat(0, i), "rank %d Bcast %s byte %zu", c->rank, t_dtype_names[t], i);
+    NT_RET_CHECK(a[i] == pat(0, i), "rank %d Bcast %s byte %zu", c->rank, t_dtype_names[t], i);
   /* AllGather, in place: my block already sits at rank*count. */
   memset(b, 0, n * count * sz);
   for (size_t i = 0; i < count * sz; i++)
@@ -157,7 +157,7 @@ static int test_copies(struct ctx *c, ncclDataType_t t)
     return 1;
   for (size_t r = 0; r < n; r++)
     for (size_t i = 0; i < count * sz; i++)
-      T_CHECK(b[r * count * sz + i] == pat((int)r, i), "rank %d AllGather %s block %zu byte %zu", c->rank,
+      NT_RET_CHECK(b[r * count * sz + i] == pat((int)r, i), "rank %d AllGather %s block %zu byte %zu", c->rank,
               t_dtype_names[t], r, i);
   /* AlltoAll: block d of rank r is pat(r*n+d) */
   for (size_t d = 0; d < n; d++)
@@ -168,7 +168,7 @@ static int test_copies(struct ctx *c, ncclDataType_t t)
     return 1;
   for (size_t r = 0; r < n; r++)
     for (size_t i = 0; i < count * sz; i++)
-      T_CHECK(b[r * count * sz + i] == pat((int)r * c->n + c->rank, i), "rank %d AlltoAll %s", c->rank,
+      NT_RET_CHECK(b[r * count * sz + i] == pat((int)r * c->n + c->rank, i), "rank %d AlltoAll %s", c->rank,
               t_dtype_names[t]);
   /* Gather to 0 */
   for (size_t i = 0; i < count * sz; i++)
@@ -180,7 +180,7 @@ static int test_copies(struct ctx *c, ncclDataType_t t)
   if (c->rank == 0)
     for (size_t r = 0; r < n; r++)
       for (size_t i = 0; i < count * sz; i++)
-        T_CHECK(b[r * count * sz + i] == pat((int)r, i), "Gather %s", t_dtype_names[t]);
+        NT_RET_CHECK(b[r * count * sz + i] == pat((int)r, i), "Gather %s", t_dtype_names[t]);
   /* Scatter from the last rank */
   int sroot = c->n - 1;
   for (size_t d = 0; d < n; d++)
@@ -191,7 +191,7 @@ static int test_copies(struct ctx *c, ncclDataType_t t)
   if (sync_s(c))
     return 1;
   for (size_t i = 0; i < count * sz; i++)
-    T_CHECK(b[i] == pat(sroot * 5 + c->rank, i), "rank %d Scatter %s byte %zu", c->rank, t_dtype_names[t], i);
+    NT_RET_CHECK(b[i] == pat(sroot * 5 + c->rank, i), "rank %d Scatter %s byte %zu", c->rank, t_dtype_names[t], i);
   /* Send/Recv ring plus a swap with the same peer, in one group. */
   int next = (c->rank + 1) % c->n, prev = (c->rank + c->n - 1) % c->n;
   for (size_t i = 0; i < count * sz; i++)
@@ -206,8 +206,8 @@ static int test_copies(struct ctx *c, ncclDataType_t t)
   if (sync_s(c))
     return 1;
   for (size_t i = 0; i < count * sz; i++) {
-    T_CHECK(b[i] == pat(prev + 40, i), "rank %d Recv from prev %s byte %zu", c->rank, t_dtype_names[t], i);
-    T_CHECK(b[count * sz + i] == pat(next + 40, i), "rank %d Recv from next %s", c->rank, t_dtype_names[t]);
+    NT_RET_CHECK(b[i] == pat(prev + 40, i), "rank %d Recv from prev %s byte %zu", c->rank, t_dtype_names[t], i);
+    NT_RET_CHECK(b[count * sz + i] == pat(next + 40, i), "rank %d Recv from next %s", c->rank, t_dtype_names[t]);
   }
   return 0;
 }
@@ -223,7 +223,7 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   T_NCCL(ncclCommCount(c.comm, &nr));
   T_NCCL(ncclCommUserRank(c.comm, &me));
   T_NCCL(ncclCommCuDevice(c.comm, &dev));
-  T_CHECK(nr == n && me == rank && dev == rank % 8, "count/rank/device %d %d %d", nr, me, dev);
+  NT_RET_CHECK(nr == n && me == rank && dev == rank % 8, "count/rank/device %d %d %d", nr, me, dev);
   size_t bytes = (size_t)BIG * 8 * (size_t)n + 4096;
   T_CUDA(cudaMalloc(&c.a, bytes));
   T_CUDA(cudaMalloc(&c.b, bytes));

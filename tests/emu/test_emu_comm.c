@@ -19,7 +19,7 @@ static int poll_ready(ncclComm_t comm, const char *what)
     if (st == ncclInProgress)
       t_sleep_ms(1);
   }
-  T_CHECK(st == ncclSuccess, "%s: state %d after %d polls", what, (int)st, polls);
+  NT_RET_CHECK(st == ncclSuccess, "%s: state %d after %d polls", what, (int)st, polls);
   return 0;
 }
 
@@ -32,7 +32,7 @@ static int allreduce_check(ncclComm_t comm, cudaStream_t s, float mine, float wa
   T_NCCL(ncclAllReduce(a, a, 100, ncclFloat, ncclSum, comm, s));
   T_CUDA(cudaStreamSynchronize(s));
   for (int i = 0; i < 100; i++)
-    T_CHECK(a[i] == want, "%s: got %g want %g", what, a[i], want);
+    NT_RET_CHECK(a[i] == want, "%s: got %g want %g", what, a[i], want);
   T_CUDA(cudaFree(a));
   return 0;
 }
@@ -49,12 +49,12 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   ncclConfig_t nb = NCCL_CONFIG_INITIALIZER;
   nb.blocking = 0;
   ncclResult_t rc = ncclCommInitRankConfig(&comm, n, id, rank, &nb);
-  T_CHECK(rc == ncclInProgress || rc == ncclSuccess, "nonblocking init returned %d", (int)rc);
+  NT_RET_CHECK(rc == ncclInProgress || rc == ncclSuccess, "nonblocking init returned %d", (int)rc);
   if (poll_ready(comm, "nonblocking init"))
     return 1;
   int dev;
   T_NCCL(ncclCommCuDevice(comm, &dev));
-  T_CHECK(dev == rank, "cuDevice %d", dev);
+  NT_RET_CHECK(dev == rank, "cuDevice %d", dev);
   if (allreduce_check(comm, s, (float)(rank + 1), (float)(n * (n + 1) / 2), "nonblocking comm"))
     return 1;
 
@@ -62,7 +62,7 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
    * the reverse of the old one. Config NULL inherits nonblocking. */
   ncclComm_t half;
   rc = ncclCommSplit(comm, rank % 2, -rank, &half, NULL);
-  T_CHECK(rc == ncclInProgress || rc == ncclSuccess, "split returned %d", (int)rc);
+  NT_RET_CHECK(rc == ncclInProgress || rc == ncclSuccess, "split returned %d", (int)rc);
   if (poll_ready(half, "split"))
     return 1;
   int hr, hn;
@@ -73,7 +73,7 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   for (int p = rank % 2; p < n; p += 2)
     if (p > rank)
       want_rank++;
-  T_CHECK(hn == members && hr == want_rank, "split: rank %d/%d, want %d/%d", hr, hn, want_rank, members);
+  NT_RET_CHECK(hn == members && hr == want_rank, "split: rank %d/%d, want %d/%d", hr, hn, want_rank, members);
   float sum = 0;
   for (int p = rank % 2; p < n; p += 2)
     sum += (float)(p + 1);
@@ -86,10 +86,10 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   ncclComm_t most = (ncclComm_t)&bl;
   rc = ncclCommSplit(comm, rank == n - 1 ? NCCL_SPLIT_NOCOLOR : 7, 0, &most, &bl);
   if (rank == n - 1) {
-    T_CHECK(rc == ncclSuccess || rc == ncclInProgress, "NOCOLOR split returned %d", (int)rc);
-    T_CHECK(most == NULL, "NOCOLOR split gave a communicator");
+    NT_RET_CHECK(rc == ncclSuccess || rc == ncclInProgress, "NOCOLOR split returned %d", (int)rc);
+    NT_RET_CHECK(most == NULL, "NOCOLOR split gave a communicator");
   } else {
-    T_CHECK(rc == ncclSuccess, "blocking split returned %d", (int)rc);
+    NT_RET_CHECK(rc == ncclSuccess, "blocking split returned %d", (int)rc);
     if (allreduce_check(most, s, 1, (float)(n - 1), "NOCOLOR split"))
       return 1;
     T_NCCL(ncclCommDestroy(most));
@@ -103,7 +103,7 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
     int sr, sn;
     T_NCCL(ncclCommUserRank(small, &sr));
     T_NCCL(ncclCommCount(small, &sn));
-    T_CHECK(sr == rank && sn == n - 1, "shrink: %d/%d", sr, sn);
+    NT_RET_CHECK(sr == rank && sn == n - 1, "shrink: %d/%d", sr, sn);
     if (allreduce_check(small, s, 2, (float)(2 * (n - 1)), "shrunk comm"))
       return 1;
     T_NCCL(ncclCommDestroy(small));
@@ -111,7 +111,7 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
 
   /* Nonblocking finalize. */
   rc = ncclCommFinalize(half);
-  T_CHECK(rc == ncclInProgress || rc == ncclSuccess, "finalize returned %d", (int)rc);
+  NT_RET_CHECK(rc == ncclInProgress || rc == ncclSuccess, "finalize returned %d", (int)rc);
   if (poll_ready(half, "finalize"))
     return 1;
   T_NCCL(ncclCommDestroy(half));
@@ -153,7 +153,7 @@ static int init_all(void)
     int d, r;
     T_NCCL(ncclCommCuDevice(comms[i], &d));
     T_NCCL(ncclCommUserRank(comms[i], &r));
-    T_CHECK(d == devs[i] && r == i, "InitAll comm %d: device %d rank %d", i, d, r);
+    NT_RET_CHECK(d == devs[i] && r == i, "InitAll comm %d: device %d rank %d", i, d, r);
     T_CUDA(cudaSetDevice(d));
     T_CUDA(cudaStreamCreate(&s[i]));
     T_CUDA(cudaMalloc((void **)&buf[i], 1000 * sizeof(float)));
@@ -167,7 +167,7 @@ static int init_all(void)
   for (int i = 0; i < ND; i++) {
     T_CUDA(cudaStreamSynchronize(s[i]));
     for (int k = 0; k < 1000; k++)
-      T_CHECK(buf[i][k] == 6, "InitAll AllReduce on comm %d: %g", i, buf[i][k]);
+      NT_RET_CHECK(buf[i][k] == 6, "InitAll AllReduce on comm %d: %g", i, buf[i][k]);
     T_NCCL(ncclCommDestroy(comms[i]));
   }
   return 0;

@@ -42,12 +42,12 @@ static int case_stall(int rank, int n, ncclUniqueId id, void *arg)
     return 1;
   T_NCCL(ncclAllReduce(a, a, 256, ncclFloat, ncclSum, comm, s));
   T_CUDA(cudaStreamSynchronize(s));
-  T_CHECK(a[0] == 2, "collective #1 wrong: %g", a[0]);
+  NT_RET_CHECK(a[0] == 2, "collective #1 wrong: %g", a[0]);
   T_NCCL(ncclAllReduce(a, a, 256, ncclFloat, ncclSum, comm, s));
-  T_CHECK(still_pending(s, 1500), "rank %d: collective #2 completed despite stall:2 on rank 1", rank);
+  NT_RET_CHECK(still_pending(s, 1500), "rank %d: collective #2 completed despite stall:2 on rank 1", rank);
   ncclResult_t st;
   T_NCCL(ncclCommGetAsyncError(comm, &st));
-  T_CHECK(st == ncclSuccess, "a stall is silent, but async error is %d", (int)st);
+  NT_RET_CHECK(st == ncclSuccess, "a stall is silent, but async error is %d", (int)st);
   /* Both ranks look before either aborts: an abort (and the exit after it)
    * is a dead peer to the other rank, which would rightly turn its async
    * error to ncclRemoteError if it looked later (a race under load).  The
@@ -75,8 +75,8 @@ static int one_rank_async(const char *spec, ncclResult_t want)
   T_NCCL(ncclAllReduce(a, a, 4, ncclFloat, ncclSum, comm, s));
   ncclResult_t st;
   T_NCCL(ncclCommGetAsyncError(comm, &st));
-  T_CHECK(st == want, "%s: async error %d, want %d", spec, (int)st, (int)want);
-  T_CHECK(still_pending(s, 300), "%s: the failed collective completed", spec);
+  NT_RET_CHECK(st == want, "%s: async error %d, want %d", spec, (int)st, (int)want);
+  NT_RET_CHECK(still_pending(s, 300), "%s: the failed collective completed", spec);
   T_NCCL(ncclCommAbort(comm));
   T_CUDA(cudaStreamSynchronize(s));
   unsetenv("NCCLEMU_FAULT");
@@ -95,13 +95,13 @@ static int case_async(int rank, int n, ncclUniqueId id, void *arg)
   T_CUDA(cudaStreamSynchronize(s));
   ncclResult_t st;
   T_NCCL(ncclCommGetAsyncError(comm, &st));
-  T_CHECK(st == ncclSuccess, "async error before the fault: %d", (int)st);
+  NT_RET_CHECK(st == ncclSuccess, "async error before the fault: %d", (int)st);
   T_NCCL(ncclAllReduce(a, a, 256, ncclFloat, ncclSum, comm, s));
   if (rank == 0) {
     T_NCCL(ncclCommGetAsyncError(comm, &st));
-    T_CHECK(st == ncclSystemError, "async error %d right after enqueue, want ncclSystemError", (int)st);
+    NT_RET_CHECK(st == ncclSystemError, "async error %d right after enqueue, want ncclSystemError", (int)st);
   }
-  T_CHECK(still_pending(s, 1000), "rank %d: collective #2 completed", rank);
+  NT_RET_CHECK(still_pending(s, 1000), "rank %d: collective #2 completed", rank);
   T_NCCL(ncclCommAbort(comm));
   T_CUDA(cudaStreamSynchronize(s));
   if (rank == 0 && (one_rank_async("async_error:1:remote", ncclRemoteError) ||
@@ -122,13 +122,13 @@ static int case_delay(int rank, int n, ncclUniqueId id, void *arg)
   for (int k = 0; k < 3; k++) {
     double t0 = t_now();
     T_NCCL(ncclAllReduce(a, a, 256, ncclFloat, ncclSum, comm, s));
-    T_CHECK(t_now() - t0 < 0.3, "enqueue blocked for %.2f s", t_now() - t0);
+    NT_RET_CHECK(t_now() - t0 < 0.3, "enqueue blocked for %.2f s", t_now() - t0);
     T_CUDA(cudaStreamSynchronize(s));
     took[k] = t_now() - t0;
   }
-  T_CHECK(a[0] == 8, "results wrong after delays: %g", a[0]);
-  T_CHECK(took[1] >= 0.69, "rank %d: delayed collective took %.3f s", rank, took[1]);
-  T_CHECK(took[0] < 0.5 && took[2] < 0.5, "rank %d: undelayed collectives took %.3f/%.3f s", rank, took[0], took[2]);
+  NT_RET_CHECK(a[0] == 8, "results wrong after delays: %g", a[0]);
+  NT_RET_CHECK(took[1] >= 0.69, "rank %d: delayed collective took %.3f s", rank, took[1]);
+  NT_RET_CHECK(took[0] < 0.5 && took[2] < 0.5, "rank %d: undelayed collectives took %.3f/%.3f s", rank, took[0], took[2]);
   T_NCCL(ncclCommDestroy(comm));
   return 0;
 }
@@ -138,7 +138,7 @@ static int bad_value(const char *spec, const char *token)
 {
   char path[] = "/tmp/ncclemu_fault_XXXXXX";
   int fd = mkstemp(path);
-  T_CHECK(fd >= 0, "mkstemp");
+  NT_RET_CHECK(fd >= 0, "mkstemp");
   fflush(stderr);
   int saved = dup(2);
   dup2(fd, 2);
@@ -155,8 +155,8 @@ static int bad_value(const char *spec, const char *token)
   ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
   close(fd);
   unlink(path);
-  T_CHECK(rc == ncclInvalidArgument, "'%s': init returned %d, want ncclInvalidArgument", spec, (int)rc);
-  T_CHECK(got > 0 && strstr(buf, token), "'%s': stderr does not name '%s': %s", spec, token, buf);
+  NT_RET_CHECK(rc == ncclInvalidArgument, "'%s': init returned %d, want ncclInvalidArgument", spec, (int)rc);
+  NT_RET_CHECK(got > 0 && strstr(buf, token), "'%s': stderr does not name '%s': %s", spec, token, buf);
   return 0;
 }
 

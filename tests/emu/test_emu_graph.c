@@ -27,7 +27,7 @@ static int setup(int rank, int nranks, ncclUniqueId id, ncclComm_t *comm, cudaSt
   T_CUDA(cudaMalloc((void **)&b->gin, 64 * sizeof(float)));
   T_CUDA(cudaMalloc((void **)&b->gout, 64 * (size_t)nranks * sizeof(float)));
   b->h = malloc(COUNT * sizeof(float));
-  T_CHECK(b->h, "malloc");
+  NT_RET_CHECK(b->h, "malloc");
   return 0;
 }
 
@@ -48,7 +48,7 @@ static int check_allreduce(struct bufs *b, int nranks, float base, const char *w
   T_CUDA(cudaMemcpy(b->h, b->out, COUNT * sizeof(float), cudaMemcpyDeviceToHost));
   for (int i = 0; i < COUNT; i++) {
     float want = (float)nranks * (base + (float)(i % 7)) + (float)(nranks * (nranks - 1) / 2);
-    T_CHECK(b->h[i] == want, "%s %d: out[%d] = %g, want %g", what, k, i, (double)b->h[i], (double)want);
+    NT_RET_CHECK(b->h[i] == want, "%s %d: out[%d] = %g, want %g", what, k, i, (double)b->h[i], (double)want);
   }
   return 0;
 }
@@ -64,7 +64,7 @@ static int capture(ncclComm_t comm, cudaStream_t s, struct bufs *b, cudaGraphExe
   T_CUDA(cudaStreamEndCapture(s, &g));
   size_t n = 0;
   T_CUDA(cudaGraphGetNodes(g, NULL, &n));
-  T_CHECK(n == 2, "captured %zu nodes, want 2 (one per NCCL launch)", n);
+  NT_RET_CHECK(n == 2, "captured %zu nodes, want 2 (one per NCCL launch)", n);
   T_CUDA(cudaGraphInstantiate(x, g, 0));
   T_CUDA(cudaGraphDestroy(g));
   return 0;
@@ -93,7 +93,7 @@ static int rank_replay(int rank, int nranks, ncclUniqueId id, void *arg)
     return 1;
   /* Nothing ran at capture. */
   T_CUDA(cudaMemcpy(b.h, b.out, sizeof(float), cudaMemcpyDeviceToHost));
-  T_CHECK(b.h[0] == 0, "captured AllReduce ran at capture");
+  NT_RET_CHECK(b.h[0] == 0, "captured AllReduce ran at capture");
   for (int k = 1; k <= REPLAYS; k++) {
     float base = (float)(10 * k);
     if (put(&b, base + (float)rank))
@@ -106,7 +106,7 @@ static int rank_replay(int rank, int nranks, ncclUniqueId id, void *arg)
       return 1;
     T_CUDA(cudaMemcpy(b.h, b.gout, 64 * (size_t)nranks * sizeof(float), cudaMemcpyDeviceToHost));
     for (int r = 0; r < nranks; r++)
-      T_CHECK(b.h[64 * r + 5] == base + (float)r, "replay %d: AllGather block %d = %g", k, r, (double)b.h[64 * r + 5]);
+      NT_RET_CHECK(b.h[64 * r + 5] == base + (float)r, "replay %d: AllGather block %d = %g", k, r, (double)b.h[64 * r + 5]);
     if (k % 5 == 0) {
       /* An eager AllReduce between replays, on another stream: it takes
        * the next sequence number, the next replay the ones after it. */
@@ -147,7 +147,7 @@ static int rank_stop(int rank, int nranks, ncclUniqueId id, void *arg)
   T_CUDA(cudaGraphLaunch(x, s));
   double end = t_now() + 1.5;
   while (t_now() < end) {
-    T_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "replay 4 completed without rank 1");
+    NT_RET_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "replay 4 completed without rank 1");
     t_sleep_ms(50);
   }
   printf("ok: replay 4 waits for the rank that stopped replaying\n");

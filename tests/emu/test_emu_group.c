@@ -10,19 +10,6 @@
 
 #include <pthread.h>
 
-static int expect_rc(ncclResult_t got, ncclResult_t want, const char *what)
-{
-  if (got != want)
-    T_FAIL("%s returned %d (%s), want %d", what, (int)got, ncclGetErrorString(got), (int)want);
-  return 0;
-}
-
-#define EXPECT(call, want)                                                     \
-  do {                                                                         \
-    if (expect_rc((call), (want), #call))                                      \
-      return 1;                                                                \
-  } while (0)
-
 static void *other_thread_end(void *arg)
 {
   *(ncclResult_t *)arg = ncclGroupEnd();
@@ -33,7 +20,7 @@ static int check_sum(const float *buf, size_t n, float want, const char *what)
 {
   for (size_t i = 0; i < n; i++)
     if (buf[i] != want)
-      T_FAIL("%s[%zu] = %g, want %g", what, i, buf[i], want);
+      NT_RET_FAIL("%s[%zu] = %g, want %g", what, i, buf[i], want);
   return 0;
 }
 
@@ -53,7 +40,7 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
     a[i] = 1;
 
   /* 1. End without Start. */
-  EXPECT(ncclGroupEnd(), ncclInvalidUsage);
+  T_NCCL_IS(ncclGroupEnd(), ncclInvalidUsage);
   T_NCCL(ncclCommInitRank(&comm, n, id, rank));
 
   /* 2. Nested groups: nothing reaches the stream before the outer End.
@@ -64,12 +51,12 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   T_NCCL(ncclGroupStart());
   T_NCCL(ncclAllReduce(a, c, cnt, ncclFloat, ncclSum, comm, s));
   T_NCCL(ncclGroupEnd());
-  T_CHECK(cudaStreamQuery(s) == cudaSuccess, "inner GroupEnd launched work");
+  NT_RET_CHECK(cudaStreamQuery(s) == cudaSuccess, "inner GroupEnd launched work");
   if (rank == 1)
     t_sleep_ms(500);
   T_NCCL(ncclGroupEnd());
   if (rank == 0)
-    T_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "outer GroupEnd waited for completion");
+    NT_RET_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "outer GroupEnd waited for completion");
   T_CUDA(cudaStreamSynchronize(s));
   if (check_sum(b, cnt, (float)n, "nested b") || check_sum(c, cnt, (float)n, "nested c"))
     return 1;
@@ -79,10 +66,10 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   memset(b, 0, cnt * sizeof(float));
   T_NCCL(ncclGroupStart());
   T_NCCL(ncclAllReduce(a, b, cnt, ncclFloat, ncclSum, comm, s));
-  EXPECT(ncclBroadcast(a, b, cnt, ncclFloat, n, comm, s), ncclInvalidArgument);
-  EXPECT(ncclGroupEnd(), ncclInvalidArgument);
+  T_NCCL_IS(ncclBroadcast(a, b, cnt, ncclFloat, n, comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclGroupEnd(), ncclInvalidArgument);
   T_CUDA(cudaStreamSynchronize(s));
-  T_CHECK(b[0] == 0, "a dropped group still ran");
+  NT_RET_CHECK(b[0] == 0, "a dropped group still ran");
   /* ... and the communicator keeps working after the cleanup. */
   T_NCCL(ncclAllReduce(a, b, cnt, ncclFloat, ncclSum, comm, s));
   T_CUDA(cudaStreamSynchronize(s));
@@ -91,26 +78,26 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   /* Errors stick for the whole outer group, nested or not. */
   T_NCCL(ncclGroupStart());
   T_NCCL(ncclGroupStart());
-  EXPECT(ncclSend(a, cnt, ncclFloat, n + 3, comm, s), ncclInvalidArgument);
-  EXPECT(ncclGroupEnd(), ncclSuccess);
-  EXPECT(ncclGroupEnd(), ncclInvalidArgument);
-  EXPECT(ncclGroupEnd(), ncclInvalidUsage);
+  T_NCCL_IS(ncclSend(a, cnt, ncclFloat, n + 3, comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclGroupEnd(), ncclSuccess);
+  T_NCCL_IS(ncclGroupEnd(), ncclInvalidArgument);
+  T_NCCL_IS(ncclGroupEnd(), ncclInvalidUsage);
 
   /* 4. Argument errors outside a group. */
-  EXPECT(ncclAllReduce(a, b, cnt, ncclFloat, ncclSum, NULL, s), ncclInvalidArgument);
-  EXPECT(ncclAllReduce(NULL, b, cnt, ncclFloat, ncclSum, comm, s), ncclInvalidArgument);
-  EXPECT(ncclAllReduce(a, NULL, cnt, ncclFloat, ncclSum, comm, s), ncclInvalidArgument);
-  EXPECT(ncclAllReduce(a, b, cnt, (ncclDataType_t)ncclNumTypes, ncclSum, comm, s), ncclInvalidArgument);
-  EXPECT(ncclAllReduce(a, b, cnt, ncclFloat, (ncclRedOp_t)(ncclNumOps + 7), comm, s), ncclInvalidArgument);
-  EXPECT(ncclReduce(a, b, cnt, ncclFloat, ncclSum, -1, comm, s), ncclInvalidArgument);
-  EXPECT(ncclRecv(b, cnt, ncclFloat, -1, comm, s), ncclInvalidArgument);
-  EXPECT(ncclCommCount(NULL, &(int){ 0 }), ncclInvalidArgument);
-  EXPECT(ncclCommGetAsyncError(comm, NULL), ncclInvalidArgument);
+  T_NCCL_IS(ncclAllReduce(a, b, cnt, ncclFloat, ncclSum, NULL, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclAllReduce(NULL, b, cnt, ncclFloat, ncclSum, comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclAllReduce(a, NULL, cnt, ncclFloat, ncclSum, comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclAllReduce(a, b, cnt, (ncclDataType_t)ncclNumTypes, ncclSum, comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclAllReduce(a, b, cnt, ncclFloat, (ncclRedOp_t)(ncclNumOps + 7), comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclReduce(a, b, cnt, ncclFloat, ncclSum, -1, comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclRecv(b, cnt, ncclFloat, -1, comm, s), ncclInvalidArgument);
+  T_NCCL_IS(ncclCommCount(NULL, &(int){ 0 }), ncclInvalidArgument);
+  T_NCCL_IS(ncclCommGetAsyncError(comm, NULL), ncclInvalidArgument);
   /* A non-root Broadcast may pass a NULL send buffer. */
   T_NCCL(ncclBroadcast(rank == 0 ? a : NULL, b, cnt, ncclFloat, 0, comm, s));
   T_CUDA(cudaStreamSynchronize(s));
-  T_CHECK(b[0] == 1, "broadcast with NULL non-root sendbuff");
-  T_CHECK(strlen(ncclGetLastError(comm)) > 0, "ncclGetLastError is empty after errors");
+  NT_RET_CHECK(b[0] == 1, "broadcast with NULL non-root sendbuff");
+  NT_RET_CHECK(strlen(ncclGetLastError(comm)) > 0, "ncclGetLastError is empty after errors");
 
   /* 5. Send and recv with the same peer in one group, both ranks sending
    * first: must not deadlock. Plus two streams in one group. */
@@ -132,8 +119,8 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   T_NCCL(ncclGroupStart());
   T_NCCL(ncclAllReduce(a, b, cnt, ncclFloat, ncclSum, comm, s));
   T_NCCL(ncclGroupSimulateEnd(&sim));
-  T_CHECK(sim.estimatedTime > 0, "no estimated time");
-  T_CHECK(cudaStreamQuery(s) == cudaSuccess, "simulated group ran");
+  NT_RET_CHECK(sim.estimatedTime > 0, "no estimated time");
+  NT_RET_CHECK(cudaStreamQuery(s) == cudaSuccess, "simulated group ran");
 
   /* 7. Group state is per thread: another thread's End has no Start. */
   T_NCCL(ncclGroupStart());
@@ -141,15 +128,15 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg)
   pthread_t th;
   pthread_create(&th, NULL, other_thread_end, &other);
   pthread_join(th, NULL);
-  T_CHECK(other == ncclInvalidUsage, "GroupEnd on another thread returned %d", (int)other);
+  NT_RET_CHECK(other == ncclInvalidUsage, "GroupEnd on another thread returned %d", (int)other);
   T_NCCL(ncclGroupEnd());
 
   /* 8. Strings. */
-  T_CHECK(strstr(ncclGetErrorString(ncclRemoteError), "remote") != NULL, "remote error string");
-  T_CHECK(strstr(ncclGetErrorString(ncclInProgress), "progress") != NULL, "in-progress string");
+  NT_RET_CHECK(strstr(ncclGetErrorString(ncclRemoteError), "remote") != NULL, "remote error string");
+  NT_RET_CHECK(strstr(ncclGetErrorString(ncclInProgress), "progress") != NULL, "in-progress string");
   int v;
   T_NCCL(ncclGetVersion(&v));
-  T_CHECK(v == NCCL_VERSION_CODE, "version %d", v);
+  NT_RET_CHECK(v == NCCL_VERSION_CODE, "version %d", v);
 
   /* Everyone still agrees on the sequence: one last checked AllReduce. */
   for (size_t i = 0; i < cnt; i++)

@@ -56,10 +56,10 @@ static int blocked_until_abort(int rank, ncclComm_t comm, cudaStream_t s)
 {
   struct syncer sy;
   start_sync(&sy, s);
-  T_CHECK(!wait_done(&sy, 2.0), "rank %d: stream completed, expected a hang", rank);
-  T_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "rank %d: stream query not NotReady", rank);
+  NT_RET_CHECK(!wait_done(&sy, 2.0), "rank %d: stream completed, expected a hang", rank);
+  NT_RET_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "rank %d: stream query not NotReady", rank);
   T_NCCL(ncclCommAbort(comm));
-  T_CHECK(wait_done(&sy, 5.0), "rank %d: abort did not release the stream", rank);
+  NT_RET_CHECK(wait_done(&sy, 5.0), "rank %d: abort did not release the stream", rank);
   pthread_join(sy.th, NULL);
   return 0;
 }
@@ -75,7 +75,7 @@ static int setup(int rank, int n, ncclUniqueId id, ncclComm_t *comm, cudaStream_
   /* One healthy collective first: init and the data path work. */
   T_NCCL(ncclAllReduce(*a, *b, 64, ncclFloat, ncclSum, *comm, *s));
   T_CUDA(cudaStreamSynchronize(*s));
-  T_CHECK((*b)[0] == (float)n, "warm-up AllReduce wrong");
+  NT_RET_CHECK((*b)[0] == (float)n, "warm-up AllReduce wrong");
   return 0;
 }
 
@@ -110,7 +110,7 @@ static int case_mismatch(int rank, int n, ncclUniqueId id, void *arg)
     T_NCCL(ncclBroadcast(a, a, 64, ncclFloat, 0, comm, s));
     T_CUDA(cudaEventRecord(ev, s));
     T_CUDA(cudaStreamSynchronize(s));   /* the root completes */
-    T_CHECK(cudaEventQuery(ev) == cudaSuccess, "root event not complete");
+    NT_RET_CHECK(cudaEventQuery(ev) == cudaSuccess, "root event not complete");
     t_sleep_ms(3000);   /* peer is still waiting: stay alive */
     T_NCCL(ncclCommAbort(comm));
     return 0;
@@ -118,7 +118,7 @@ static int case_mismatch(int rank, int n, ncclUniqueId id, void *arg)
   T_NCCL(ncclAllReduce(a, b, 64, ncclFloat, ncclSum, comm, s));
   T_CUDA(cudaEventRecord(ev, s));
   t_sleep_ms(200);
-  T_CHECK(cudaEventQuery(ev) == cudaErrorNotReady, "mismatched AllReduce event completed");
+  NT_RET_CHECK(cudaEventQuery(ev) == cudaErrorNotReady, "mismatched AllReduce event completed");
   return blocked_until_abort(rank, comm, s);
 }
 
@@ -145,12 +145,12 @@ static int case_init(int rank, int n, ncclUniqueId id, void *arg)
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
   ncclResult_t rc = ncclCommInitRankConfig(&comm, n, id, rank, &cfg);
-  T_CHECK(rc == ncclInProgress, "nonblocking init returned %d", (int)rc);
+  NT_RET_CHECK(rc == ncclInProgress, "nonblocking init returned %d", (int)rc);
   double end = t_now() + 2.0;
   ncclResult_t st = ncclSuccess;
   while (t_now() < end) {
     T_NCCL(ncclCommGetAsyncError(comm, &st));
-    T_CHECK(st == ncclInProgress, "init with a missing rank reached state %d", (int)st);
+    NT_RET_CHECK(st == ncclInProgress, "init with a missing rank reached state %d", (int)st);
     t_sleep_ms(50);
   }
   T_NCCL(ncclCommAbort(comm));
@@ -176,10 +176,10 @@ static int case_death(int rank, int n, ncclUniqueId id, void *arg)
       break;
     t_sleep_ms(20);
   }
-  T_CHECK(st == ncclRemoteError, "rank %d: async error %d after %.1f s, want ncclRemoteError", rank, (int)st,
+  NT_RET_CHECK(st == ncclRemoteError, "rank %d: async error %d after %.1f s, want ncclRemoteError", rank, (int)st,
           t_now() - t0);
-  T_CHECK(t_now() - t0 < 1.5, "rank %d: peer death noticed after %.2f s", rank, t_now() - t0);
-  T_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "rank %d: pending work completed without the dead peer", rank);
+  NT_RET_CHECK(t_now() - t0 < 1.5, "rank %d: peer death noticed after %.2f s", rank, t_now() - t0);
+  NT_RET_CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "rank %d: pending work completed without the dead peer", rank);
   return blocked_until_abort(rank, comm, s);
 }
 
@@ -202,8 +202,8 @@ static int case_revoke(int rank, int n, ncclUniqueId id, void *arg)
     T_NCCL(ncclCommGetAsyncError(comm, &st));
     t_sleep_ms(10);
   }
-  T_CHECK(st == ncclSuccess, "revoked comm state %d", (int)st);
-  T_CHECK(ncclAllReduce(a, b, 64, ncclFloat, ncclSum, comm, s) == ncclInvalidUsage,
+  NT_RET_CHECK(st == ncclSuccess, "revoked comm state %d", (int)st);
+  NT_RET_CHECK(ncclAllReduce(a, b, 64, ncclFloat, ncclSum, comm, s) == ncclInvalidUsage,
           "collective on a revoked comm accepted");
   T_NCCL(ncclCommDestroy(comm));
   return 0;
@@ -241,26 +241,26 @@ static int case_p2p(int rank, int n, ncclUniqueId id, void *arg)
     double t0 = t_now();
     pthread_create(&th, NULL, send_thread, &x);
     pthread_join(th, NULL);
-    T_CHECK(x.returned == 1, "first ncclSend failed");
-    T_CHECK(t_now() - t0 > 0.8, "first ncclSend returned after %.2f s, before the peer posted its recv",
+    NT_RET_CHECK(x.returned == 1, "first ncclSend failed");
+    NT_RET_CHECK(t_now() - t0 > 0.8, "first ncclSend returned after %.2f s, before the peer posted its recv",
             t_now() - t0);
     T_CUDA(cudaStreamSynchronize(s));
     /* 2. Connected: a small send completes before the receive exists. */
     T_NCCL(ncclSend(a, 64, ncclFloat, 1, comm, s));
     struct syncer sy;
     start_sync(&sy, s);
-    T_CHECK(wait_done(&sy, 1.0), "connected small send did not complete without the receive");
+    NT_RET_CHECK(wait_done(&sy, 1.0), "connected small send did not complete without the receive");
     pthread_join(sy.th, NULL);
   } else {
     t_sleep_ms(1000);   /* rank 0 is inside its first ncclSend meanwhile */
     T_NCCL(ncclRecv(b, 64, ncclFloat, 0, comm, s));
     T_CUDA(cudaStreamSynchronize(s));
-    T_CHECK(b[0] == 1, "first recv got %g", (double)b[0]);
+    NT_RET_CHECK(b[0] == 1, "first recv got %g", (double)b[0]);
     t_sleep_ms(1500);   /* rank 0's second send completes meanwhile */
     b[0] = 0;
     T_NCCL(ncclRecv(b, 64, ncclFloat, 0, comm, s));
     T_CUDA(cudaStreamSynchronize(s));
-    T_CHECK(b[0] == 1, "second recv got %g", (double)b[0]);
+    NT_RET_CHECK(b[0] == 1, "second recv got %g", (double)b[0]);
   }
   T_NCCL(ncclCommDestroy(comm));
   return 0;

@@ -42,13 +42,13 @@ int main(void)
   /* 1. ncclBcast is ncclBroadcast in place, called by its exported name. */
   n_bcast_nested = 0;
   T_NCCL(ncclBcast(buf, 64, ncclFloat, 0, comm, s));
-  T_CHECK(n_bcast_nested == 1, "ncclBcast called the exported ncclBroadcast %d times, want 1", n_bcast_nested);
+  NT_RET_CHECK(n_bcast_nested == 1, "ncclBcast called the exported ncclBroadcast %d times, want 1", n_bcast_nested);
   T_CUDA(cudaStreamSynchronize(s));
 
   /* 2. A blocking communicator: ncclCommEnsureReady asks once per call. */
   n_async = 0;
   T_NCCL(ncclAllReduce(buf, buf, 64, ncclFloat, ncclSum, comm, s));
-  T_CHECK(n_async == 1, "AllReduce on a blocking comm asked ncclCommGetAsyncError %d times, want 1", n_async);
+  NT_RET_CHECK(n_async == 1, "AllReduce on a blocking comm asked ncclCommGetAsyncError %d times, want 1", n_async);
   T_CUDA(cudaStreamSynchronize(s));
 
   /* 3. A nonblocking communicator: asked at the start and for the result. */
@@ -57,18 +57,18 @@ int main(void)
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
   ncclResult_t r = ncclCommInitRankConfig(&nb, 1, id2, 0, &cfg);
-  T_CHECK(r == ncclSuccess || r == ncclInProgress, "nonblocking init returned %d", (int)r);
+  NT_RET_CHECK(r == ncclSuccess || r == ncclInProgress, "nonblocking init returned %d", (int)r);
   ncclResult_t st = ncclInProgress;
   for (int i = 0; i < 10000 && st == ncclInProgress; i++) {
     T_NCCL(ncclCommGetAsyncError(nb, &st));
     if (st == ncclInProgress)
       usleep(1000);
   }
-  T_CHECK(st == ncclSuccess, "nonblocking init ended in %d", (int)st);
+  NT_RET_CHECK(st == ncclSuccess, "nonblocking init ended in %d", (int)st);
   n_async = 0;
   r = ncclAllReduce(buf, buf, 64, ncclFloat, ncclSum, nb, s);
-  T_CHECK(r == ncclSuccess || r == ncclInProgress, "AllReduce on the nonblocking comm returned %d", (int)r);
-  T_CHECK(n_async == 2, "AllReduce on a nonblocking comm asked ncclCommGetAsyncError %d times, want 2", n_async);
+  NT_RET_CHECK(r == ncclSuccess || r == ncclInProgress, "AllReduce on the nonblocking comm returned %d", (int)r);
+  NT_RET_CHECK(n_async == 2, "AllReduce on a nonblocking comm asked ncclCommGetAsyncError %d times, want 2", n_async);
   T_CUDA(cudaStreamSynchronize(s));
 
   T_NCCL(ncclCommDestroy(nb));

@@ -50,16 +50,16 @@ int main(void)
   pid_t dead = fork();
   if (dead == 0)
     _exit(0);
-  T_CHECK(dead > 0 && waitpid(dead, NULL, 0) == dead, "fork: %s", strerror(errno));
+  NT_RET_CHECK(dead > 0 && waitpid(dead, NULL, 0) == dead, "fork: %s", strerror(errno));
   char stale[64], live[64], young[64], foreign[64];
   snprintf(stale, sizeof stale, "/ncclemu-sweeptest-%d-stale", (int)getpid());
   snprintf(live, sizeof live, "/ncclemu-sweeptest-%d-live", (int)getpid());
   snprintf(young, sizeof young, "/ncclemu-sweeptest-%d-young", (int)getpid());
   snprintf(foreign, sizeof foreign, "/ncclemu-sweeptest-%d-foreign", (int)getpid());
-  T_CHECK(make_segment(stale, dead, EMU_SHM_MAGIC, 60) == 0, "stale: %s", strerror(errno));
-  T_CHECK(make_segment(live, getpid(), EMU_SHM_MAGIC, 60) == 0, "live: %s", strerror(errno));
-  T_CHECK(make_segment(young, dead, EMU_SHM_MAGIC, 0) == 0, "young: %s", strerror(errno));
-  T_CHECK(make_segment(foreign, dead, 0x1234, 60) == 0, "foreign: %s", strerror(errno));
+  NT_RET_CHECK(make_segment(stale, dead, EMU_SHM_MAGIC, 60) == 0, "stale: %s", strerror(errno));
+  NT_RET_CHECK(make_segment(live, getpid(), EMU_SHM_MAGIC, 60) == 0, "live: %s", strerror(errno));
+  NT_RET_CHECK(make_segment(young, dead, EMU_SHM_MAGIC, 0) == 0, "young: %s", strerror(errno));
+  NT_RET_CHECK(make_segment(foreign, dead, 0x1234, 60) == 0, "foreign: %s", strerror(errno));
 
   ncclUniqueId id;
   ncclComm_t comm;
@@ -71,10 +71,10 @@ int main(void)
   shm_unlink(live);
   shm_unlink(young);
   shm_unlink(foreign);
-  T_CHECK(ok_stale, "the segment whose only rank (pid %d) is dead was not removed", (int)dead);
-  T_CHECK(ok_live, "a segment with a live rank was removed");
-  T_CHECK(ok_young, "a segment younger than the sweep's minimum age was removed");
-  T_CHECK(ok_foreign, "a file without the emulator's magic was removed");
+  NT_RET_CHECK(ok_stale, "the segment whose only rank (pid %d) is dead was not removed", (int)dead);
+  NT_RET_CHECK(ok_live, "a segment with a live rank was removed");
+  NT_RET_CHECK(ok_young, "a segment younger than the sweep's minimum age was removed");
+  NT_RET_CHECK(ok_foreign, "a file without the emulator's magic was removed");
   printf("ok: abandoned segment removed; live, young and foreign ones kept\n");
   return 0;
 }

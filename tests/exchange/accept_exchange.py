@@ -51,7 +51,7 @@ host elects its own aggregator, which connects to the root in rank 0):
                 0,1 are told within 1 s that the process hosting it was
                 lost; the other rank of hostB says so and elects a new one
 
-Forgery (issue 13, item 4): a forger (forge.c) that speaks protocol v3 but
+Forgery: a forger (forge.c) that speaks protocol v3 but
 holds only the key anyone can derive from public values (uid, job id,
 MASTER_ADDR/PORT), never a unique id:
 

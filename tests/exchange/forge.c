@@ -1,5 +1,5 @@
-/* forge.c -- a forger of the exchange protocol for the acceptance tests of
- * issue 13 (accept_exchange.py squat, forge): it speaks the current wire
+/* forge.c -- a forger of the exchange protocol for the acceptance tests
+ * accept_exchange.py squat and forge: it speaks the current wire
  * protocol perfectly but holds only what anyone can compute, the key
  * derived from public values (uid, TORCHELASTIC_RUN_ID/NCCLTRACE_JOB,
  * MASTER_ADDR, MASTER_PORT: ntx_key_derive("")), never a unique id.

@@ -300,7 +300,7 @@ static int child(const char *scenario, int rank, int nranks) {
 
 /* ------------------------------------------------------------ parent -- */
 
-#include "tests/exchange/expect.h"
+#include "tests/nt_test.h"
 
 static int free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -480,7 +480,7 @@ static int parent(const char *scenario) {
   char b[8192];
   int passed = 0;
   if (!strcmp(scenario, "peer_lost")) {
-    EXPECT(wait_res(0, "ready", 10) == 0 && wait_res(1, "ready", 10) == 0 && wait_res(2, "ready", 10) == 0);
+    NT_CHECK(wait_res(0, "ready", 10) == 0 && wait_res(1, "ready", 10) == 0 && wait_res(2, "ready", 10) == 0);
     sleep_ms(100);
     uint64_t t_kill = mono_ns();
     kill(pids[2], SIGKILL);
@@ -491,17 +491,17 @@ static int parent(const char *scenario) {
       int dumps = 0, kind = 0;
       slurp("res", r, b, sizeof b);
       const char *l = strstr(b, "lost ");
-      EXPECT(l && sscanf(l, "lost %llu dumps %d kind %d", &lost, &dumps, &kind) == 3);
-      EXPECT(lost > t_kill && lost - t_kill < 1000000000ull);
-      EXPECT(dumps >= 1 && kind == NTR_TRIG_PEER_LOST);
+      NT_CHECK(l && sscanf(l, "lost %llu dumps %d kind %d", &lost, &dumps, &kind) == 3);
+      NT_CHECK(lost > t_kill && lost - t_kill < 1000000000ull);
+      NT_CHECK(dumps >= 1 && kind == NTR_TRIG_PEER_LOST);
       printf("rank %d: PEER_LOST recorded %.1f ms after the SIGKILL\n", r, (double)(lost - t_kill) / 1e6);
       slurp("err", r, b, sizeof b);
-      EXPECT(strstr(b, "nccltrace: lost rank 2 (host ") != NULL);
+      NT_CHECK(strstr(b, "nccltrace: lost rank 2 (host ") != NULL);
     }
     passed += 1; /* rank 2 was killed on purpose */
   } else if (standalone) {
     for (int r = 0; r < n; r++)
-      EXPECT(wait_res(r, "ready", 15) == 0);
+      NT_CHECK(wait_res(r, "ready", 15) == 0);
     kill(coord_pid, SIGKILL);
     waitpid(coord_pid, NULL, 0);
     touch("killed");
@@ -515,16 +515,16 @@ static int parent(const char *scenario) {
       char field[32] = "";
       int dumps = 0, kind = 0;
       slurp("res", r, b, sizeof b);
-      EXPECT(sscanf(b, "call %llu verdict %llu field %31s dumps %d kind %d", &call[r], &verdict[r], field,
+      NT_CHECK(sscanf(b, "call %llu verdict %llu field %31s dumps %d kind %d", &call[r], &verdict[r], field,
                     &dumps, &kind) == 5);
-      EXPECT(!strcmp(field, "op") && dumps == 1 && kind == NTR_TRIG_MISMATCH);
+      NT_CHECK(!strcmp(field, "op") && dumps == 1 && kind == NTR_TRIG_MISMATCH);
       if (call[r] > later)
         later = call[r];
       slurp("err", r, b, sizeof b);
-      EXPECT(count_lines(b, "nccltrace: mismatch on comm 9f2c0123 seq 2 field op: rank") == 1);
+      NT_CHECK(count_lines(b, "nccltrace: mismatch on comm 9f2c0123 seq 2 field op: rank") == 1);
     }
     for (int r = 0; r < n; r++) {
-      EXPECT(verdict[r] > later && verdict[r] - later < 100000000ull);
+      NT_CHECK(verdict[r] > later && verdict[r] - later < 100000000ull);
       printf("rank %d: MISMATCH recorded %.2f ms after the later rank's call\n", r,
              (double)(verdict[r] - later) / 1e6);
     }
@@ -532,37 +532,37 @@ static int parent(const char *scenario) {
   if (!strcmp(scenario, "strict_mismatch"))
     for (int r = 0; r < n; r++) {
       slurp("res", r, b, sizeof b);
-      EXPECT(strstr(b, "first 0 second -1") && strstr(b, "seq 2 field op: rank 1 Broadcast(count=64, float32, root=0) vs ranks 0,2,3 AllReduce"));
+      NT_CHECK(strstr(b, "first 0 second -1") && strstr(b, "seq 2 field op: rank 1 Broadcast(count=64, float32, root=0) vs ranks 0,2,3 AllReduce"));
     }
   if (!strcmp(scenario, "init_wait"))
     for (int r = 0; r < 3; r++) {
       slurp("err", r, b, sizeof b);
-      EXPECT(strstr(b, "comm 9f2c0123 init: waiting for rank 3 (never joined)") != NULL);
+      NT_CHECK(strstr(b, "comm 9f2c0123 init: waiting for rank 3 (never joined)") != NULL);
     }
   if (!strcmp(scenario, "env_diff"))
     for (int r = 0; r < 3; r++) {
       slurp("err", r, b, sizeof b);
-      EXPECT(strstr(b, "NCCL_PROTO: rank 2 has 'LL' vs ranks 0,1 have 'Simple'") != NULL);
+      NT_CHECK(strstr(b, "NCCL_PROTO: rank 2 has 'LL' vs ranks 0,1 have 'Simple'") != NULL);
       slurp("res", r, b, sizeof b);
-      EXPECT(strstr(b, "field NCCL_PROTO") != NULL);
+      NT_CHECK(strstr(b, "field NCCL_PROTO") != NULL);
     }
   if (agg) { /* each rank went through an aggregator; each "host" elected one */
     int hosted[2] = {0, 0};
     for (int r = 0; r < n; r++) {
       slurp("err", r, b, sizeof b);
-      EXPECT(strstr(b, "through this host's node aggregator") != NULL);
+      NT_CHECK(strstr(b, "through this host's node aggregator") != NULL);
       hosted[r / 2] += strstr(b, "node aggregator for host ") != NULL;
     }
     /* >= 1: a rank that hosted one and exits first hands over to the other */
-    EXPECT(hosted[0] >= 1 && hosted[1] >= 1);
+    NT_CHECK(hosted[0] >= 1 && hosted[1] >= 1);
   }
   if (!strcmp(scenario, "coord_killed_async"))
     for (int r = 0; r < n; r++) {
       slurp("err", r, b, sizeof b);
-      EXPECT(strstr(b, "lost the coordinator at 127.0.0.1") != NULL);
+      NT_CHECK(strstr(b, "lost the coordinator at 127.0.0.1") != NULL);
     }
-  EXPECT(passed == spawned);
-  if (failures)
+  NT_CHECK(passed == spawned);
+  if (nt_failures)
     show(spawned);
   else
     show(1);
@@ -570,10 +570,10 @@ static int parent(const char *scenario) {
     ntx_coord_stop(co, 0);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (!failures && system(cmd) != 0)
+  if (!nt_failures && system(cmd) != 0)
     fprintf(stderr, "could not remove %s\n", dir);
-  printf("%s: %s\n", scenario, failures ? "FAIL" : "ok");
-  return failures ? 1 : 0;
+  printf("%s: %s\n", scenario, nt_failures ? "FAIL" : "ok");
+  return nt_exit_status();
 }
 
 int main(int argc, char **argv) {

@@ -19,7 +19,7 @@
 #include "interpose/exchange/wire.h"
 #include "recorder/format.h"
 
-#include "tests/exchange/expect.h"
+#include "tests/nt_test.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -177,7 +177,7 @@ int main(void) {
   ntx_coord_start(co);
 
   for (int r = 0; r < 4; r++) {
-    EXPECT(rc_open(&cl[r], &key, r) == 0);
+    NT_CHECK(rc_open(&cl[r], &key, r) == 0);
     rc_register(&cl[r], COMM, r, 4);
   }
   /* hostile neighbours connect while the job runs */
@@ -187,7 +187,7 @@ int main(void) {
   (void)w;
   struct rc wrong;
   struct ntx_key bad = {0x1111, 0x2223};
-  EXPECT(rc_open(&wrong, &bad, 9) < 0); /* HELLO names a key the coordinator does not hold ... */
+  NT_CHECK(rc_open(&wrong, &bad, 9) < 0); /* HELLO names a key the coordinator does not hold ... */
   int slow = raw_connect();
   w = send(slow, "NX\1", 3, MSG_NOSIGNAL); /* ... and a frame that never completes */
   int big = raw_connect();
@@ -200,16 +200,16 @@ int main(void) {
   imp.fd = raw_connect();
   ntx_sess_challenge(&imp.s);
   struct ntx_msg m;
-  EXPECT(rc_recv(&imp, &m, 2000) == 1 && m.type == NTX_MSG_CHALLENGE);
+  NT_CHECK(rc_recv(&imp, &m, 2000) == 1 && m.type == NTX_MSG_CHALLENGE);
   ntx_sess_bind(&imp.s, &bad, imp.frame);
   uint8_t p[256], nonce[NTX_NONCE] = {1};
   size_t n = ntx_enc_hello(p, sizeof p, nonce, 1, 1, 0, "evil", "job", ntx_key_id(&key));
   rc_send(&imp, NTX_MSG_HELLO, p, n);
 
-  EXPECT(closed_within(garbage, 1500));
-  EXPECT(closed_within(big, 1500));
-  EXPECT(closed_within(imp.fd, 1500));
-  EXPECT(closed_within(slow, 2500)); /* slowloris: cut at the 1 s handshake/partial limit */
+  NT_CHECK(closed_within(garbage, 1500));
+  NT_CHECK(closed_within(big, 1500));
+  NT_CHECK(closed_within(imp.fd, 1500));
+  NT_CHECK(closed_within(slow, 2500)); /* slowloris: cut at the 1 s handshake/partial limit */
 
   /* the job is served all along: seq 1 agrees, seq 2 rank 1 differs */
   for (int r = 0; r < 4; r++)
@@ -219,8 +219,8 @@ int main(void) {
   double t0 = now_s();
   char text[2048];
   for (int r = 0; r < 4; r++) {
-    EXPECT(wait_verdict(&cl[r], NTX_V_MISMATCH, 1000, text, sizeof text) == 1);
-    EXPECT(strstr(text, "seq 2 field op: rank 1 Broadcast") != NULL);
+    NT_CHECK(wait_verdict(&cl[r], NTX_V_MISMATCH, 1000, text, sizeof text) == 1);
+    NT_CHECK(strstr(text, "seq 2 field op: rank 1 Broadcast") != NULL);
   }
   printf("mismatch to all 4 in %.1f ms: %s\n", (now_s() - t0) * 1e3, text);
 
@@ -229,11 +229,11 @@ int main(void) {
     uint8_t buf[NTX_FRAME_MAX];
     size_t l = ntx_frame_encode(buf, sizeof buf, NTX_MSG_PING, cl[3].tx - 1, NULL, 0, &cl[3].s, NTX_DIR_TO_COORD);
     w = send(cl[3].fd, buf, l, MSG_NOSIGNAL);
-    EXPECT(closed_within(cl[3].fd, 1500));
+    NT_CHECK(closed_within(cl[3].fd, 1500));
     close(cl[3].fd);
   }
   for (int r = 0; r < 3; r++)
-    EXPECT(wait_verdict(&cl[r], NTX_V_PEER_LOST, 1000, NULL, 0) == 1);
+    NT_CHECK(wait_verdict(&cl[r], NTX_V_PEER_LOST, 1000, NULL, 0) == 1);
 
   /* clean exit: BYE, nobody is told */
   uint8_t bye[4] = {0};
@@ -242,18 +242,18 @@ int main(void) {
   /* killed: the socket just closes; the survivors hear it within 1 s */
   t0 = now_s();
   close(cl[1].fd);
-  EXPECT(wait_verdict(&cl[0], NTX_V_PEER_LOST, 1000, text, sizeof text) == 1);
+  NT_CHECK(wait_verdict(&cl[0], NTX_V_PEER_LOST, 1000, text, sizeof text) == 1);
   double lost_ms = (now_s() - t0) * 1e3;
-  EXPECT(strstr(text, "lost rank 1 (host simhost, pid 4001)") != NULL);
-  EXPECT(lost_ms < 1000);
+  NT_CHECK(strstr(text, "lost rank 1 (host simhost, pid 4001)") != NULL);
+  NT_CHECK(lost_ms < 1000);
   printf("peer lost reported in %.1f ms: %s\n", lost_ms, text);
-  EXPECT(!strstr(text, "rank 2"));
+  NT_CHECK(!strstr(text, "rank 2"));
 
   /* the client limit: 12 slots, 1 in use: 11 more fit, the 12th is refused */
   int extra[12];
   for (int i = 0; i < 12; i++)
     extra[i] = raw_connect();
-  EXPECT(closed_within(extra[11], 1000));
+  NT_CHECK(closed_within(extra[11], 1000));
   for (int i = 0; i < 12; i++)
     close(extra[i]);
   struct ntx_coord_stats st;
@@ -261,17 +261,17 @@ int main(void) {
   ntx_coord_get_stats(co, &st, &cst);
   /* before authentication every rule broken counts as auth: garbage, oversized,
    * impostor, slowloris; after it the replay counts as malformed */
-  EXPECT(st.rejected_full >= 1 && st.rejected_auth >= 4 && st.rejected_malformed >= 1);
+  NT_CHECK(st.rejected_full >= 1 && st.rejected_auth >= 4 && st.rejected_malformed >= 1);
   printf("stats: accepted %llu, auth %llu, malformed %llu, slow %llu, full %llu, lost %llu\n",
          (unsigned long long)st.accepted, (unsigned long long)st.rejected_auth,
          (unsigned long long)st.rejected_malformed, (unsigned long long)st.slow_closed,
          (unsigned long long)st.rejected_full, (unsigned long long)cst.lost);
-  EXPECT(cst.lost == 2);
+  NT_CHECK(cst.lost == 2);
 
   /* and it still serves a newcomer once the extra connections are gone */
   usleep(300 * 1000);
   struct rc late;
-  EXPECT(rc_open(&late, &key, 5) == 0);
+  NT_CHECK(rc_open(&late, &key, 5) == 0);
   close(late.fd);
   close(cl[0].fd);
   close(garbage);
@@ -279,9 +279,9 @@ int main(void) {
   close(big);
   close(imp.fd);
   ntx_coord_stop(co, 0);
-  if (failures)
-    fprintf(stderr, "test_coord: %d failures\n", failures);
+  if (nt_failures)
+    fprintf(stderr, "test_coord: %d nt_failures\n", nt_failures);
   else
     printf("test_coord: ok\n");
-  return failures ? 1 : 0;
+  return nt_exit_status();
 }

@@ -13,7 +13,7 @@
 #include "interpose/exchange/clocksync.h"
 #include "recorder/format.h"
 
-#include "tests/exchange/expect.h"
+#include "tests/nt_test.h"
 
 #define COMM 0x9f2c0123456789abull
 #define NR 4
@@ -90,12 +90,12 @@ static void test_jitter_quiet(void) {
     if (s % 50 == 0)
       ntx_check_tick(c, (double)s * 0.1);
   }
-  EXPECT(count(NTX_V_STRAGGLER, 0) == 0);
-  EXPECT(count(NTX_V_LATENESS, 2) >= 1); /* each rank is told its own median */
+  NT_CHECK(count(NTX_V_STRAGGLER, 0) == 0);
+  NT_CHECK(count(NTX_V_LATENESS, 2) >= 1); /* each rank is told its own median */
   for (int i = 0; i < nev; i++)
     if (evs[i].kind == NTX_V_LATENESS)
-      EXPECT(evs[i].aux < 5000 && evs[i].peer == (int32_t)evs[i].client);
-  EXPECT(ntx_check_get_stats(c)->timed == 2000);
+      NT_CHECK(evs[i].aux < 5000 && evs[i].peer == (int32_t)evs[i].client);
+  NT_CHECK(ntx_check_get_stats(c)->timed == 2000);
   ntx_check_free(c);
 }
 
@@ -115,23 +115,23 @@ static void test_slow_rank(void) {
     ntx_check_tick(c, (double)s * 0.1);
   }
   /* named after MIN_JUDGE seqs, then not again within a minute (30 s ran) */
-  EXPECT(count(NTX_V_STRAGGLER, 0) == 1 && count(NTX_V_STRAGGLER, 3) == 1);
+  NT_CHECK(count(NTX_V_STRAGGLER, 0) == 1 && count(NTX_V_STRAGGLER, 3) == 1);
   for (int i = 0; i < nev; i++)
     if (evs[i].kind == NTX_V_STRAGGLER && evs[i].client == 0) {
       printf("  %s\n", evs[i].text);
-      EXPECT(evs[i].peer == 2 && evs[i].aux > 11000 && evs[i].aux < 15500);
-      EXPECT(strstr(evs[i].text, "straggler on comm 9f2c0123: rank 2 (node2, pid 1002) arrived last at 100% of "
+      NT_CHECK(evs[i].peer == 2 && evs[i].aux > 11000 && evs[i].aux < 15500);
+      NT_CHECK(strstr(evs[i].text, "straggler on comm 9f2c0123: rank 2 (node2, pid 1002) arrived last at 100% of "
                                  "the last ") != NULL);
-      EXPECT(strstr(evs[i].text, "ms after the others") != NULL);
+      NT_CHECK(strstr(evs[i].text, "ms after the others") != NULL);
     }
   int told = 0;
   for (int i = 0; i < nev; i++)
     if (evs[i].kind == NTX_V_LATENESS && evs[i].client == 2) {
       told = 1;
-      EXPECT(evs[i].aux > 12000 && evs[i].aux < 22000); /* after the earliest: 15 ms + some jitter */
-      EXPECT((uint32_t)evs[i].seq == (uint32_t)(evs[i].seq >> 32)); /* last at every seq of the window */
+      NT_CHECK(evs[i].aux > 12000 && evs[i].aux < 22000); /* after the earliest: 15 ms + some jitter */
+      NT_CHECK((uint32_t)evs[i].seq == (uint32_t)(evs[i].seq >> 32)); /* last at every seq of the window */
     }
-  EXPECT(told);
+  NT_CHECK(told);
   ntx_check_free(c);
 }
 
@@ -145,12 +145,12 @@ static void test_stall(void) {
       late[r] = jitter() + (s == 137 && r == 1 ? 2000000000ull : 0);
     step(c, s, late, off);
   }
-  EXPECT(count(NTX_V_STRAGGLER, 0) == 1);
+  NT_CHECK(count(NTX_V_STRAGGLER, 0) == 1);
   for (int i = 0; i < nev; i++)
     if (evs[i].kind == NTX_V_STRAGGLER && evs[i].client == 0) {
       printf("  %s\n", evs[i].text);
-      EXPECT(evs[i].peer == 1 && evs[i].seq == 137 && !strcmp(evs[i].field, "stall"));
-      EXPECT(strstr(evs[i].text, "rank 1 (node1, pid 1001) arrived 2.00 s after the others at seq 137") != NULL);
+      NT_CHECK(evs[i].peer == 1 && evs[i].seq == 137 && !strcmp(evs[i].field, "stall"));
+      NT_CHECK(strstr(evs[i].text, "rank 1 (node1, pid 1001) arrived 2.00 s after the others at seq 137") != NULL);
     }
   ntx_check_free(c);
 }
@@ -164,8 +164,8 @@ static void test_uncertain_clocks(void) {
     uint64_t late[NR] = {0, 0, 15000000ull, 0};
     step(c, s, late, off);
   }
-  EXPECT(count(NTX_V_STRAGGLER, 0) == 0);
-  EXPECT(count(NTX_V_NOTE, 0) == 1); /* said once: too uncertain to name anyone */
+  NT_CHECK(count(NTX_V_STRAGGLER, 0) == 0);
+  NT_CHECK(count(NTX_V_NOTE, 0) == 1); /* said once: too uncertain to name anyone */
   ntx_check_free(c);
 }
 
@@ -173,19 +173,19 @@ static void test_clocksync(void) {
   struct ntx_clk k;
   memset(&k, 0, sizeof k);
   uint64_t stamp;
-  EXPECT(ntx_clk_due(&k, 0.0, &stamp) == 1);
-  EXPECT(ntx_clk_due(&k, 0.1, &stamp) == 0); /* one in flight */
-  EXPECT(ntx_clk_echo(&k, stamp + 1, 0, stamp + 10) == -1); /* not ours */
+  NT_CHECK(ntx_clk_due(&k, 0.0, &stamp) == 1);
+  NT_CHECK(ntx_clk_due(&k, 0.1, &stamp) == 0); /* one in flight */
+  NT_CHECK(ntx_clk_echo(&k, stamp + 1, 0, stamp + 10) == -1); /* not ours */
   /* client 5 ms ahead; this round trip 4 ms, asymmetric */
-  EXPECT(ntx_clk_echo(&k, stamp, stamp + 3000000 + 5000000, stamp + 4000000) == 1);
-  EXPECT(k.uncert == 2000001);
-  EXPECT(ntx_clk_due(&k, 0.3, &stamp) == 1);
+  NT_CHECK(ntx_clk_echo(&k, stamp, stamp + 3000000 + 5000000, stamp + 4000000) == 1);
+  NT_CHECK(k.uncert == 2000001);
+  NT_CHECK(ntx_clk_due(&k, 0.3, &stamp) == 1);
   /* a 200 us round trip: the better sample wins */
-  EXPECT(ntx_clk_echo(&k, stamp, stamp + 100000 + 5000000, stamp + 200000) == 1);
-  EXPECT(k.offset == 5000000 && k.uncert == 100001);
-  EXPECT(ntx_clk_due(&k, 0.6, &stamp) == 1);
-  EXPECT(ntx_clk_echo(&k, stamp, stamp + 9000000, stamp + 8000000) == 0); /* worse: unchanged */
-  EXPECT(k.offset == 5000000 && k.samples == 3);
+  NT_CHECK(ntx_clk_echo(&k, stamp, stamp + 100000 + 5000000, stamp + 200000) == 1);
+  NT_CHECK(k.offset == 5000000 && k.uncert == 100001);
+  NT_CHECK(ntx_clk_due(&k, 0.6, &stamp) == 1);
+  NT_CHECK(ntx_clk_echo(&k, stamp, stamp + 9000000, stamp + 8000000) == 0); /* worse: unchanged */
+  NT_CHECK(k.offset == 5000000 && k.samples == 3);
 }
 
 int main(void) {
@@ -194,7 +194,7 @@ int main(void) {
   test_stall();
   test_uncertain_clocks();
   test_clocksync();
-  if (failures)
-    fprintf(stderr, "test_lateness: %d failures\n", failures);
-  return failures ? 1 : 0;
+  if (nt_failures)
+    fprintf(stderr, "test_lateness: %d nt_failures\n", nt_failures);
+  return nt_exit_status();
 }

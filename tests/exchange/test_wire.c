@@ -10,7 +10,7 @@
 #include "interpose/exchange/auth.h"
 #include "interpose/exchange/wire.h"
 
-#include "tests/exchange/expect.h"
+#include "tests/nt_test.h"
 
 static void test_siphash(void) {
   /* Appendix A of the SipHash paper: key 00..0f, messages 00..(n-1). */
@@ -18,24 +18,24 @@ static void test_siphash(void) {
   uint8_t m[64];
   for (int i = 0; i < 64; i++)
     m[i] = (uint8_t)i;
-  EXPECT(ntx_siphash(&k, m, 0) == 0x726fdb47dd0e0e31ull);
-  EXPECT(ntx_siphash(&k, m, 1) == 0x74f839c593dc67fdull);
-  EXPECT(ntx_siphash(&k, m, 8) == 0x93f5f5799a932462ull);
-  EXPECT(ntx_siphash(&k, m, 15) == 0xa129ca6149be45e5ull);
+  NT_CHECK(ntx_siphash(&k, m, 0) == 0x726fdb47dd0e0e31ull);
+  NT_CHECK(ntx_siphash(&k, m, 1) == 0x74f839c593dc67fdull);
+  NT_CHECK(ntx_siphash(&k, m, 8) == 0x93f5f5799a932462ull);
+  NT_CHECK(ntx_siphash(&k, m, 15) == 0xa129ca6149be45e5ull);
   /* incremental in odd pieces equals one shot */
   for (size_t split = 0; split <= 63; split += 7) {
     struct ntx_sip s;
     ntx_sip_init(&s, &k);
     ntx_sip_update(&s, m, split);
     ntx_sip_update(&s, m + split, 63 - split);
-    EXPECT(ntx_sip_final(&s) == ntx_siphash(&k, m, 63));
+    NT_CHECK(ntx_sip_final(&s) == ntx_siphash(&k, m, 63));
   }
-  EXPECT(ntx_ct_equal("abcd", "abcd", 4));
-  EXPECT(!ntx_ct_equal("abcd", "abce", 4));
+  NT_CHECK(ntx_ct_equal("abcd", "abcd", 4));
+  NT_CHECK(!ntx_ct_equal("abcd", "abce", 4));
   struct ntx_key a, b;
-  EXPECT(ntx_key_derive("s3cret", &a, NULL, 0) == NTX_KEY_SECRET);
+  NT_CHECK(ntx_key_derive("s3cret", &a, NULL, 0) == NTX_KEY_SECRET);
   ntx_key_derive("s3cres", &b, NULL, 0);
-  EXPECT(a.k0 != b.k0 && a.k1 != b.k1);
+  NT_CHECK(a.k0 != b.k0 && a.k1 != b.k1);
 }
 
 static struct ntx_session sess(uint64_t k) {
@@ -71,69 +71,69 @@ static void test_roundtrip(void) {
   memset(nonce, 0xab, sizeof nonce);
 
   size_t len = make_fp_frame(&s, 5, 3);
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 5, &f) == (int)len);
-  EXPECT(f.type == NTX_MSG_FP && f.seq == 5);
-  EXPECT(ntx_msg_decode(&f, &m) == 0 && m.u.fp.n == 3);
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 5, &f) == (int)len);
+  NT_CHECK(f.type == NTX_MSG_FP && f.seq == 5);
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.fp.n == 3);
   struct ntx_fp fp;
   ntx_fp_get(m.u.fp.entries, 2, &fp);
-  EXPECT(fp.seq == 3 && fp.count == 64 && fp.dtype == 7 && fp.peer == -1 && fp.rank == 3 &&
+  NT_CHECK(fp.seq == 3 && fp.count == 64 && fp.dtype == 7 && fp.peer == -1 && fp.rank == 3 &&
          fp.comm_id == 0x9f2c0123456789abull);
-  EXPECT(fp.t_ns == 1700000000123456789ull + 2); /* v4: the arrival time travels */
-  EXPECT(m.u.fp.n * NTX_FP_WIRE + 8 == f.len && NTX_FP_WIRE == 56);
+  NT_CHECK(fp.t_ns == 1700000000123456789ull + 2); /* v4: the arrival time travels */
+  NT_CHECK(m.u.fp.n * NTX_FP_WIRE + 8 == f.len && NTX_FP_WIRE == 56);
   /* v4 clock messages: TIME, TIME_ECHO, CLOCK; anything else of theirs is malformed */
   {
     uint8_t tp[24];
     struct ntx_frame tf = {.type = NTX_MSG_TIME_ECHO, .payload = tp};
     tf.len = (uint32_t)ntx_enc_time(tp, sizeof tp, NTX_MSG_TIME_ECHO, 111, 222);
-    EXPECT(tf.len == 16 && ntx_msg_decode(&tf, &m) == 0 && m.u.time.stamp == 111 && m.u.time.client_ns == 222);
+    NT_CHECK(tf.len == 16 && ntx_msg_decode(&tf, &m) == 0 && m.u.time.stamp == 111 && m.u.time.client_ns == 222);
     tf.type = NTX_MSG_TIME;
     tf.len = (uint32_t)ntx_enc_time(tp, sizeof tp, NTX_MSG_TIME, 333, 0);
-    EXPECT(tf.len == 8 && ntx_msg_decode(&tf, &m) == 0 && m.u.time.stamp == 333);
+    NT_CHECK(tf.len == 8 && ntx_msg_decode(&tf, &m) == 0 && m.u.time.stamp == 333);
     tf.len = 9;
-    EXPECT(ntx_msg_decode(&tf, &m) == NTX_E_MALFORMED);
+    NT_CHECK(ntx_msg_decode(&tf, &m) == NTX_E_MALFORMED);
     tf.type = NTX_MSG_CLOCK;
     tf.len = (uint32_t)ntx_enc_clock(tp, sizeof tp, -5000, 700, 8);
-    EXPECT(tf.len == 24 && ntx_msg_decode(&tf, &m) == 0 && m.u.clock.offset_ns == -5000 &&
+    NT_CHECK(tf.len == 24 && ntx_msg_decode(&tf, &m) == 0 && m.u.clock.offset_ns == -5000 &&
            m.u.clock.uncert_ns == 700 && m.u.clock.samples == 8);
     tp[20] = 1; /* reserved */
-    EXPECT(ntx_msg_decode(&tf, &m) == NTX_E_MALFORMED);
+    NT_CHECK(ntx_msg_decode(&tf, &m) == NTX_E_MALFORMED);
   }
 
   size_t n = ntx_enc_hello(p, sizeof p, nonce, 1234, 7, 0, "node-a", "job-1", 0x0123456789abcdefull);
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_HELLO, 0, p, n, &s, NTX_DIR_TO_COORD);
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 0, &f) == (int)len);
-  EXPECT(ntx_msg_decode(&f, &m) == 0 && m.u.hello.pid == 1234 && m.u.hello.launcher_rank == 7 &&
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 0, &f) == (int)len);
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.hello.pid == 1234 && m.u.hello.launcher_rank == 7 &&
          !strcmp(m.u.hello.host, "node-a") && !strcmp(m.u.hello.job, "job-1") &&
          m.u.hello.key_id == 0x0123456789abcdefull);
 
   static const char env[] = "NCCL_PROTO=Simple\0NCCL_ALGO=Ring";
   n = ntx_enc_register(p, sizeof p, 99, 2, 4, 22809, env, sizeof env);
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_REGISTER, 1, p, n, &s, NTX_DIR_TO_COORD);
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 1, &f) == (int)len);
-  EXPECT(ntx_msg_decode(&f, &m) == 0 && m.u.reg.comm_id == 99 && m.u.reg.rank == 2 &&
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 1, &f) == (int)len);
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.reg.comm_id == 99 && m.u.reg.rank == 2 &&
          m.u.reg.nranks == 4 && m.u.reg.env_len == sizeof env);
 
   n = ntx_enc_verdict(p, sizeof p, NTX_V_MISMATCH, 99, 4, 1, 0, "op", "mismatch on comm ...");
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_VERDICT, 9, p, n, &s, NTX_DIR_TO_CLIENT);
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_CLIENT, 9, &f) == (int)len);
-  EXPECT(ntx_msg_decode(&f, &m) == 0 && m.u.verdict.kind == NTX_V_MISMATCH && m.u.verdict.seq == 4 &&
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_CLIENT, 9, &f) == (int)len);
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.verdict.kind == NTX_V_MISMATCH && m.u.verdict.seq == 4 &&
          !strcmp(m.u.verdict.field, "op") && m.u.verdict.text_len == 20);
   /* a frame is bound to its direction: reflected back it does not verify */
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 9, &f) == NTX_E_MAC);
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 9, &f) == NTX_E_MAC);
 
   n = ntx_enc_reply(p, sizeof p, 77, 1, "differs");
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_REPLY, 2, p, n, &s, NTX_DIR_TO_CLIENT);
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_CLIENT, 2, &f) == (int)len);
-  EXPECT(ntx_msg_decode(&f, &m) == 0 && m.u.reply.req_id == 77 && m.u.reply.status == 1);
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_CLIENT, 2, &f) == (int)len);
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.reply.req_id == 77 && m.u.reply.status == 1);
 
   n = ntx_enc_challenge(p, sizeof p, nonce, 1, 55, "coord-host");
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_CHALLENGE, 0, p, n, &s, NTX_DIR_TO_CLIENT);
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_CLIENT, 0, &f) == (int)len);
-  EXPECT(ntx_msg_decode(&f, &m) == 0 && m.u.challenge.flags == 1 && m.u.challenge.pid == 55);
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_CLIENT, 0, &f) == (int)len);
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.challenge.flags == 1 && m.u.challenge.pid == 55);
 
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_PING, 3, NULL, 0, &s, NTX_DIR_TO_COORD);
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 3, &f) == (int)len);
-  EXPECT(ntx_msg_decode(&f, &m) == 0);
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 3, &f) == (int)len);
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0);
 }
 
 static void test_hostile(void) {
@@ -144,35 +144,35 @@ static void test_hostile(void) {
 
   /* every truncation: "need more", never a frame */
   for (size_t l = 0; l < len; l++)
-    EXPECT(ntx_frame_parse(frame, l, &s, NTX_DIR_TO_COORD, 1, &f) == 0);
+    NT_CHECK(ntx_frame_parse(frame, l, &s, NTX_DIR_TO_COORD, 1, &f) == 0);
   /* any single flipped bit anywhere is refused */
   for (size_t i = 0; i < len; i += 3) {
     frame[i] ^= 0x10;
     int r = ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 1, &f);
-    EXPECT(r < 0 || (r == 0 && i >= 4 && i < 8)); /* a bigger length field waits for more */
+    NT_CHECK(r < 0 || (r == 0 && i >= 4 && i < 8)); /* a bigger length field waits for more */
     frame[i] ^= 0x10;
   }
   /* wrong key, other connection's nonces */
-  EXPECT(ntx_frame_parse(frame, len, &other, NTX_DIR_TO_COORD, 1, &f) == NTX_E_MAC);
+  NT_CHECK(ntx_frame_parse(frame, len, &other, NTX_DIR_TO_COORD, 1, &f) == NTX_E_MAC);
   struct ntx_session s2 = s;
   s2.nonce[31] ^= 1;
-  EXPECT(ntx_frame_parse(frame, len, &s2, NTX_DIR_TO_COORD, 1, &f) == NTX_E_MAC);
+  NT_CHECK(ntx_frame_parse(frame, len, &s2, NTX_DIR_TO_COORD, 1, &f) == NTX_E_MAC);
   /* replay: the same valid frame when seq 2 is expected */
-  EXPECT(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 2, &f) == NTX_E_REPLAY);
+  NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 2, &f) == NTX_E_REPLAY);
   /* oversized: refused from the header alone */
   uint8_t big[16] = {'N', 'X', NTX_WIRE_VERSION, NTX_MSG_FP, 0x01, 0x00, 0x02, 0x00};
-  EXPECT(ntx_frame_parse(big, sizeof big, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_SIZE);
-  EXPECT(ntx_frame_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_MAGIC);
+  NT_CHECK(ntx_frame_parse(big, sizeof big, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_SIZE);
+  NT_CHECK(ntx_frame_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_MAGIC);
   /* v1 to v3 peers (before the arrival times of v4) are refused from
    * their third byte, with a reason that says what to do */
   uint8_t v1[4] = {'N', 'X', 1, 1}, v2[4] = {'N', 'X', 2, 1}, v3[4] = {'N', 'X', 3, 1}, v5[4] = {'N', 'X', 5, 1};
-  EXPECT(ntx_frame_parse(v3, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
-  EXPECT(ntx_frame_parse(v1, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
-  EXPECT(ntx_frame_parse(v2, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
-  EXPECT(strstr(ntx_wire_strerror(NTX_E_VERSION), "another nccltrace build") != NULL);
-  EXPECT(ntx_frame_parse(v5, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  NT_CHECK(ntx_frame_parse(v3, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  NT_CHECK(ntx_frame_parse(v1, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  NT_CHECK(ntx_frame_parse(v2, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
+  NT_CHECK(strstr(ntx_wire_strerror(NTX_E_VERSION), "another nccltrace build") != NULL);
+  NT_CHECK(ntx_frame_parse(v5, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   uint8_t badtype[4] = {'N', 'X', NTX_WIRE_VERSION, 200};
-  EXPECT(ntx_frame_parse(badtype, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_TYPE);
+  NT_CHECK(ntx_frame_parse(badtype, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_TYPE);
   /* random garbage never yields a frame with the wrong key */
   srand(7);
   for (int t = 0; t < 20000; t++) {
@@ -183,7 +183,7 @@ static void test_hostile(void) {
     if (t & 1 && gl >= 4) { /* a plausible header makes the parser go deeper */
       g[0] = 'N'; g[1] = 'X'; g[2] = NTX_WIRE_VERSION; g[3] = (uint8_t)(1 + rand() % 11);
     }
-    EXPECT(ntx_frame_parse(g, gl, &s, NTX_DIR_TO_COORD, 0, &f) <= 0);
+    NT_CHECK(ntx_frame_parse(g, gl, &s, NTX_DIR_TO_COORD, 0, &f) <= 0);
     /* and unauthenticated decoding never reads out of bounds (ASan) */
     if (ntx_frame_parse(g, gl, NULL, NTX_DIR_TO_COORD, (uint64_t)-1, &f) > 0)
       ntx_msg_decode(&f, &m);
@@ -192,58 +192,58 @@ static void test_hostile(void) {
   uint8_t p[64] = {0};
   struct ntx_frame mf = {.type = NTX_MSG_FP, .len = 8, .payload = p};
   p[4] = 1; /* claims one entry, has none */
-  EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
   mf.type = NTX_MSG_REGISTER;
   mf.len = 30;
   memset(p, 0, sizeof p);
   p[12] = 4;                /* nranks 4, rank 0 */
   p[20] = 6;                /* env_len 6 */
   memcpy(p + 24, "NCCL_X", 6); /* no '=' and no NUL */
-  EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
   memcpy(p + 24, "A=b\0C=", 6);
-  EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED); /* last entry unterminated */
+  NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED); /* last entry unterminated */
   memcpy(p + 24, "A=b\0C\0", 6);
-  EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED); /* entry without '=' */
+  NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED); /* entry without '=' */
   memcpy(p + 24, "A=\0C=\0", 6);
-  EXPECT(ntx_msg_decode(&mf, &m) == 0);
+  NT_CHECK(ntx_msg_decode(&mf, &m) == 0);
   p[8] = 5; /* rank 5 of 4 */
-  EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
   mf.type = NTX_MSG_VERDICT;
   mf.len = 10;
-  EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
   mf.type = NTX_MSG_PING;
   mf.len = 1;
-  EXPECT(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
   /* GONE: fixed part, count against length, clean is 0/1, reserved is 0 */
   static uint8_t gp[NTX_GONE_FIXED + 2 * NTX_GONE_WIRE];
   struct ntx_frame gf = {.type = NTX_MSG_GONE, .payload = gp};
   gf.len = (uint32_t)ntx_enc_gone_head(gp, sizeof gp, 4242, 3, 0, "hostB", 2);
   ntx_gone_put(gp + NTX_GONE_FIXED, 0, 0xabcdef0123456789ull, 3);
   ntx_gone_put(gp + NTX_GONE_FIXED, 1, 77, 0);
-  EXPECT(gf.len == sizeof gp);
-  EXPECT(ntx_msg_decode(&gf, &m) == 0);
-  EXPECT(m.u.gone.pid == 4242 && m.u.gone.launcher_rank == 3 && m.u.gone.clean == 0 && m.u.gone.n == 2 &&
+  NT_CHECK(gf.len == sizeof gp);
+  NT_CHECK(ntx_msg_decode(&gf, &m) == 0);
+  NT_CHECK(m.u.gone.pid == 4242 && m.u.gone.launcher_rank == 3 && m.u.gone.clean == 0 && m.u.gone.n == 2 &&
          !strcmp(m.u.gone.host, "hostB"));
   uint64_t gc;
   int32_t gr;
   ntx_gone_get(m.u.gone.pairs, 0, &gc, &gr);
-  EXPECT(gc == 0xabcdef0123456789ull && gr == 3);
+  NT_CHECK(gc == 0xabcdef0123456789ull && gr == 3);
   ntx_gone_get(m.u.gone.pairs, 1, &gc, &gr);
-  EXPECT(gc == 77 && gr == 0);
+  NT_CHECK(gc == 77 && gr == 0);
   gf.len -= 1; /* count and length disagree */
-  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
   gf.len = NTX_GONE_FIXED - 1;
-  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
   gf.len = sizeof gp;
   gp[8] = 2; /* clean must be 0 or 1 */
-  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
   gp[8] = 1;
   gp[NTX_GONE_FIXED + 12] = 1; /* reserved */
-  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
   gp[NTX_GONE_FIXED + 12] = 0;
   gp[12] = 0xff; gp[13] = 0xff; gp[14] = 0xff; gp[15] = 0xff; /* n huge: no overflow */
-  EXPECT(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
-  EXPECT(ntx_enc_gone_head(gp, sizeof gp, 1, 1, 1, "h", NTX_GONE_MAX + 1) == 0);
+  NT_CHECK(ntx_msg_decode(&gf, &m) == NTX_E_MALFORMED);
+  NT_CHECK(ntx_enc_gone_head(gp, sizeof gp, 1, 1, 1, "h", NTX_GONE_MAX + 1) == 0);
 }
 
 /* v3: a key per unique id, public key names, and every frame after
@@ -257,19 +257,19 @@ static void test_handshake(void) {
   ntx_key_from_uid(uid, sizeof uid, &k);
   ntx_key_from_uid(uid2, sizeof uid2, &k2);
   ntx_key_from_uid(uid, sizeof uid, &again);
-  EXPECT(k.k0 == again.k0 && k.k1 == again.k1);
-  EXPECT(k.k0 != k2.k0 && k.k1 != k2.k1 && ntx_key_id(&k) != ntx_key_id(&k2));
-  EXPECT(ntx_key_id(&k) != k.k0 && ntx_key_id(&k) != k.k1);
+  NT_CHECK(k.k0 == again.k0 && k.k1 == again.k1);
+  NT_CHECK(k.k0 != k2.k0 && k.k1 != k2.k1 && ntx_key_id(&k) != ntx_key_id(&k2));
+  NT_CHECK(ntx_key_id(&k) != k.k0 && ntx_key_id(&k) != k.k1);
   /* a unique id's key is not the key of a secret with the same bytes */
   char text[129];
   memcpy(text, "0123456789abcdef", 17);
   ntx_key_derive(text, &secret, NULL, 0);
   ntx_key_from_uid(text, 16, &again);
-  EXPECT(secret.k0 != again.k0);
+  NT_CHECK(secret.k0 != again.k0);
 
   uint8_t chal[NTX_CHALLENGE_LEN], nonce[NTX_NONCE], p[256];
   memset(nonce, 0x5a, sizeof nonce);
-  EXPECT(ntx_enc_challenge(chal, sizeof chal, nonce, 1, 4242, "rank0-host") == NTX_CHALLENGE_LEN);
+  NT_CHECK(ntx_enc_challenge(chal, sizeof chal, nonce, 1, 4242, "rank0-host") == NTX_CHALLENGE_LEN);
   /* CHALLENGE: the public session, which anyone can parse (and make) */
   struct ntx_session pub, pub2, cl, co;
   ntx_sess_challenge(&pub);
@@ -277,19 +277,19 @@ static void test_handshake(void) {
   struct ntx_frame f;
   size_t len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_CHALLENGE, 0, chal, sizeof chal, &pub,
                                 NTX_DIR_TO_CLIENT);
-  EXPECT(ntx_frame_parse(frame, len, &pub2, NTX_DIR_TO_CLIENT, 0, &f) == (int)len);
+  NT_CHECK(ntx_frame_parse(frame, len, &pub2, NTX_DIR_TO_CLIENT, 0, &f) == (int)len);
   /* HELLO under the client's key, bound to that CHALLENGE; the coordinator
    * parses it without a session, then verifies under the key it names */
   ntx_sess_bind(&cl, &k, chal);
-  EXPECT(!memcmp(cl.nonce, nonce, NTX_NONCE));
+  NT_CHECK(!memcmp(cl.nonce, nonce, NTX_NONCE));
   size_t n = ntx_enc_hello(p, sizeof p, nonce, 1, 1, 0, "h", "j", ntx_key_id(&k));
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_HELLO, 0, p, n, &cl, NTX_DIR_TO_COORD);
-  EXPECT(ntx_frame_parse(frame, len, NULL, NTX_DIR_TO_COORD, 0, &f) == (int)len);
+  NT_CHECK(ntx_frame_parse(frame, len, NULL, NTX_DIR_TO_COORD, 0, &f) == (int)len);
   ntx_sess_bind(&co, &k, chal);
-  EXPECT(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == 0);
+  NT_CHECK(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == 0);
   /* another key (a forger computing one from public values) fails */
   ntx_sess_bind(&co, &k2, chal);
-  EXPECT(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == NTX_E_MAC);
+  NT_CHECK(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == NTX_E_MAC);
   /* a CHALLENGE altered on the way (flags, pid, host) changes the binding:
    * the right key bound to what the other end saw does not verify */
   for (size_t i = NTX_NONCE; i < NTX_CHALLENGE_LEN; i += 5) {
@@ -297,10 +297,10 @@ static void test_handshake(void) {
     memcpy(alt, chal, sizeof alt);
     alt[i] ^= 0x01;
     ntx_sess_bind(&co, &k, alt);
-    EXPECT(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == NTX_E_MAC);
+    NT_CHECK(ntx_frame_verify(&f, &co, NTX_DIR_TO_COORD) == NTX_E_MAC);
   }
   /* and the public session never verifies a keyed frame */
-  EXPECT(ntx_frame_verify(&f, &pub, NTX_DIR_TO_COORD) == NTX_E_MAC);
+  NT_CHECK(ntx_frame_verify(&f, &pub, NTX_DIR_TO_COORD) == NTX_E_MAC);
 }
 
 int main(void) {
@@ -308,9 +308,9 @@ int main(void) {
   test_roundtrip();
   test_hostile();
   test_handshake();
-  if (failures)
-    fprintf(stderr, "test_wire: %d failures\n", failures);
+  if (nt_failures)
+    fprintf(stderr, "test_wire: %d nt_failures\n", nt_failures);
   else
     printf("test_wire: ok\n");
-  return failures ? 1 : 0;
+  return nt_exit_status();
 }

@@ -77,12 +77,12 @@ static void allreduce_checked(ncclComm_t comm, int nranks) {
   float want = (float)(nranks * (nranks + 1) / 2);
   for (int i = 0; i < 64; i++)
     if (h[i] != want)
-      FAIL("allreduce element %d = %g, want %g", i, (double)h[i], (double)want);
+      NT_DIE("allreduce element %d = %g, want %g", i, (double)h[i], (double)want);
 }
 
 int main(int argc, char **argv) {
   if (argc != 5)
-    FAIL("usage: xrank MODE RANK NRANKS IDFILE");
+    NT_DIE("usage: xrank MODE RANK NRANKS IDFILE");
   const char *mode = argv[1];
   g_rank = atoi(argv[2]);
   int nranks = atoi(argv[3]);
@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
         sleep_ms(10);
     }
     if (leaver < 0)
-      FAIL("no leaver named");
+      NT_DIE("no leaver named");
     ncclComm_t sub = NULL;
     NCCL(ncclCommSplit(comm, g_rank == leaver ? NCCL_SPLIT_NOCOLOR : 0, g_rank, &sub, NULL));
     if (g_rank == leaver) {
@@ -176,10 +176,10 @@ int main(int argc, char **argv) {
       snprintf(path, sizeof path, "%s.data.%d.%d", argv[4], g_rank, k);
       fds[k] = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
       if (fds[k] < 0)
-        FAIL("open %s: %s", path, strerror(errno));
+        NT_DIE("open %s: %s", path, strerror(errno));
       memset(buf, 'A' + k, sizeof buf);
       if (write(fds[k], buf, sizeof buf) != (ssize_t)sizeof buf)
-        FAIL("write %s", path);
+        NT_DIE("write %s", path);
     }
     for (int i = 0; i < 5; i++) {
       allreduce_checked(comm, nranks);
@@ -241,5 +241,5 @@ int main(int argc, char **argv) {
     sleep_ms(60000);
     return 0;
   }
-  FAIL("unknown mode %s", mode);
+  NT_DIE("unknown mode %s", mode);
 }

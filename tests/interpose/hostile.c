@@ -1,5 +1,4 @@
-/* hostile.c -- one traced process of hostile_e2e.py (issue 13 items 1, 6,
- * 7, 8): it starts the tracer with one NCCL lifecycle call, writes records,
+/* hostile.c -- one traced process of hostile_e2e.py: it starts the tracer with one NCCL lifecycle call, writes records,
  * and exits normally, so the test sees what the tracer did with its ring
  * and dump directories.
  *

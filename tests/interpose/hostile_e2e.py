@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""hostile_e2e.py -- the tracer in hostile and cramped environments (issue 13,
-items 1, 6, 7, 8; docs/reliability.md, "Hostile and cramped environments").
+"""hostile_e2e.py -- the tracer in hostile and cramped environments
+(docs/reliability.md, "Hostile and cramped environments").
 
 Each test runs tests/interpose/hostile.c under LD_PRELOAD=libnccltrace.so on
 the CPU emulator and checks what the tracer did with its ring, its dump

@@ -328,8 +328,8 @@ def t_exit42():
 
 def t_dumpstorm():
     """40 SIGUSR1 in a row: at most the burst of dumps, one line saying the
-    rest were skipped, and the skips counted in the ring (issue 13: a storm
-    of triggers must not write a dump each)."""
+    rest were skipped, and the skips counted in the ring (a storm of
+    triggers must not write a dump each)."""
     env = base_env()
     env["NCCLTRACE_RING"] = "4096"  # small dumps: the storm is about their number
     res = finish(start_ranks("usr1storm", 1, env))

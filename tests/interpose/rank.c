@@ -107,7 +107,7 @@ static void wait_async(ncclComm_t comm) {
       sleep_ms(2);
   }
   if (e != ncclSuccess)
-    FAIL("comm state %d", (int)e);
+    NT_DIE("comm state %d", (int)e);
 }
 
 /* Test 1: each call is printed as one line the driver compares with the
@@ -189,16 +189,16 @@ static int mode_handlers(struct ctx *c) {
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   if (sigaction(SIGUSR1, &sa, &old) != 0)
-    FAIL("sigaction");
+    NT_DIE("sigaction");
   /* The app must see what it installed before, not nccltrace's handler. */
   if (getenv("RANK_EARLY_HANDLERS") && (old.sa_flags & SA_SIGINFO || old.sa_handler != app_usr1_before))
-    FAIL("oldact is not the app's previous SIGUSR1 handler");
+    NT_DIE("oldact is not the app's previous SIGUSR1 handler");
   if (signal(SIGTERM, app_term) != SIG_DFL)
-    FAIL("previous SIGTERM handler is not SIG_DFL");
+    NT_DIE("previous SIGTERM handler is not SIG_DFL");
   allreduces(c, 2);
   raise(SIGUSR1);
   raise(SIGTERM); /* app_term exits 3 */
-  FAIL("still alive after SIGTERM");
+  NT_DIE("still alive after SIGTERM");
 }
 
 /* ------------------------------------------------------------- exec -- */
@@ -228,7 +228,7 @@ static int exec_by(const char *how, const char *path, char *const argv[]) {
       return -1;
     return fexecve(fd, argv, environ); /* fd -1 when missing: EBADF */
   }
-  FAIL("unknown exec function %s", how);
+  NT_DIE("unknown exec function %s", how);
 }
 
 static const char *const exec_hows[] = {"execve", "execv",  "execvp",   "execvpe", "execl",
@@ -253,12 +253,12 @@ static int mode_exec(struct ctx *c, const char *dir, int fail_all) {
   const char *how = getenv("RANK_EXEC_HOW") ? getenv("RANK_EXEC_HOW") : "execve";
   char *argv[] = {(char *)target, "uid", rank, "1", (char *)dir, NULL};
   exec_by(how, target, argv);
-  FAIL("%s %s: %s", how, target, strerror(errno));
+  NT_DIE("%s %s: %s", how, target, strerror(errno));
 }
 
 int main(int argc, char **argv) {
   if (argc != 5)
-    FAIL("usage: rank MODE RANK NRANKS DIR");
+    NT_DIE("usage: rank MODE RANK NRANKS DIR");
   const char *mode = argv[1], *dir = argv[4];
   struct ctx c = {.rank = atoi(argv[2]), .nranks = atoi(argv[3])};
   g_rank = c.rank;
@@ -336,5 +336,5 @@ int main(int argc, char **argv) {
     NCCL(ncclCommDestroy(c.comm));
     return 0;
   }
-  FAIL("unknown mode %s", mode);
+  NT_DIE("unknown mode %s", mode);
 }

@@ -17,16 +17,10 @@
 
 #include "interpose/config.h"
 #include "interpose/nti.h"
+#include "tests/nt_test.h"
 
 /* The library's globals live in init.c, which is not linked here. */
 NTI_TLS struct nti_tls nti_tls;
-
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "FAIL: " __VA_ARGS__);                                     \
-    fprintf(stderr, "\n");                                                     \
-    return 1;                                                                  \
-  } while (0)
 
 static FILE *said; /* our stderr while the configuration loads */
 
@@ -66,24 +60,24 @@ static int bool_knob(const char *name, const int *field) {
   for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
     load(name, on[i], out, sizeof out);
     if (*field != 1 || out[0])
-      FAIL("%s=%s: %d (want 1), said \"%s\"", name, on[i], *field, out);
+      NT_RET_FAIL("%s=%s: %d (want 1), said \"%s\"", name, on[i], *field, out);
   }
   for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
     load(name, off[i], out, sizeof out);
     if (*field != 0 || out[0])
-      FAIL("%s=%s: %d (want 0), said \"%s\"", name, off[i], *field, out);
+      NT_RET_FAIL("%s=%s: %d (want 0), said \"%s\"", name, off[i], *field, out);
   }
   load(name, NULL, out, sizeof out);
   if (*field != -1 || out[0])
-    FAIL("%s unset: %d (want -1), said \"%s\"", name, *field, out);
+    NT_RET_FAIL("%s unset: %d (want -1), said \"%s\"", name, *field, out);
   load(name, "", out, sizeof out);
   if (*field != -1 || out[0])
-    FAIL("%s empty: %d (want -1), said \"%s\"", name, *field, out);
+    NT_RET_FAIL("%s empty: %d (want -1), said \"%s\"", name, *field, out);
   load(name, "bogus", out, sizeof out);
   char want[128];
   snprintf(want, sizeof want, "nccltrace: %s=\"bogus\" is not valid", name);
   if (*field != -1 || lines(out) != 1 || strncmp(out, want, strlen(want)) != 0)
-    FAIL("%s=bogus: %d (want -1), said \"%s\" (want one line starting \"%s\")", name, *field, out, want);
+    NT_RET_FAIL("%s=bogus: %d (want -1), said \"%s\" (want one line starting \"%s\")", name, *field, out, want);
   return 0;
 }
 
@@ -96,16 +90,16 @@ int main(void) {
   unsetenv("NCCLTRACE_DISABLE");
   said = tmpfile();
   if (!said)
-    FAIL("tmpfile");
+    NT_RET_FAIL("tmpfile");
   if (bool_knob("NCCLTRACE_AGG", &nti_cfg.agg) || bool_knob("NCCLTRACE_STRICT_SHM", &nti_cfg.strict_shm))
     return 1;
   char out[2048];
   load("NCCLTRACE_AGG_HOST", "hostA", out, sizeof out);
   if (strcmp(nti_cfg.agg_host, "hostA") != 0 || out[0])
-    FAIL("NCCLTRACE_AGG_HOST=hostA: \"%s\", said \"%s\"", nti_cfg.agg_host, out);
+    NT_RET_FAIL("NCCLTRACE_AGG_HOST=hostA: \"%s\", said \"%s\"", nti_cfg.agg_host, out);
   load("NCCLTRACE_AGG_HOST", NULL, out, sizeof out);
   if (nti_cfg.agg_host[0])
-    FAIL("NCCLTRACE_AGG_HOST unset: \"%s\"", nti_cfg.agg_host);
+    NT_RET_FAIL("NCCLTRACE_AGG_HOST unset: \"%s\"", nti_cfg.agg_host);
   printf("ok\n");
   return 0;
 }

@@ -1,8 +1,7 @@
 /* unit_dump_rate.c -- the dump budget per trigger kind (interpose/dump_rate.h)
  * on a fake clock, and under threads racing for the same kind.
  *
- * Proves: a storm of one kind (200 lost-peer verdicts within a second, the
- * reproduction of issue 13) gets NTI_RATE_BURST dumps and counts the other
+ * Proves: a storm of one kind (200 lost-peer verdicts within a second) gets NTI_RATE_BURST dumps and counts the other
  * 195, with one "first" refusal; the budget refills at one per period and
  * fully after a quiet spell; another kind keeps its own budget; exit and
  * signal dumps are never refused; 8 threads taking at once get exactly the
@@ -15,15 +14,7 @@
 
 #include "interpose/dump_rate.h"
 #include "recorder/format.h"
-
-static int fails;
-#define EXPECT(c)                                                        \
-  do {                                                                   \
-    if (!(c)) {                                                          \
-      fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #c);      \
-      fails++;                                                           \
-    }                                                                    \
-  } while (0)
+#include "tests/nt_test.h"
 
 #define S 1000000000ull
 
@@ -47,36 +38,36 @@ int main(void) {
     ok += nti_rate_take(&r, NTR_TRIG_PEER_LOST, 100 * S + (uint64_t)i * (S / 200), &count, &first);
     firsts += first;
   }
-  EXPECT(ok == (int)NTI_RATE_BURST);
-  EXPECT(count == 200 - NTI_RATE_BURST);
-  EXPECT(firsts == 1);
+  NT_CHECK(ok == (int)NTI_RATE_BURST);
+  NT_CHECK(count == 200 - NTI_RATE_BURST);
+  NT_CHECK(firsts == 1);
   /* another kind has its own budget */
-  EXPECT(nti_rate_take(&r, NTR_TRIG_MISMATCH, 100 * S, NULL, NULL) == 1);
+  NT_CHECK(nti_rate_take(&r, NTR_TRIG_MISMATCH, 100 * S, NULL, NULL) == 1);
   /* one more per period */
-  EXPECT(nti_rate_take(&r, NTR_TRIG_PEER_LOST, 101 * S + NTI_RATE_PERIOD_NS, NULL, NULL) == 1);
-  EXPECT(nti_rate_take(&r, NTR_TRIG_PEER_LOST, 101 * S + NTI_RATE_PERIOD_NS, NULL, NULL) == 0);
+  NT_CHECK(nti_rate_take(&r, NTR_TRIG_PEER_LOST, 101 * S + NTI_RATE_PERIOD_NS, NULL, NULL) == 1);
+  NT_CHECK(nti_rate_take(&r, NTR_TRIG_PEER_LOST, 101 * S + NTI_RATE_PERIOD_NS, NULL, NULL) == 0);
   /* a quiet spell gives the whole burst back */
   ok = 0;
   for (int i = 0; i < 20; i++)
     ok += nti_rate_take(&r, NTR_TRIG_PEER_LOST, 1000 * S, NULL, NULL);
-  EXPECT(ok == (int)NTI_RATE_BURST);
+  NT_CHECK(ok == (int)NTI_RATE_BURST);
   /* the last evidence of a process is never refused */
   for (int i = 0; i < 50; i++) {
-    EXPECT(nti_rate_take(&r, NTR_TRIG_EXIT, 5 * S, NULL, NULL) == 1);
-    EXPECT(nti_rate_take(&r, NTR_TRIG_FATAL_SIGNAL, 5 * S, NULL, NULL) == 1);
-    EXPECT(nti_rate_take(&r, NTR_TRIG_SIGNAL, 5 * S, NULL, NULL) == 1);
+    NT_CHECK(nti_rate_take(&r, NTR_TRIG_EXIT, 5 * S, NULL, NULL) == 1);
+    NT_CHECK(nti_rate_take(&r, NTR_TRIG_FATAL_SIGNAL, 5 * S, NULL, NULL) == 1);
+    NT_CHECK(nti_rate_take(&r, NTR_TRIG_SIGNAL, 5 * S, NULL, NULL) == 1);
   }
   /* at time 0 too (a clock that starts there) */
   struct nti_rate z = {0};
-  EXPECT(nti_rate_take(&z, NTR_TRIG_USER, 0, NULL, NULL) == 1);
+  NT_CHECK(nti_rate_take(&z, NTR_TRIG_USER, 0, NULL, NULL) == 1);
   pthread_t t[8];
   for (int i = 0; i < 8; i++)
     pthread_create(&t[i], NULL, taker, NULL);
   for (int i = 0; i < 8; i++)
     pthread_join(t[i], NULL);
-  EXPECT(granted == (int)NTI_RATE_BURST);
-  EXPECT(shared.suppressed[NTR_TRIG_MISMATCH] == 800 - NTI_RATE_BURST);
-  if (fails)
+  NT_CHECK(granted == (int)NTI_RATE_BURST);
+  NT_CHECK(shared.suppressed[NTR_TRIG_MISMATCH] == 800 - NTI_RATE_BURST);
+  if (nt_failures)
     return 1;
   printf("dump budget: %u at once, one per %llu s, per kind\n", NTI_RATE_BURST,
          (unsigned long long)(NTI_RATE_PERIOD_NS / S));

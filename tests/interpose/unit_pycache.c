@@ -13,17 +13,7 @@
 #include <string.h>
 
 #include "interpose/pycache.h"
-
-static int failures;
-#define EXPECT(cond, ...)                                                   \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                  \
-      fprintf(stderr, __VA_ARGS__);                                         \
-      fprintf(stderr, "\n");                                                \
-      failures++;                                                           \
-    }                                                                       \
-  } while (0)
+#include "tests/nt_test.h"
 
 #define SLOTS 4096u
 static uint64_t words[SLOTS];
@@ -37,19 +27,19 @@ static void sites_evict(void) {
   memset(words, 0, sizeof words);
   for (uint32_t j = 0; j < 100; j++) {
     nti_pyc_site_put(&c, colliding(j), j + 1);
-    EXPECT(nti_pyc_site_get(&c, colliding(j)) == j + 1, "site %u not cached once its run was full", j);
+    NT_CHECK(nti_pyc_site_get(&c, colliding(j)) == j + 1, "site %u not cached once its run was full", j);
   }
   /* the last NTI_PYC_PROBES are the ones kept */
   for (uint32_t j = 0; j < 100; j++) {
     uint32_t id = nti_pyc_site_get(&c, colliding(j));
     if (j >= 100 - NTI_PYC_PROBES)
-      EXPECT(id == j + 1, "recent site %u: id %u", j, id);
+      NT_CHECK(id == j + 1, "recent site %u: id %u", j, id);
     else
-      EXPECT(id == 0, "old site %u still cached (id %u)", j, id);
+      NT_CHECK(id == 0, "old site %u still cached (id %u)", j, id);
   }
   /* a site resolved to nothing is remembered as such */
   nti_pyc_site_put(&c, 77, 0);
-  EXPECT(nti_pyc_site_get(&c, 77) == NTI_PYC_NONE, "a site without a stack is not remembered");
+  NT_CHECK(nti_pyc_site_get(&c, 77) == NTI_PYC_NONE, "a site without a stack is not remembered");
 }
 
 static void frames_evict(void) {
@@ -57,11 +47,11 @@ static void frames_evict(void) {
   memset(fslots, 0, sizeof fslots);
   for (uint32_t j = 0; j < 100; j++) {
     nti_pyc_frame_put(&c, colliding(j), 1000 + j);
-    EXPECT(nti_pyc_frame_get(&c, colliding(j)) == 1000 + j, "frame %u not cached once its run was full", j);
+    NT_CHECK(nti_pyc_frame_get(&c, colliding(j)) == 1000 + j, "frame %u not cached once its run was full", j);
   }
   for (uint32_t j = 0; j < 100; j++) {
     uint64_t w = nti_pyc_frame_get(&c, colliding(j));
-    EXPECT(j >= 100 - NTI_PYC_PROBES ? w == 1000 + j : w == 0, "frame %u: word %llu", j, (unsigned long long)w);
+    NT_CHECK(j >= 100 - NTI_PYC_PROBES ? w == 1000 + j : w == 0, "frame %u: word %llu", j, (unsigned long long)w);
   }
 }
 
@@ -100,14 +90,14 @@ static void concurrent(void) {
     pthread_create(&t[i], NULL, worker, (void *)(i + 1));
   for (int i = 0; i < 4; i++)
     pthread_join(t[i], NULL);
-  EXPECT(!torn, "a get returned another key's id or word");
+  NT_CHECK(!torn, "a get returned another key's id or word");
 }
 
 int main(void) {
   sites_evict();
   frames_evict();
   concurrent();
-  if (failures)
+  if (nt_failures)
     return 1;
   printf("ok\n");
   return 0;

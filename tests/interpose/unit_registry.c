@@ -19,9 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "interpose/nti.h"
 #include "interpose/comm.h"
 #include "interpose/ident.h"
+#include "interpose/nti.h"
+#include "tests/nt_test.h"
 
 /* The library's globals live in init.c, which is not linked here. */
 struct nti_global nti_proc;
@@ -48,41 +49,34 @@ static void *reader(void *arg) {
   return NULL;
 }
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "FAIL: " __VA_ARGS__);                                     \
-    fprintf(stderr, "\n");                                                     \
-    return 1;                                                                  \
-  } while (0)
-
 static int identity(void) {
   ncclUniqueId id;
   memset(&id, 7, sizeof id);
   uint64_t a = nti_hash_bytes(&id, sizeof id);
   if (a != nti_hash_bytes(&id, sizeof id) || a == 0)
-    FAIL("hash not deterministic");
+    NT_RET_FAIL("hash not deterministic");
   id.internal[127] ^= 1;
   if (nti_hash_bytes(&id, sizeof id) == a)
-    FAIL("hash ignores the last byte");
+    NT_RET_FAIL("hash ignores the last byte");
   if (nti_id_scalable(&id, 1) != nti_hash_bytes(&id, sizeof id))
-    FAIL("scalable init with one id differs from InitRank");
+    NT_RET_FAIL("scalable init with one id differs from InitRank");
   ncclUniqueId two[2] = {id, id};
   if (nti_id_scalable(two, 2) == nti_id_scalable(two, 1))
-    FAIL("scalable ids ignore the second id");
+    NT_RET_FAIL("scalable ids ignore the second id");
   if (nti_id_split(a, 1, 0) == nti_id_split(a, 1, 1) || nti_id_split(a, 1, 0) == nti_id_split(a, 2, 0) ||
       nti_id_split(a, 1, 0) != nti_id_split(a, 1, 0))
-    FAIL("split ids do not follow (parent, n, color)");
+    NT_RET_FAIL("split ids do not follow (parent, n, color)");
   int ex1[] = {1, 3}, ex2[] = {1, 2};
   if (nti_id_shrink(a, 1, ex1, 2) == nti_id_shrink(a, 1, ex2, 2))
-    FAIL("shrink ids ignore the excluded ranks");
+    NT_RET_FAIL("shrink ids ignore the excluded ranks");
   if (nti_fp_coll(NTR_KIND_BCAST, 8, 7, -1, 0) != nti_fp_coll(NTR_KIND_BROADCAST, 8, 7, -1, 0))
-    FAIL("Bcast and Broadcast fingerprint differently");
+    NT_RET_FAIL("Bcast and Broadcast fingerprint differently");
   if (nti_fp_coll(NTR_KIND_ALLREDUCE, 8, 7, 0, -1) == nti_fp_coll(NTR_KIND_ALLREDUCE, 9, 7, 0, -1) ||
       nti_fp_coll(NTR_KIND_ALLREDUCE, 8, 7, 0, -1) == nti_fp_coll(NTR_KIND_ALLREDUCE, 8, 7, 1, -1) ||
       nti_fp_coll(NTR_KIND_BROADCAST, 8, 7, -1, 0) == nti_fp_coll(NTR_KIND_BROADCAST, 8, 7, -1, 1))
-    FAIL("fingerprint ignores count, redop or root");
+    NT_RET_FAIL("fingerprint ignores count, redop or root");
   if (nti_fp_p2p(1, 8, 7, 2, 0) == nti_fp_p2p(1, 8, 7, 2, 1))
-    FAIL("p2p fingerprint ignores the direction");
+    NT_RET_FAIL("p2p fingerprint ignores the direction");
   return 0;
 }
 
@@ -90,9 +84,9 @@ static int identity(void) {
  * 64 four-rank InitRank comms 0x1000..0x103f of the registry test. */
 static int expect_job(const char *want) {
   if (strcmp(nti_cfg.job, want) != 0 || strcmp(nti_proc.ring.hdr->job_id, want) != 0)
-    FAIL("job id %s (ring %s), expected %s", nti_cfg.job, nti_proc.ring.hdr->job_id, want);
+    NT_RET_FAIL("job id %s (ring %s), expected %s", nti_cfg.job, nti_proc.ring.hdr->job_id, want);
   if (!strstr(nti_proc.ring.path, want) || access(nti_proc.ring.path, F_OK) != 0)
-    FAIL("ring file %s not named after job %s", nti_proc.ring.path, want);
+    NT_RET_FAIL("ring file %s not named after job %s", nti_proc.ring.path, want);
   return 0;
 }
 
@@ -122,7 +116,7 @@ static int job_rule(void) {
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
     pthread_mutex_lock(&nti_life_lock);
     if (!nti_comm_create(steps[i].id, 0, steps[i].nranks, steps[i].kind))
-      FAIL("create %#llx", (unsigned long long)steps[i].id);
+      NT_RET_FAIL("create %#llx", (unsigned long long)steps[i].id);
     nti_job_from_comm(steps[i].id);
     pthread_mutex_unlock(&nti_life_lock);
     if (expect_job(steps[i].want))
@@ -136,18 +130,18 @@ int main(void) {
     return 1;
   char dir[] = "/tmp/nti-unit-XXXXXX";
   if (!mkdtemp(dir))
-    FAIL("mkdtemp");
+    NT_RET_FAIL("mkdtemp");
   struct ntr_ring_config rc = {.dir = dir, .job_id = "unit", .slots = 64};
   int r = ntr_ring_open(&nti_proc.ring, &rc);
   if (r < 0)
-    FAIL("ntr_ring_open: %d", r);
+    NT_RET_FAIL("ntr_ring_open: %d", r);
   nti_proc.active = 1;
   if (nti_comm_lookup(HANDLE(0)) || nti_comm_lookup(NULL))
-    FAIL("lookup of an unbound handle");
+    NT_RET_FAIL("lookup of an unbound handle");
   for (int i = 0; i < NCOMMS; i++) {
     comms[i] = nti_comm_create(0x1000 + (uint64_t)i, i % 4, 4, NTR_KIND_COMM_INIT_RANK);
     if (!comms[i] || comms[i]->np2p != 4 || comms[i]->cs->comm_id != 0x1000 + (uint64_t)i)
-      FAIL("create %d", i);
+      NT_RET_FAIL("create %d", i);
   }
   pthread_t th[4];
   for (int t = 0; t < 4; t++)
@@ -163,23 +157,23 @@ int main(void) {
         nti_comm_unbind(comms[i]);
       pthread_mutex_unlock(&nti_life_lock);
       if (r < 0)
-        FAIL("bind %d: %d", i, r);
+        NT_RET_FAIL("bind %d: %d", i, r);
     }
   }
   __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
   for (int t = 0; t < 4; t++)
     pthread_join(th[t], NULL);
   if (bad)
-    FAIL("a reader saw %s", bad == 1 ? "a comm for a never-bound handle" : "another handle's comm");
+    NT_RET_FAIL("a reader saw %s", bad == 1 ? "a comm for a never-bound handle" : "another handle's comm");
   /* Final state: the last round unbound everything. */
   for (int i = 0; i < NCOMMS; i++)
     if (nti_comm_lookup(HANDLE(i)) || comms[i]->live)
-      FAIL("comm %d still bound after unbind", i);
+      NT_RET_FAIL("comm %d still bound after unbind", i);
   pthread_mutex_lock(&nti_life_lock);
   r = nti_comm_bind(comms[5], HANDLE(5));
   pthread_mutex_unlock(&nti_life_lock);
   if (r < 0 || nti_comm_lookup(HANDLE(5)) != comms[5])
-    FAIL("rebind after tombstones");
+    NT_RET_FAIL("rebind after tombstones");
   if (job_rule())
     return 1;
   ntr_ring_close(&nti_proc.ring, 1);

@@ -1,5 +1,5 @@
 /* embed_late.c -- a C program that calls NCCL first and embeds Python
- * later (issue 15: a Python loaded after the first NCCL call): two
+ * later (a Python loaded after the first NCCL call): two
  * AllReduces from C, then libpython dlopen'ed (RTLD_GLOBAL, as embedders
  * and ctypes extension modules need) and initialized, whose code issues two
  * AllReduces through ctypes from late_step after 0.5 s (the watchdog's
@@ -17,13 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(x)                                                        \
-  do {                                                                  \
-    if ((x) != 0) {                                                     \
-      fprintf(stderr, "embed_late: %s failed\n", #x);                   \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
+#include "../nt_test.h"
 
 int main(int argc, char **argv) {
   if (argc != 2) {
@@ -34,13 +28,13 @@ int main(int argc, char **argv) {
   ncclComm_t comm;
   cudaStream_t s;
   float *buf;
-  CHECK(ncclGetUniqueId(&id));
-  CHECK(ncclCommInitRank(&comm, 1, id, 0));
-  CHECK(cudaStreamCreate(&s));
-  CHECK(cudaMalloc((void **)&buf, 1024));
+  NT_ASSERT(ncclGetUniqueId(&id) == 0);
+  NT_ASSERT(ncclCommInitRank(&comm, 1, id, 0) == 0);
+  NT_ASSERT(cudaStreamCreate(&s) == 0);
+  NT_ASSERT(cudaMalloc((void **)&buf, 1024) == 0);
   for (int i = 0; i < 2; i++)
-    CHECK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, s));
-  CHECK(cudaStreamSynchronize(s));
+    NT_ASSERT(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, s) == 0);
+  NT_ASSERT(cudaStreamSynchronize(s) == 0);
 
   void *py = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
   if (!py) {
@@ -72,9 +66,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   for (int i = 0; i < 2; i++)
-    CHECK(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, s));
-  CHECK(cudaStreamSynchronize(s));
-  CHECK(ncclCommDestroy(comm));
+    NT_ASSERT(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comm, s) == 0);
+  NT_ASSERT(cudaStreamSynchronize(s) == 0);
+  NT_ASSERT(ncclCommDestroy(comm) == 0);
   printf("done\n");
   return 0;
 }

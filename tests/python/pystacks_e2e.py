@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""pystacks_e2e.py -- Python call sites and Python thread stacks, end to end
-(issue 15), on the CPU emulator with the pynccl-style client
+"""pystacks_e2e.py -- Python call sites and Python thread stacks, end to end,
+on the CPU emulator with the pynccl-style client
 (pynccl_client.py: Python + ctypes over NCCL and the CUDA runtime).
 
   pystacks_e2e.py TEST    (paths from the environment, see main())

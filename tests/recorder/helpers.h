@@ -1,5 +1,8 @@
 /* helpers.h -- tiny shared helpers for the recorder tests: each test is a
- * standalone program exiting 0 (pass), 1 (fail) or 77 (skip). */
+ * standalone program exiting 0 (pass), 1 (fail) or 77 (skip); assertions
+ * are tests/nt_test.h's.
+ * Thread-safety: t_reserve uses the calling thread's own cursor; the rest
+ * are for the test's main thread.  Signal-safety: none. */
 #ifndef NTR_TEST_HELPERS_H
 #define NTR_TEST_HELPERS_H
 #include <dirent.h>
@@ -11,25 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define T_SKIP 77
-
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-      exit(1);                                                                   \
-    }                                                                            \
-  } while (0)
-
-#define CHECK_EQ(a, b)                                                           \
-  do {                                                                           \
-    long long a_ = (long long)(a), b_ = (long long)(b);                          \
-    if (a_ != b_) {                                                              \
-      fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__,      \
-              __LINE__, #a, a_, #b, b_);                                         \
-      exit(1);                                                                   \
-    }                                                                            \
-  } while (0)
+#include "../nt_test.h"
 
 /* A fresh private directory under /tmp (removed by t_rmtree). */
 /* A writer thread's records, as the interposer writes them: from the
@@ -97,17 +82,43 @@ static inline int t_count_files(const char *dir, const char *prefix) {
   do {                                                                               \
     t_tmpdir(dir_, sizeof dir_);                                                     \
     struct ntr_ring_config t_cfg_ = {.dir = dir_, .job_id = job_, .slots = slots_};  \
-    CHECK_EQ(ntr_ring_open(ring_, &t_cfg_), 0);                                      \
+    NT_ASSERT_EQ(ntr_ring_open(ring_, &t_cfg_), 0);                                      \
   } while (0)
+
+/* The test_ring_basic_* programs: a ring of `slots` slots for job `job` in
+ * BASE/rings/sub (created by the open, parents too) under a fresh temporary
+ * directory BASE.  base and dir are arrays. */
+#define T_BASIC_OPEN(ring_, base_, dir_, job_, slots_)                               \
+  do {                                                                               \
+    t_tmpdir(base_, sizeof base_);                                                   \
+    snprintf(dir_, sizeof dir_, "%s/rings/sub", base_);                              \
+    struct ntr_ring_config t_cfg_ = {.dir = dir_, .job_id = job_, .slots = slots_};  \
+    NT_ASSERT_EQ(ntr_ring_open(ring_, &t_cfg_), 0);                                      \
+  } while (0)
+
+/* This host's name as a ring file name carries it: [-.0-9A-Za-z] kept, '-'
+ * and anything else as '_'. */
+static inline void t_host_in_name(char *out, size_t cap) {
+  char host[64];
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = 0;
+  size_t i;
+  for (i = 0; host[i] && i + 1 < cap && i < 63; i++)
+    out[i] = (host[i] == '-' || host[i] == '.' || (host[i] >= '0' && host[i] <= '9') ||
+              (host[i] >= 'a' && host[i] <= 'z') || (host[i] >= 'A' && host[i] <= 'Z'))
+                 ? (host[i] == '-' ? '_' : host[i])
+                 : '_';
+  out[i] = 0;
+}
 
 /* Start the reader, then n writers (each gets its index as argument), join
  * the writers, set *done (release) and join the reader. */
 static inline void t_run_writers(int n, void *(*writer)(void *), void *(*reader)(void *), int *done) {
   pthread_t w[64], rd;
-  CHECK(n <= 64);
-  CHECK_EQ(pthread_create(&rd, NULL, reader, NULL), 0);
+  NT_ASSERT(n <= 64);
+  NT_ASSERT_EQ(pthread_create(&rd, NULL, reader, NULL), 0);
   for (uintptr_t i = 0; i < (uintptr_t)n; i++)
-    CHECK_EQ(pthread_create(&w[i], NULL, writer, (void *)i), 0);
+    NT_ASSERT_EQ(pthread_create(&w[i], NULL, writer, (void *)i), 0);
   for (int i = 0; i < n; i++)
     pthread_join(w[i], NULL);
   __atomic_store_n(done, 1, __ATOMIC_RELEASE);

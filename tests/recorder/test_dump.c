@@ -47,12 +47,12 @@ struct parsed {
 
 static unsigned char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
-  CHECK(f != NULL);
+  NT_ASSERT(f != NULL);
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
   unsigned char *buf = malloc((size_t)n);
-  CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+  NT_ASSERT(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
   fclose(f);
   *len = (size_t)n;
   return buf;
@@ -62,20 +62,20 @@ static void parse_dump(const char *path, struct parsed *d) {
   size_t flen;
   unsigned char *file = read_file(path, &flen);
   struct ntr_dump_preamble pre;
-  CHECK(flen >= sizeof pre);
+  NT_ASSERT(flen >= sizeof pre);
   memcpy(&pre, file, sizeof pre);
-  CHECK(!memcmp(pre.magic, NTR_DUMP_MAGIC, 8));
-  CHECK_EQ(pre.version, NTR_FORMAT_VERSION);
-  CHECK_EQ(pre.preamble_size, 64);
-  CHECK_EQ(pre.section_count, 7);
-  CHECK_EQ(pre.flags & 1, 0); /* compressed */
-  CHECK_EQ(flen, sizeof pre + pre.compressed_size);
-  CHECK_EQ(ZSTD_getFrameContentSize(file + 64, pre.compressed_size), pre.payload_size);
+  NT_ASSERT(!memcmp(pre.magic, NTR_DUMP_MAGIC, 8));
+  NT_ASSERT_EQ(pre.version, NTR_FORMAT_VERSION);
+  NT_ASSERT_EQ(pre.preamble_size, 64);
+  NT_ASSERT_EQ(pre.section_count, 7);
+  NT_ASSERT_EQ(pre.flags & 1, 0); /* compressed */
+  NT_ASSERT_EQ(flen, sizeof pre + pre.compressed_size);
+  NT_ASSERT_EQ(ZSTD_getFrameContentSize(file + 64, pre.compressed_size), pre.payload_size);
   d->payload = malloc(pre.payload_size);
   size_t got = ZSTD_decompress(d->payload, pre.payload_size, file + 64, pre.compressed_size);
-  CHECK(!ZSTD_isError(got));
-  CHECK_EQ(got, pre.payload_size);
-  CHECK_EQ(XXH64(d->payload, got, 0), pre.checksum);
+  NT_ASSERT(!ZSTD_isError(got));
+  NT_ASSERT_EQ(got, pre.payload_size);
+  NT_ASSERT_EQ(XXH64(d->payload, got, 0), pre.checksum);
   d->len = got;
   free(file);
 
@@ -83,41 +83,41 @@ static void parse_dump(const char *path, struct parsed *d) {
   uint32_t want = NTR_SEC_HEADER;
   while (off < d->len) {
     struct ntr_section sec;
-    CHECK(off + sizeof sec <= d->len);
+    NT_ASSERT(off + sizeof sec <= d->len);
     memcpy(&sec, d->payload + off, sizeof sec);
     off += sizeof sec;
-    CHECK(sec.length <= d->len - off);
-    CHECK_EQ(sec.type, want); /* sections come in type order */
+    NT_ASSERT(sec.length <= d->len - off);
+    NT_ASSERT_EQ(sec.type, want); /* sections come in type order */
     void *body = d->payload + off;
     switch (sec.type) {
     case NTR_SEC_HEADER:
-      CHECK_EQ(sec.length, sizeof(struct ntr_ring_header));
+      NT_ASSERT_EQ(sec.length, sizeof(struct ntr_ring_header));
       d->hdr = body;
       break;
     case NTR_SEC_COMMS:
-      CHECK_EQ(sec.length % sizeof(struct ntr_comm_state), 0);
+      NT_ASSERT_EQ(sec.length % sizeof(struct ntr_comm_state), 0);
       d->comms = body;
       d->ncomms = sec.length / sizeof(struct ntr_comm_state);
       break;
     case NTR_SEC_STACKS:
-      CHECK_EQ(sec.length % sizeof(struct ntr_stack), 0);
+      NT_ASSERT_EQ(sec.length % sizeof(struct ntr_stack), 0);
       d->stacks = body;
       d->nstacks = sec.length / sizeof(struct ntr_stack);
       break;
     case NTR_SEC_RECORDS:
-      CHECK_EQ(sec.length % 128, 0);
+      NT_ASSERT_EQ(sec.length % 128, 0);
       d->recs = body;
       d->nrecs = sec.length / 128;
       break;
     case NTR_SEC_TRIGGER:
-      CHECK_EQ(sec.length, sizeof(struct ntr_trigger));
+      NT_ASSERT_EQ(sec.length, sizeof(struct ntr_trigger));
       d->trig = body;
       break;
     case NTR_SEC_PYTHREADS:
-      CHECK_EQ(sec.length % sizeof(struct ntr_pythread), 0);
+      NT_ASSERT_EQ(sec.length % sizeof(struct ntr_pythread), 0);
       break;
     case NTR_SEC_STRINGS:
-      CHECK_EQ(sec.length % 8, 0);
+      NT_ASSERT_EQ(sec.length % 8, 0);
       d->strs = body;
       d->str_len = (uint32_t)sec.length;
       break;
@@ -125,8 +125,8 @@ static void parse_dump(const char *path, struct parsed *d) {
     off += sec.length;
     want++;
   }
-  CHECK_EQ(want, NTR_SEC_STRINGS + 1);
-  CHECK_EQ(off, d->len);
+  NT_ASSERT_EQ(want, NTR_SEC_STRINGS + 1);
+  NT_ASSERT_EQ(off, d->len);
 }
 
 /* Concurrent dumps: each returns 0 or -EBUSY, never blocks, never mixes. */
@@ -148,11 +148,11 @@ static int tmp_files(const char *dir) { return t_count_files(dir, ".nccltrace-")
 /* Run fn in a child; @return its exit status (1 when killed by a signal). */
 static int in_child(int (*fn)(const char *), const char *arg) {
   pid_t pid = fork();
-  CHECK(pid >= 0);
+  NT_ASSERT(pid >= 0);
   if (pid == 0)
     _exit(fn(arg));
   int st;
-  CHECK_EQ(waitpid(pid, &st, 0), pid);
+  NT_ASSERT_EQ(waitpid(pid, &st, 0), pid);
   if (WIFSIGNALED(st)) {
     fprintf(stderr, "child killed by signal %d\n", WTERMSIG(st));
     return 1;
@@ -205,7 +205,7 @@ int main(void) {
   setenv("RANK", "5", 1);
   umask(022);
   struct ntr_ring_config cfg = {.dir = base, .job_id = "dj", .slots = 1024};
-  CHECK_EQ(ntr_ring_open(&ring, &cfg), 0);
+  NT_ASSERT_EQ(ntr_ring_open(&ring, &cfg), 0);
   struct ntr_comm_state *a = ntr_ring_comm_alloc(&ring), *b = ntr_ring_comm_alloc(&ring);
   a->comm_id = 0xaaaa;
   b->comm_id = 0xbbbb;
@@ -221,10 +221,10 @@ int main(void) {
   ring.hdr->stack_count = 2;
 
   snprintf(dumps, sizeof dumps, "%s/dumps/x", base); /* created 0700 */
-  CHECK_EQ(ntr_dump_init(&ring, dumps, 0640), 0);
+  NT_ASSERT_EQ(ntr_dump_init(&ring, dumps, 0640), 0);
   struct ntr_trigger trig = {.kind = NTR_TRIG_SIGNAL, .signo = SIGTERM};
   snprintf(trig.reason, sizeof trig.reason, "test reason");
-  CHECK_EQ(ntr_dump_write(&ring, &trig, path, sizeof path), 0);
+  NT_ASSERT_EQ(ntr_dump_write(&ring, &trig, path, sizeof path), 0);
 
   char host[64], want[1200];
   gethostname(host, sizeof host);
@@ -235,119 +235,119 @@ int main(void) {
       *c = '_';
   snprintf(want, sizeof want, "%s/nccltrace-dj-r5-%s-%d-0-sigterm.zst", dumps, host,
            (int)getpid());
-  CHECK(!strcmp(path, want));
+  NT_ASSERT(!strcmp(path, want));
   struct stat st;
-  CHECK_EQ(stat(path, &st), 0);
-  CHECK_EQ(st.st_mode & 0777, 0640);
-  CHECK_EQ(stat(dumps, &st), 0);
-  CHECK_EQ(st.st_mode & 0777, 0700);
-  CHECK_EQ(tmp_files(dumps), 0);
+  NT_ASSERT_EQ(stat(path, &st), 0);
+  NT_ASSERT_EQ(st.st_mode & 0777, 0640);
+  NT_ASSERT_EQ(stat(dumps, &st), 0);
+  NT_ASSERT_EQ(st.st_mode & 0777, 0700);
+  NT_ASSERT_EQ(tmp_files(dumps), 0);
 
   struct parsed d = {0};
   parse_dump(path, &d);
-  CHECK(!memcmp(d.hdr->magic, NTR_RING_MAGIC, 8));
-  CHECK_EQ(d.hdr->pid, getpid());
-  CHECK(d.hdr->head >= 3020 && d.hdr->head - 3020 < d.hdr->block_positions); /* one writer's blocks */
-  CHECK_EQ(d.hdr->comm_count, 2);
-  CHECK_EQ(d.ncomms, 2);
-  CHECK_EQ(d.comms[0].comm_id, 0xaaaa);
-  CHECK_EQ(d.comms[1].comm_id, 0xbbbb);
-  CHECK_EQ(d.comms[1].rec_count, 20);
-  CHECK_EQ(d.comms[1].recent[19].commit, 20);
-  CHECK_EQ(d.nstacks, 2);
-  CHECK_EQ(d.stacks[0].ip[0], 0x1234);
-  CHECK_EQ(d.stacks[1].hash, 22);
+  NT_ASSERT(!memcmp(d.hdr->magic, NTR_RING_MAGIC, 8));
+  NT_ASSERT_EQ(d.hdr->pid, getpid());
+  NT_ASSERT(d.hdr->head >= 3020 && d.hdr->head - 3020 < d.hdr->block_positions); /* one writer's blocks */
+  NT_ASSERT_EQ(d.hdr->comm_count, 2);
+  NT_ASSERT_EQ(d.ncomms, 2);
+  NT_ASSERT_EQ(d.comms[0].comm_id, 0xaaaa);
+  NT_ASSERT_EQ(d.comms[1].comm_id, 0xbbbb);
+  NT_ASSERT_EQ(d.comms[1].rec_count, 20);
+  NT_ASSERT_EQ(d.comms[1].recent[19].commit, 20);
+  NT_ASSERT_EQ(d.nstacks, 2);
+  NT_ASSERT_EQ(d.stacks[0].ip[0], 0x1234);
+  NT_ASSERT_EQ(d.stacks[1].hash, 22);
   /* B's 20 (only in recent[]) + the ring's last 1024 positions (A's), less
    * the unused rest of the writer's open block, oldest first */
-  CHECK_EQ(d.nrecs, 20 + 1024 - (d.hdr->head - 3020));
+  NT_ASSERT_EQ(d.nrecs, 20 + 1024 - (d.hdr->head - 3020));
   for (size_t i = 0; i < d.nrecs; i++) {
-    CHECK(t_intact(&d.recs[i]));
+    NT_ASSERT(t_intact(&d.recs[i]));
     if (i)
-      CHECK(d.recs[i].commit > d.recs[i - 1].commit);
+      NT_ASSERT(d.recs[i].commit > d.recs[i - 1].commit);
   }
   for (unsigned i = 0; i < 20; i++) {
-    CHECK_EQ(d.recs[i].commit, i + 1);
-    CHECK_EQ(d.recs[i].count, (2ull << 40) | i);
+    NT_ASSERT_EQ(d.recs[i].commit, i + 1);
+    NT_ASSERT_EQ(d.recs[i].count, (2ull << 40) | i);
   }
   size_t na = d.nrecs - 20; /* A's newest, up to its last (3000 - 1) */
   for (unsigned i = 0; i < na; i++)
-    CHECK_EQ(d.recs[20 + i].count, (3ull << 40) | (3000 - na + i));
-  CHECK_EQ(d.trig->kind, NTR_TRIG_SIGNAL);
-  CHECK_EQ(d.trig->signo, SIGTERM);
+    NT_ASSERT_EQ(d.recs[20 + i].count, (3ull << 40) | (3000 - na + i));
+  NT_ASSERT_EQ(d.trig->kind, NTR_TRIG_SIGNAL);
+  NT_ASSERT_EQ(d.trig->signo, SIGTERM);
   /* the open block's unused rest counts as lost (recorder/ring.h) */
-  CHECK_EQ(d.trig->lost, d.hdr->head - 1024);
-  CHECK(d.trig->tsc != 0);
-  CHECK(!strcmp(d.trig->reason, "test reason"));
+  NT_ASSERT_EQ(d.trig->lost, d.hdr->head - 1024);
+  NT_ASSERT(d.trig->tsc != 0);
+  NT_ASSERT(!strcmp(d.trig->reason, "test reason"));
 
   /* image writer: same payload from the parsed parts */
   char path2[1200];
-  CHECK_EQ(ntr_dump_write_image(dumps, d.hdr, d.comms, (uint32_t)d.ncomms, d.stacks,
+  NT_ASSERT_EQ(ntr_dump_write_image(dumps, d.hdr, d.comms, (uint32_t)d.ncomms, d.stacks,
                                 (uint32_t)d.nstacks, d.recs, d.nrecs, d.strs, d.str_len, d.trig, path2,
                                 sizeof path2),
            0);
-  CHECK(strcmp(path, path2) != 0); /* n = 0 existed: not replaced */
+  NT_ASSERT(strcmp(path, path2) != 0); /* n = 0 existed: not replaced */
   struct parsed d2 = {0};
   parse_dump(path2, &d2);
-  CHECK_EQ(d2.len, d.len);
-  CHECK(!memcmp(d2.payload, d.payload, d.len));
-  CHECK_EQ(stat(path2, &st), 0);
-  CHECK_EQ(st.st_mode & 0777, 0600);
+  NT_ASSERT_EQ(d2.len, d.len);
+  NT_ASSERT(!memcmp(d2.payload, d.payload, d.len));
+  NT_ASSERT_EQ(stat(path2, &st), 0);
+  NT_ASSERT_EQ(st.st_mode & 0777, 0600);
 
   /* second live dump: counter bumps, trigger named */
   struct ntr_trigger ex = {.kind = NTR_TRIG_EXIT, .exit_code = 3};
-  CHECK_EQ(ntr_dump_write(&ring, &ex, path, sizeof path), 0);
-  CHECK(strstr(path, "-1-exit.zst") != NULL);
+  NT_ASSERT_EQ(ntr_dump_write(&ring, &ex, path, sizeof path), 0);
+  NT_ASSERT(strstr(path, "-1-exit.zst") != NULL);
   struct ntr_trigger fatal = {.kind = NTR_TRIG_FATAL_SIGNAL, .signo = SIGSEGV};
-  CHECK_EQ(ntr_dump_write(&ring, &fatal, path, sizeof path), 0);
-  CHECK(strstr(path, "-2-sigsegv.zst") != NULL);
-  CHECK(!strcmp(ntr_name_trigger_tag(NTR_TRIG_MISMATCH), "mismatch"));
-  CHECK(!strcmp(ntr_name_trigger_tag(999), "unknown"));
-  CHECK_EQ(tmp_files(dumps), 0);
+  NT_ASSERT_EQ(ntr_dump_write(&ring, &fatal, path, sizeof path), 0);
+  NT_ASSERT(strstr(path, "-2-sigsegv.zst") != NULL);
+  NT_ASSERT(!strcmp(ntr_name_trigger_tag(NTR_TRIG_MISMATCH), "mismatch"));
+  NT_ASSERT(!strcmp(ntr_name_trigger_tag(999), "unknown"));
+  NT_ASSERT_EQ(tmp_files(dumps), 0);
   free(d.payload);
   free(d2.payload);
 
   /* failure paths, each in a child so rlimits and uids stay there */
   char fdir[256];
   snprintf(fdir, sizeof fdir, "%s/fsize", base);
-  CHECK_EQ(ntr_dump_init(&ring, fdir, 0600), 0);
-  CHECK_EQ(in_child(child_fsize, fdir), 0);
+  NT_ASSERT_EQ(ntr_dump_init(&ring, fdir, 0600), 0);
+  NT_ASSERT_EQ(in_child(child_fsize, fdir), 0);
 
   snprintf(fdir, sizeof fdir, "%s/ro", base);
-  CHECK_EQ(mkdir(fdir, 0755), 0);
-  CHECK_EQ(ntr_dump_init(&ring, fdir, 0600), 0);
+  NT_ASSERT_EQ(mkdir(fdir, 0755), 0);
+  NT_ASSERT_EQ(ntr_dump_init(&ring, fdir, 0600), 0);
   int rc = in_child(child_eacces, fdir);
-  CHECK(rc == 0 || rc == 77);
+  NT_ASSERT(rc == 0 || rc == 77);
   printf("unwritable directory: %s\n", rc == 0 ? "checked" : "skipped (cannot drop privileges)");
-  CHECK_EQ(tmp_files(fdir), 0);
-  CHECK_EQ(t_count_files(fdir, "nccltrace-"), 0);
+  NT_ASSERT_EQ(tmp_files(fdir), 0);
+  NT_ASSERT_EQ(t_count_files(fdir, "nccltrace-"), 0);
 
   snprintf(fdir, sizeof fdir, "%s/afile", base);
   FILE *f = fopen(fdir, "w");
-  CHECK(f);
+  NT_ASSERT(f);
   fclose(f);
   snprintf(fdir, sizeof fdir, "%s/afile/sub", base);
-  CHECK_EQ(ntr_dump_init(&ring, fdir, 0600), 0);
+  NT_ASSERT_EQ(ntr_dump_init(&ring, fdir, 0600), 0);
   struct ntr_trigger u = {.kind = NTR_TRIG_USER};
-  CHECK_EQ(ntr_dump_write(&ring, &u, NULL, 0), -ENOTDIR);
+  NT_ASSERT_EQ(ntr_dump_write(&ring, &u, NULL, 0), -ENOTDIR);
   /* the flag was released on failure: a good directory works again */
-  CHECK_EQ(ntr_dump_init(&ring, dumps, 0600), 0);
-  CHECK_EQ(ntr_dump_write(&ring, &u, NULL, 0), 0);
+  NT_ASSERT_EQ(ntr_dump_init(&ring, dumps, 0600), 0);
+  NT_ASSERT_EQ(ntr_dump_write(&ring, &u, NULL, 0), 0);
 
   /* two threads dumping at once */
   char cdir[256];
   snprintf(cdir, sizeof cdir, "%s/concurrent", base);
-  CHECK_EQ(ntr_dump_init(&ring, cdir, 0600), 0);
+  NT_ASSERT_EQ(ntr_dump_init(&ring, cdir, 0600), 0);
   pthread_t th[2];
   for (int i = 0; i < 2; i++)
-    CHECK_EQ(pthread_create(&th[i], NULL, dumper, NULL), 0);
+    NT_ASSERT_EQ(pthread_create(&th[i], NULL, dumper, NULL), 0);
   for (int i = 0; i < 2; i++)
     pthread_join(th[i], NULL);
   printf("concurrent dumps: %d written, %d busy\n", dump_ok, dump_busy_seen);
-  CHECK_EQ(dump_other, 0);
-  CHECK_EQ(dump_ok + dump_busy_seen, 8);
-  CHECK(dump_ok >= 1);
-  CHECK_EQ(t_count_files(cdir, "nccltrace-"), dump_ok);
-  CHECK_EQ(tmp_files(cdir), 0);
+  NT_ASSERT_EQ(dump_other, 0);
+  NT_ASSERT_EQ(dump_ok + dump_busy_seen, 8);
+  NT_ASSERT(dump_ok >= 1);
+  NT_ASSERT_EQ(t_count_files(cdir, "nccltrace-"), dump_ok);
+  NT_ASSERT_EQ(tmp_files(cdir), 0);
 
   ntr_ring_close(&ring, 1);
   t_rmtree(base);

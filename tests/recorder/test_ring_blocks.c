@@ -36,34 +36,34 @@ static uint64_t head(void) { return __atomic_load_n(&ring.hdr->head, __ATOMIC_AC
 static void test_quiet_thread(void) {
   struct ntr_ring_cursor a = {0}, b = {0};
   uint64_t base = head();
-  CHECK_EQ(put(&a, 0, 1, 0), base);
-  CHECK_EQ(put(&a, 0, 1, 1), base + 1);
+  NT_ASSERT_EQ(put(&a, 0, 1, 0), base);
+  NT_ASSERT_EQ(put(&a, 0, 1, 1), base + 1);
   /* A's block: nothing after its next position yet -> the frontier */
-  CHECK_EQ(ntr_ring_settle(&ring, base + 2, head(), 1), NTR_HOLE_FRONTIER);
+  NT_ASSERT_EQ(ntr_ring_settle(&ring, base + 2, head(), 1), NTR_HOLE_FRONTIER);
   uint64_t pb = put(&b, 0, 2, 0);
-  CHECK_EQ(pb, base + ring.block); /* B's own block, after A's */
+  NT_ASSERT_EQ(pb, base + ring.block); /* B's own block, after A's */
   /* now A's unused positions hold B's record up */
-  CHECK_EQ(ntr_ring_settle(&ring, base + 2, head(), 0), NTR_HOLE_BLOCKING);
-  CHECK_EQ(*ntr_ring_blk(&ring, base), ntr_blk_word(base, NTR_BLK_OPEN));
-  CHECK_EQ(ntr_ring_settle(&ring, base + 2, head(), 1), NTR_SETTLED);
-  CHECK_EQ(*ntr_ring_blk(&ring, base), ntr_blk_word(base, NTR_BLK_CLOSED));
+  NT_ASSERT_EQ(ntr_ring_settle(&ring, base + 2, head(), 0), NTR_HOLE_BLOCKING);
+  NT_ASSERT_EQ(*ntr_ring_blk(&ring, base), ntr_blk_word(base, NTR_BLK_OPEN));
+  NT_ASSERT_EQ(ntr_ring_settle(&ring, base + 2, head(), 1), NTR_SETTLED);
+  NT_ASSERT_EQ(*ntr_ring_blk(&ring, base), ntr_blk_word(base, NTR_BLK_CLOSED));
   /* the rest of the closed block: settled at once, nothing written */
   for (uint64_t p = base + 2; p < base + ring.block; p++) {
     struct ntr_record copy;
-    CHECK_EQ(ntr_ring_read_slot(&ring.slots[p & ring.mask], &copy), 0);
-    CHECK_EQ(ntr_ring_settle(&ring, p, head(), 0), NTR_SETTLED);
+    NT_ASSERT_EQ(ntr_ring_read_slot(&ring.slots[p & ring.mask], &copy), 0);
+    NT_ASSERT_EQ(ntr_ring_settle(&ring, p, head(), 0), NTR_SETTLED);
   }
   /* A comes back: its block is closed, it moves to a new block, past B's,
    * and releases the closed one; its record is intact there */
   uint64_t unused = ring.hdr->unused;
   uint64_t pa = put(&a, 0, 1, 2);
-  CHECK(pa > pb);
-  CHECK_EQ(pa % ring.block, 0);
-  CHECK_EQ(*ntr_ring_blk(&ring, base), ntr_blk_word(base, NTR_BLK_FREE));
-  CHECK_EQ(ring.hdr->unused, unused + ring.block - 2);
+  NT_ASSERT(pa > pb);
+  NT_ASSERT_EQ(pa % ring.block, 0);
+  NT_ASSERT_EQ(*ntr_ring_blk(&ring, base), ntr_blk_word(base, NTR_BLK_FREE));
+  NT_ASSERT_EQ(ring.hdr->unused, unused + ring.block - 2);
   struct ntr_record copy;
-  CHECK_EQ(ntr_ring_read_slot(&ring.slots[pa & ring.mask], &copy), pa + 1);
-  CHECK(t_intact(&copy));
+  NT_ASSERT_EQ(ntr_ring_read_slot(&ring.slots[pa & ring.mask], &copy), pa + 1);
+  NT_ASSERT(t_intact(&copy));
   ntr_ring_release(&ring, &a);
   ntr_ring_release(&ring, &b);
 }
@@ -79,18 +79,18 @@ static void test_one_shot(void) {
   t_fill(r, 4, 0);
   ntr_ring_commit(&ring, r, p2, NULL);
   uint64_t p3 = put(&a, 0, 3, 1);
-  CHECK_EQ(p3, p1 + 1); /* the thread's block goes on */
-  CHECK(p2 > p1 + ring.block - 1);
-  CHECK_EQ((p2 + 1) % ring.block, 0); /* the last position of its block */
+  NT_ASSERT_EQ(p3, p1 + 1); /* the thread's block goes on */
+  NT_ASSERT(p2 > p1 + ring.block - 1);
+  NT_ASSERT_EQ((p2 + 1) % ring.block, 0); /* the last position of its block */
   uint64_t s2 = p2 + 1 - ring.block;
-  CHECK_EQ(*ntr_ring_blk(&ring, s2), ntr_blk_word(s2, NTR_BLK_FREE));
+  NT_ASSERT_EQ(*ntr_ring_blk(&ring, s2), ntr_blk_word(s2, NTR_BLK_FREE));
   for (uint64_t p = s2; p < p2; p++)
-    CHECK_EQ(ntr_ring_settle(&ring, p, head(), 0), NTR_SETTLED);
+    NT_ASSERT_EQ(ntr_ring_settle(&ring, p, head(), 0), NTR_SETTLED);
   struct ntr_record c;
-  CHECK_EQ(ntr_ring_read_slot(&ring.slots[p1 & ring.mask], &c), p1 + 1);
-  CHECK(t_intact(&c) && c.count >> 40 == 3);
-  CHECK_EQ(ntr_ring_read_slot(&ring.slots[p2 & ring.mask], &c), p2 + 1);
-  CHECK(t_intact(&c) && c.count >> 40 == 4);
+  NT_ASSERT_EQ(ntr_ring_read_slot(&ring.slots[p1 & ring.mask], &c), p1 + 1);
+  NT_ASSERT(t_intact(&c) && c.count >> 40 == 3);
+  NT_ASSERT_EQ(ntr_ring_read_slot(&ring.slots[p2 & ring.mask], &c), p2 + 1);
+  NT_ASSERT(t_intact(&c) && c.count >> 40 == 4);
   ntr_ring_release(&ring, &a);
 }
 
@@ -100,9 +100,9 @@ static void test_floor(void) {
   struct ntr_ring_cursor a = {0}, b = {0};
   uint64_t pa = put(&a, 0, 5, 0);
   uint64_t pb = put(&b, 0, 6, 0);
-  CHECK(pb > pa);
+  NT_ASSERT(pb > pa);
   uint64_t pa2 = put(&a, pb + 1, 5, 1);
-  CHECK(pa2 > pb);
+  NT_ASSERT(pa2 > pb);
   ntr_ring_release(&ring, &a);
   ntr_ring_release(&ring, &b);
 }
@@ -117,14 +117,14 @@ static void test_lap_skip(void) {
   for (unsigned i = 0; i < 2 * (ring.mask + 1); i++)
     put(&w, 0, 8, i);
   struct ntr_record c;
-  CHECK_EQ(ntr_ring_read_slot(&ring.slots[pq & ring.mask], &c), pq + 1); /* untouched */
-  CHECK(t_intact(&c) && c.count >> 40 == 7);
-  CHECK(ntr_ring_lost(&ring) > lost0);
+  NT_ASSERT_EQ(ntr_ring_read_slot(&ring.slots[pq & ring.mask], &c), pq + 1); /* untouched */
+  NT_ASSERT(t_intact(&c) && c.count >> 40 == 7);
+  NT_ASSERT(ntr_ring_lost(&ring) > lost0);
   /* q resumes: still its block (nothing closed it), its slot intact */
   uint64_t pq2 = put(&q, 0, 7, 1);
-  CHECK_EQ(pq2, pq + 1);
-  CHECK_EQ(ntr_ring_read_slot(&ring.slots[pq2 & ring.mask], &c), pq2 + 1);
-  CHECK(t_intact(&c));
+  NT_ASSERT_EQ(pq2, pq + 1);
+  NT_ASSERT_EQ(ntr_ring_read_slot(&ring.slots[pq2 & ring.mask], &c), pq2 + 1);
+  NT_ASSERT(t_intact(&c));
   ntr_ring_release(&ring, &q);
   ntr_ring_release(&ring, &w);
 }
@@ -208,10 +208,10 @@ static void test_concurrent(void) {
     struct ntr_record copy;
     if (ntr_ring_read_slot(&ring.slots[p & ring.mask], &copy) != p + 1)
       continue;
-    CHECK(t_intact(&copy));
+    NT_ASSERT(t_intact(&copy));
     unsigned long long w = copy.count >> 40, i = copy.count & ((1ull << 40) - 1);
-    CHECK(w < WRITERS && i < per_writer);
-    CHECK_EQ(have[w][i], 0);
+    NT_ASSERT(w < WRITERS && i < per_writer);
+    NT_ASSERT_EQ(have[w][i], 0);
     have[w][i] = 1;
     in_ring++;
   }
@@ -219,11 +219,11 @@ static void test_concurrent(void) {
   printf("concurrent: %llu records read of %llu written (%llu in the ring, %llu passed in a close race), "
          "head %llu, %llu bad\n",
          total, (unsigned long long)WRITERS * per_writer, in_ring, passed, (unsigned long long)head(), bad);
-  CHECK_EQ(bad, 0);
-  CHECK_EQ(in_ring, (unsigned long long)WRITERS * per_writer);
+  NT_ASSERT_EQ(bad, 0);
+  NT_ASSERT_EQ(in_ring, (unsigned long long)WRITERS * per_writer);
   /* the race needs the reader's close to land between a writer's word
    * check and its commit: rare, whatever the machine */
-  CHECK(total > 0 && passed * 100 <= in_ring);
+  NT_ASSERT(total > 0 && passed * 100 <= in_ring);
 }
 
 int main(int argc, char **argv) {
@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
   test_lap_skip();
   ntr_ring_close(&ring, 1);
   struct ntr_ring_config big = {.dir = dir, .job_id = "blocks", .slots = BIG_SLOTS};
-  CHECK_EQ(ntr_ring_open(&ring, &big), 0);
+  NT_ASSERT_EQ(ntr_ring_open(&ring, &big), 0);
   if (per_writer > 25000)
     per_writer = 25000;
   test_concurrent();

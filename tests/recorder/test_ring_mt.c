@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
   T_RING_OPEN(&ring, dir, "mt", SLOTS);
   comm[0] = ntr_ring_comm_alloc(&ring);
   comm[1] = ntr_ring_comm_alloc(&ring);
-  CHECK(comm[0] && comm[1]);
+  NT_ASSERT(comm[0] && comm[1]);
 
   t_run_writers(WRITERS, writer, reader, &done);
 
@@ -75,11 +75,11 @@ int main(int argc, char **argv) {
   printf("head %llu (records %llu), reader: %llu validated, %llu rejected, %llu bad\n",
          (unsigned long long)head, (unsigned long long)WRITERS * per_writer, validated, rejected,
          bad);
-  CHECK_EQ(bad, 0);
-  CHECK(validated > 0);
+  NT_ASSERT_EQ(bad, 0);
+  NT_ASSERT(validated > 0);
   /* every record reserved one position; skipped positions (holes, a writer
    * lapped mid-record) add to head beyond the records written */
-  CHECK(head >= (uint64_t)WRITERS * per_writer);
+  NT_ASSERT(head >= (uint64_t)WRITERS * per_writer);
 
   /* final state: each slot holds an intact record of the last lap (or is a
    * hole), and per writer the positions order the records */
@@ -93,21 +93,21 @@ int main(int argc, char **argv) {
       holes++;
       continue;
     }
-    CHECK(t_intact(&copy));
+    NT_ASSERT(t_intact(&copy));
     unsigned long long wid = copy.count >> 40, i = copy.count & ((1ull << 40) - 1);
-    CHECK(wid < WRITERS);
-    CHECK(last_i[wid] == ~0ull || i > last_i[wid]);
+    NT_ASSERT(wid < WRITERS);
+    NT_ASSERT(last_i[wid] == ~0ull || i > last_i[wid]);
     last_i[wid] = i;
   }
   printf("holes in the last lap: %u\n", holes);
-  CHECK(holes < SLOTS / 4);
+  NT_ASSERT(holes < SLOTS / 4);
   for (int k = 0; k < 2; k++) {
-    CHECK_EQ(comm[k]->rec_count, (WRITERS / 2) * (per_writer / 2));
+    NT_ASSERT_EQ(comm[k]->rec_count, (WRITERS / 2) * (per_writer / 2));
     for (unsigned s = 0; s < NTR_COMM_RECENT; s++) {
       struct ntr_record copy;
       if (ntr_ring_read_slot(&comm[k]->recent[s], &copy)) {
-        CHECK(t_intact(&copy));
-        CHECK_EQ((copy.count >> 40) & 1, k);
+        NT_ASSERT(t_intact(&copy));
+        NT_ASSERT_EQ((copy.count >> 40) & 1, k);
       }
     }
   }

@@ -16,16 +16,16 @@
 /* Map a ring file read-only and check the header against the file size. */
 static const struct ntr_ring_header *map_ring(const char *path, size_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  CHECK(fd >= 0);
+  NT_ASSERT(fd >= 0);
   struct stat st;
-  CHECK_EQ(fstat(fd, &st), 0);
+  NT_ASSERT_EQ(fstat(fd, &st), 0);
   void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-  CHECK(m != MAP_FAILED);
+  NT_ASSERT(m != MAP_FAILED);
   close(fd);
   const struct ntr_ring_header *h = m;
-  CHECK(!memcmp(h->magic, NTR_RING_MAGIC, 8));
-  CHECK_EQ(h->file_size, (unsigned long long)st.st_size);
-  CHECK(h->slot_offset + (uint64_t)h->slot_count * h->record_size <= h->file_size);
+  NT_ASSERT(!memcmp(h->magic, NTR_RING_MAGIC, 8));
+  NT_ASSERT_EQ(h->file_size, (unsigned long long)st.st_size);
+  NT_ASSERT(h->slot_offset + (uint64_t)h->slot_count * h->record_size <= h->file_size);
   *len = (size_t)st.st_size;
   return h;
 }
@@ -34,9 +34,9 @@ int main(void) {
   char dir[64];
   t_tmpdir(dir, sizeof dir);
   int pfd[2];
-  CHECK_EQ(pipe(pfd), 0);
+  NT_ASSERT_EQ(pipe(pfd), 0);
   pid_t pid = fork();
-  CHECK(pid >= 0);
+  NT_ASSERT(pid >= 0);
   if (pid == 0) {
     static struct ntr_ring ring;
     struct ntr_ring_config cfg = {.dir = dir, .job_id = "kill", .slots = 8192};
@@ -55,37 +55,37 @@ int main(void) {
   }
   close(pfd[1]);
   char path[256];
-  CHECK_EQ(read(pfd[0], path, sizeof path), (ssize_t)sizeof path);
+  NT_ASSERT_EQ(read(pfd[0], path, sizeof path), (ssize_t)sizeof path);
   close(pfd[0]);
   int status;
-  CHECK_EQ(waitpid(pid, &status, 0), pid);
-  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  NT_ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  NT_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
   size_t len;
   const struct ntr_ring_header *h = map_ring(path, &len);
-  CHECK_EQ(h->pid, pid);
-  CHECK(h->head >= N && h->head - N < h->block_positions); /* the rest of the last block */
+  NT_ASSERT_EQ(h->pid, pid);
+  NT_ASSERT(h->head >= N && h->head - N < h->block_positions); /* the rest of the last block */
   const struct ntr_record *slots = (const void *)((const char *)h + h->slot_offset);
   for (unsigned i = 0; i < N; i++) {
-    CHECK_EQ(slots[i].commit, i + 1);
-    CHECK(t_intact(&slots[i]));
-    CHECK_EQ(slots[i].count, (7ull << 40) | i);
+    NT_ASSERT_EQ(slots[i].commit, i + 1);
+    NT_ASSERT(t_intact(&slots[i]));
+    NT_ASSERT_EQ(slots[i].count, (7ull << 40) | i);
   }
   munmap((void *)h, len);
 
   /* fork child switching rings */
   static struct ntr_ring parent;
   struct ntr_ring_config cfg = {.dir = dir, .job_id = "fork", .slots = 1024};
-  CHECK_EQ(ntr_ring_open(&parent, &cfg), 0);
+  NT_ASSERT_EQ(ntr_ring_open(&parent, &cfg), 0);
   for (unsigned i = 0; i < 10; i++) {
     uint64_t pos;
     struct ntr_record *r = t_reserve(&parent, &pos);
     t_fill(r, 1, i);
     ntr_ring_commit(&parent, r, pos, NULL);
   }
-  CHECK_EQ(pipe(pfd), 0);
+  NT_ASSERT_EQ(pipe(pfd), 0);
   pid = fork();
-  CHECK(pid >= 0);
+  NT_ASSERT(pid >= 0);
   if (pid == 0) {
     if (ntr_ring_reopen_child(&parent, &cfg) != 0)
       _exit(3);
@@ -101,23 +101,23 @@ int main(void) {
     _exit(0);
   }
   close(pfd[1]);
-  CHECK_EQ(read(pfd[0], path, sizeof path), (ssize_t)sizeof path);
+  NT_ASSERT_EQ(read(pfd[0], path, sizeof path), (ssize_t)sizeof path);
   close(pfd[0]);
-  CHECK_EQ(waitpid(pid, &status, 0), pid);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  CHECK(strcmp(path, parent.path) != 0);
-  CHECK_EQ(parent.hdr->head, parent.block); /* 10 records in one block */
+  NT_ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  NT_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  NT_ASSERT(strcmp(path, parent.path) != 0);
+  NT_ASSERT_EQ(parent.hdr->head, parent.block); /* 10 records in one block */
   for (unsigned i = 0; i < 10; i++)
-    CHECK_EQ(parent.slots[i].count, (1ull << 40) | i);
+    NT_ASSERT_EQ(parent.slots[i].count, (1ull << 40) | i);
   h = map_ring(path, &len);
-  CHECK_EQ(h->pid, pid);
-  CHECK_EQ(h->ppid, getpid());
-  CHECK(h->head >= 100 && h->head - 100 < h->block_positions);
-  CHECK_EQ(h->tsc_hz, parent.hdr->tsc_hz);
-  CHECK_EQ(h->tsc_base, parent.hdr->tsc_base);
+  NT_ASSERT_EQ(h->pid, pid);
+  NT_ASSERT_EQ(h->ppid, getpid());
+  NT_ASSERT(h->head >= 100 && h->head - 100 < h->block_positions);
+  NT_ASSERT_EQ(h->tsc_hz, parent.hdr->tsc_hz);
+  NT_ASSERT_EQ(h->tsc_base, parent.hdr->tsc_base);
   slots = (const void *)((const char *)h + h->slot_offset);
   for (unsigned i = 0; i < 100; i++)
-    CHECK_EQ(slots[i].count, (2ull << 40) | i);
+    NT_ASSERT_EQ(slots[i].count, (2ull << 40) | i);
   munmap((void *)h, len);
   ntr_ring_close(&parent, 1);
   t_rmtree(dir);

@@ -76,26 +76,26 @@ int main(void) {
   char dir[64];
   t_tmpdir(dir, sizeof dir);
   struct ntr_ring_config cfg = {.dir = dir, .job_id = "stk", .slots = 64};
-  CHECK_EQ(ntr_ring_open(&ring, &cfg), 0);
+  NT_ASSERT_EQ(ntr_ring_open(&ring, &cfg), 0);
 
   /* concurrent interning first, on an empty table */
   pthread_t th[MT_THREADS];
   for (uintptr_t t = 0; t < MT_THREADS; t++)
-    CHECK_EQ(pthread_create(&th[t], NULL, mt_worker, (void *)t), 0);
+    NT_ASSERT_EQ(pthread_create(&th[t], NULL, mt_worker, (void *)t), 0);
   for (unsigned t = 0; t < MT_THREADS; t++)
     pthread_join(th[t], NULL);
   for (unsigned k = 0; k < MT_STACKS; k++) {
     uint32_t id = mt_ids[0][k];
-    CHECK(id != 0);
+    NT_ASSERT(id != 0);
     for (unsigned t = 1; t < MT_THREADS; t++)
-      CHECK_EQ(mt_ids[t][k], id);
+      NT_ASSERT_EQ(mt_ids[t][k], id);
     uint64_t ip[4];
     mt_stack(k, ip);
-    CHECK_EQ(ring.stacks[id - 1].depth, 4);
-    CHECK(!memcmp(ring.stacks[id - 1].ip, ip, sizeof ip));
+    NT_ASSERT_EQ(ring.stacks[id - 1].depth, 4);
+    NT_ASSERT(!memcmp(ring.stacks[id - 1].ip, ip, sizeof ip));
   }
   uint32_t base = ring.hdr->stack_count;
-  CHECK(base >= MT_STACKS && base < MT_STACKS + MT_STACKS / 2); /* few wasted duplicates */
+  NT_ASSERT(base >= MT_STACKS && base < MT_STACKS + MT_STACKS / 2); /* few wasted duplicates */
 
   /* real captures */
   uint32_t a[2], b1 = site_b();
@@ -103,14 +103,14 @@ int main(void) {
     a[i] = site_a();
   uint32_t a1 = a[0], a2 = a[1];
 
-  CHECK(a1 != 0 && b1 != 0);
-  CHECK_EQ(a1, a2);
-  CHECK(a1 != b1);
-  CHECK_EQ(ring.hdr->stack_count, base + 2);
+  NT_ASSERT(a1 != 0 && b1 != 0);
+  NT_ASSERT_EQ(a1, a2);
+  NT_ASSERT(a1 != b1);
+  NT_ASSERT_EQ(ring.hdr->stack_count, base + 2);
   const struct ntr_stack *sa = &ring.stacks[a1 - 1];
-  CHECK(sa->depth >= 2 && sa->hash != 0);
+  NT_ASSERT(sa->depth >= 2 && sa->hash != 0);
   uintptr_t fa = (uintptr_t)site_a;
-  CHECK(sa->ip[0] > fa && sa->ip[0] < fa + 256); /* frame 0: the caller of capture */
+  NT_ASSERT(sa->ip[0] > fa && sa->ip[0] < fa + 256); /* frame 0: the caller of capture */
 
   /* fill the table: ids up to NTR_STACK_MAX, then 0; old ids still found */
   uint32_t last = 0;
@@ -119,18 +119,18 @@ int main(void) {
     last = ntr_stack_intern(&ring, ip, 2);
     if (!last)
       break;
-    CHECK(last <= NTR_STACK_MAX);
+    NT_ASSERT(last <= NTR_STACK_MAX);
   }
-  CHECK_EQ(ring.hdr->stack_count, NTR_STACK_MAX);
+  NT_ASSERT_EQ(ring.hdr->stack_count, NTR_STACK_MAX);
   {
     uint64_t ip[4];
     mt_stack(5, ip);
-    CHECK_EQ(ntr_stack_intern(&ring, ip, 4), mt_ids[0][5]);
+    NT_ASSERT_EQ(ntr_stack_intern(&ring, ip, 4), mt_ids[0][5]);
   }
 
   /* fatal backtrace from the signal context, in a child */
   pid_t pid = fork();
-  CHECK(pid >= 0);
+  NT_ASSERT(pid >= 0);
   if (pid == 0) {
     struct sigaction sa_;
     memset(&sa_, 0, sizeof sa_);
@@ -145,40 +145,40 @@ int main(void) {
     _exit(3);
   }
   int st;
-  CHECK_EQ(waitpid(pid, &st, 0), pid);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
+  NT_ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  NT_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 42);
   const struct ntr_ring_header *h = ring.hdr; /* MAP_SHARED: the child's writes are here */
-  CHECK_EQ(h->bt_signo, SIGSEGV);
-  CHECK_EQ(h->bt_tid, pid);
-  CHECK(h->bt_depth >= 2 && h->bt_depth <= NTR_BT_DEPTH);
+  NT_ASSERT_EQ(h->bt_signo, SIGSEGV);
+  NT_ASSERT_EQ(h->bt_tid, pid);
+  NT_ASSERT(h->bt_depth >= 2 && h->bt_depth <= NTR_BT_DEPTH);
   for (uint32_t i = 0; i < h->bt_depth && i < 4; i++)
     printf("  #%u %#llx %s\n", i, (unsigned long long)h->bt_ip[i], h->bt_sym[i]);
-  CHECK(sym_is(h->bt_sym[0], "crash_here") || sym_is(h->bt_sym[1], "crash_here"));
+  NT_ASSERT(sym_is(h->bt_sym[0], "crash_here") || sym_is(h->bt_sym[1], "crash_here"));
   uintptr_t fc = (uintptr_t)crash_here;
-  CHECK(h->bt_ip[0] >= fc && h->bt_ip[0] < fc + 64); /* the faulting instruction */
+  NT_ASSERT(h->bt_ip[0] >= fc && h->bt_ip[0] < fc + 64); /* the faulting instruction */
   int main_seen = 0;
   for (uint32_t i = 0; i < h->bt_depth; i++)
     main_seen |= sym_is(h->bt_sym[i], "main");
-  CHECK(main_seen);
+  NT_ASSERT(main_seen);
 
   /* without a context: frame 0 is the caller */
   memset((void *)ring.hdr->bt_sym, 0, sizeof ring.hdr->bt_sym);
   ring.hdr->bt_depth = 0;
   direct_caller();
-  CHECK(h->bt_depth >= 2);
-  CHECK(sym_is(h->bt_sym[0], "direct_caller"));
-  CHECK(sym_is(h->bt_sym[1], "main"));
+  NT_ASSERT(h->bt_depth >= 2);
+  NT_ASSERT(sym_is(h->bt_sym[0], "direct_caller"));
+  NT_ASSERT(sym_is(h->bt_sym[1], "main"));
 
   /* malloc-free symbolizer: a shared library's function, the main
    * program's static function (through /proc/self/exe), and garbage */
   struct ntr_sym_cache cache = {.path = "", .map = NULL, .len = 0};
   char sym[NTR_SYM_BYTES];
-  CHECK_EQ(ntr_symbolize((uintptr_t)ZSTD_versionNumber + 3, 0, sym, sizeof sym, &cache), 0);
-  CHECK(!strcmp(sym, "ZSTD_versionNumber+0x3"));
-  CHECK_EQ(ntr_symbolize((uintptr_t)site_b + 1, 1, sym, sizeof sym, &cache), 0);
-  CHECK(!strcmp(sym, "site_b+0x1"));
-  CHECK_EQ(ntr_symbolize(0x10, 0, sym, sizeof sym, &cache), -ENOENT);
-  CHECK(!strcmp(sym, "?"));
+  NT_ASSERT_EQ(ntr_symbolize((uintptr_t)ZSTD_versionNumber + 3, 0, sym, sizeof sym, &cache), 0);
+  NT_ASSERT(!strcmp(sym, "ZSTD_versionNumber+0x3"));
+  NT_ASSERT_EQ(ntr_symbolize((uintptr_t)site_b + 1, 1, sym, sizeof sym, &cache), 0);
+  NT_ASSERT(!strcmp(sym, "site_b+0x1"));
+  NT_ASSERT_EQ(ntr_symbolize(0x10, 0, sym, sizeof sym, &cache), -ENOENT);
+  NT_ASSERT(!strcmp(sym, "?"));
   ntr_symbolize_done(&cache);
 
   ntr_ring_close(&ring, 1);

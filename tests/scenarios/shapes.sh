@@ -1,12 +1,12 @@
 #!/bin/sh
 # shapes.sh SHAPE NRANKS PROG LAUNCH NCCLTRACE LIB EMU_LIBDIR [FAULT]
-# Acceptance (#18): a program in the shape of NVIDIA's NCCL examples runs on
+# Acceptance: a program in the shape of NVIDIA's NCCL examples runs on
 # the emulator untraced and traced with the same output (lines sorted:
 # ranks are processes or threads printing concurrently), and its evidence
 # analyzes as healthy.  SHAPE multidev|pthread run as one process; mpi under
 # mpirun (Debian's openmpi); the rest under launch.sh, one device per rank.
-# multidev and pthread are one process holding every rank (#18 "one process,
-# many ranks"): the dump is named by the ranks it holds (-r0..N-1-), decode
+# multidev and pthread are one process holding every rank (one process,
+# many ranks): the dump is named by the ranks it holds (-r0..N-1-), decode
 # and analyze say that one pid holds them.  FAULT (multidev only), run under
 # `nccltrace run`: kill (the process is SIGKILLed holding all its ranks:
 # every one of them is named, with the signal nccltrace run saw) or

@@ -474,9 +474,10 @@ def t_dump_resignal():
 
 
 # --------------------------------------------------------------- signals --
-# Combinations that differ today (bugs in interpose/signals.c, see
-# docs/reliability.md); `signals known` runs only these (suite stress-known).
-KNOWN_SIGNALS = set()  # was {("SEGV", "ignore"), ("USR1", "reset")}: fixed, docs/reliability.md
+# Combinations known to differ traced and untraced (docs/reliability.md
+# lists them); `signals known` runs only these (suite stress-known).  Empty:
+# every combination must behave the same traced and untraced.
+KNOWN_SIGNALS = set()
 
 
 def t_signals(which="fixed"):
@@ -937,7 +938,7 @@ def t_jobid_threads():
     launcher job id: every rank must still land in the same job (design §6,
     docs/identity.md: the job id follows the largest InitRank-family
     communicator, then the smallest id, never "the first" one created), or
-    analyze splits them (docs/reliability.md bug 6)."""
+    analyze splits them."""
     nranks = 4
     env = base_env()
     iddir = mkdtemp("ids-")

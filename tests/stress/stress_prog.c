@@ -99,7 +99,7 @@ static void *load_thread(void *arg) {
     snprintf(path, sizeof path, "%s/ack-%d-%d", w->ackdir, g_rank, w->t);
     ack = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (ack < 0)
-      FAIL("open %s: %s", path, strerror(errno));
+      NT_DIE("open %s: %s", path, strerror(errno));
   }
   __atomic_store_n(&w->ready, 1, __ATOMIC_RELEASE);
   for (uint64_t seq = 1; w->iters == 0 || (long)seq <= w->iters; seq++) {
@@ -113,7 +113,7 @@ static void *load_thread(void *arg) {
       char line[32];
       int n = snprintf(line, sizeof line, "%llu\n", (unsigned long long)seq);
       if (write(ack, line, (size_t)n) != n)
-        FAIL("ack write: %s", strerror(errno));
+        NT_DIE("ack write: %s", strerror(errno));
     }
     if (seq % 8 == 0)
       CUDA(cudaStreamSynchronize(s));
@@ -128,13 +128,13 @@ static void *load_thread(void *arg) {
 static struct worker *start_workers(int n, long iters, const char *ackdir) {
   struct worker *ws = calloc((size_t)n, sizeof *ws);
   if (!ws)
-    FAIL("no memory");
+    NT_DIE("no memory");
   for (int t = 0; t < n; t++) {
     ws[t].t = t;
     ws[t].iters = iters;
     ws[t].ackdir = ackdir;
     if (pthread_create(&ws[t].th, NULL, load_thread, &ws[t]) != 0)
-      FAIL("pthread_create");
+      NT_DIE("pthread_create");
   }
   for (int t = 0; t < n; t++)
     while (!__atomic_load_n(&ws[t].ready, __ATOMIC_ACQUIRE))
@@ -144,7 +144,7 @@ static struct worker *start_workers(int n, long iters, const char *ackdir) {
 
 static int mode_load(int argc, char **argv) {
   if (argc < 3)
-    FAIL("load T ITERS ACKDIR");
+    NT_DIE("load T ITERS ACKDIR");
   int n = atoi(argv[0]);
   long iters = atol(argv[1]);
   struct worker *ws = start_workers(n, iters, argv[2]);
@@ -162,7 +162,7 @@ static void *fork_thread(void *arg) {
   for (int i = 0; i < 8; i++) {
     pid_t p = fork();
     if (p < 0)
-      FAIL("fork: %s", strerror(errno));
+      NT_DIE("fork: %s", strerror(errno));
     if (p == 0) {
       switch ((f + i) % 4) {
       case 0:
@@ -183,14 +183,14 @@ static void *fork_thread(void *arg) {
     }
     int st;
     if (waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-      FAIL("child %d of fork thread %d: status %#x", (int)p, f, st);
+      NT_DIE("child %d of fork thread %d: status %#x", (int)p, f, st);
   }
   return NULL;
 }
 
 static int mode_fork(int argc, char **argv) {
   if (argc < 2)
-    FAIL("fork T F");
+    NT_DIE("fork T F");
   int n = atoi(argv[0]), nf = atoi(argv[1]);
   struct worker *ws = start_workers(n, 400, NULL);
   pthread_t fth[16];
@@ -198,7 +198,7 @@ static int mode_fork(int argc, char **argv) {
     nf = 16;
   for (int f = 0; f < nf; f++)
     if (pthread_create(&fth[f], NULL, fork_thread, (void *)(intptr_t)f) != 0)
-      FAIL("pthread_create");
+      NT_DIE("pthread_create");
   for (int f = 0; f < nf; f++)
     pthread_join(fth[f], NULL);
   printf("tids %d", (int)getpid());
@@ -258,7 +258,7 @@ static int sig_of(const char *s) {
   if (!strcmp(s, "INT")) return SIGINT;
   if (!strcmp(s, "SEGV")) return SIGSEGV;
   if (!strcmp(s, "USR1")) return SIGUSR1;
-  FAIL("unknown signal %s", s);
+  NT_DIE("unknown signal %s", s);
 }
 
 static void install(int sig, const char *behav) {
@@ -274,7 +274,7 @@ static void install(int sig, const char *behav) {
   sa.sa_handler = app_handler;
   sigemptyset(&sa.sa_mask);
   if (sigaction(sig, &sa, NULL) != 0)
-    FAIL("sigaction");
+    NT_DIE("sigaction");
 }
 
 /* Early installation: libstress_early.so calls this hook from its
@@ -292,7 +292,7 @@ __attribute__((noinline)) static void null_write(void) { *g_null = 42; }
 
 static int mode_signal(int argc, char **argv) {
   if (argc < 3)
-    FAIL("signal SIG WHEN BEHAV");
+    NT_DIE("signal SIG WHEN BEHAV");
   int sig = sig_of(argv[0]);
   struct one o;
   one_init(&o);
@@ -321,7 +321,7 @@ static int mode_rlimit(int argc, char **argv) {
   one_colls(&o, n, 64);
   struct rlimit rl = {lim, lim};
   if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
-    FAIL("setrlimit: %s", strerror(errno));
+    NT_DIE("setrlimit: %s", strerror(errno));
   one_colls(&o, 5, 64);
   say("alive\n");
   NCCL(ncclCommDestroy(o.comm));
@@ -379,18 +379,18 @@ int stress_early_result(void); /* libstress_early.so: a real DT_NEEDED dependenc
 
 static int mode_ctor(void) {
   if (ctor_result != ncclSuccess)
-    FAIL("NCCL from the program's constructor: %d", (int)ctor_result);
+    NT_DIE("NCCL from the program's constructor: %d", (int)ctor_result);
   if (stress_early_result() != 0)
-    FAIL("NCCL from libstress_early.so's constructor: step %d failed", stress_early_result());
+    NT_DIE("NCCL from libstress_early.so's constructor: step %d failed", stress_early_result());
   const char *lib = getenv("STRESS_DL_LIB");
   if (!lib)
-    FAIL("STRESS_DL_LIB not set");
+    NT_DIE("STRESS_DL_LIB not set");
   void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (!h)
-    FAIL("dlopen %s: %s", lib, dlerror());
+    NT_DIE("dlopen %s: %s", lib, dlerror());
   int (*run)(int) = (int (*)(int))dlsym(h, "stress_dl_run");
   if (!run || run(33) != 0)
-    FAIL("NCCL from the dlopen()ed library failed");
+    NT_DIE("NCCL from the dlopen()ed library failed");
   struct one o;
   one_init(&o);
   one_colls(&o, 1, 44);
@@ -420,5 +420,5 @@ int main(int argc, char **argv) {
     return mode_marks(argc - 5, argv + 5);
   if (!strcmp(m, "ctor"))
     return mode_ctor();
-  FAIL("unknown mode %s", m);
+  NT_DIE("unknown mode %s", m);
 }

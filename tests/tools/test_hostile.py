@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""test_hostile.py NCCLTRACE MKFIX CASE -- the tools on hostile input
-(issue 13, items 6 and 9-13).  One CASE per meson test:
+"""test_hostile.py NCCLTRACE MKFIX CASE -- the tools on hostile input.
+One CASE per meson test:
 
   owner     status/collect ignore, one line each, a ring directory or ring
             that another user planted or can write; collect makes no dump
@@ -151,8 +151,8 @@ while time.time() < end:
     runs = 0
     t = time.time()
     try:
-        # 100 reader runs take about 6 s on an idle 2-core VM; a loaded one
-        # (CI runs tests in parallel) gets more time, not fewer runs.
+        # 100 reader runs take seconds on an idle machine; a loaded one (CI
+        # runs tests in parallel) gets up to 60 s, not fewer runs.
         while runs < 100 and time.time() - t < 60:
             for cmd in ((NT, "decode", ring), (NT, "decode", "--json", "--salvage", ring),
                         (NT, "status", "--rings", d), (NT, "collect", "--rings", d, "--dir", dumps)):

@@ -14,17 +14,7 @@
 #include <string.h>
 #include "fixture.h"
 #include "tools/reader.h"
-
-static int failed;
-#define CHECK(c, ...)                                                \
-  do {                                                               \
-    if (!(c)) {                                                      \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);           \
-      fprintf(stderr, __VA_ARGS__);                                  \
-      fputc('\n', stderr);                                           \
-      failed = 1;                                                    \
-    }                                                                \
-  } while (0)
+#include "tests/nt_test.h"
 
 static struct ntr_record *slot_of(unsigned char *ring, uint64_t i) {
   struct ntr_ring_header h;
@@ -33,21 +23,21 @@ static struct ntr_record *slot_of(unsigned char *ring, uint64_t i) {
 }
 
 static void check_sane(const struct ntt_image *img, size_t len) {
-  CHECK(strlen(img->hdr.host) < sizeof img->hdr.host, "host terminated");
-  CHECK(strlen(img->hdr.job_id) < sizeof img->hdr.job_id, "job terminated");
-  CHECK(img->hdr.bt_depth <= NTR_BT_DEPTH, "bt_depth clamped");
-  CHECK(img->hdr.env_len <= NTR_ENV_BYTES, "env_len clamped");
+  NT_CHECK(strlen(img->hdr.host) < sizeof img->hdr.host, "host terminated");
+  NT_CHECK(strlen(img->hdr.job_id) < sizeof img->hdr.job_id, "job terminated");
+  NT_CHECK(img->hdr.bt_depth <= NTR_BT_DEPTH, "bt_depth clamped");
+  NT_CHECK(img->hdr.env_len <= NTR_ENV_BYTES, "env_len clamped");
   /* zstd expands at most 32768 times (reader_dump.c): memory follows input. */
-  CHECK(img->nrecs * sizeof(struct ntr_record) <= (uint64_t)len * 32768, "records bounded by the input (%llu)",
+  NT_CHECK(img->nrecs * sizeof(struct ntr_record) <= (uint64_t)len * 32768, "records bounded by the input (%llu)",
         (unsigned long long)img->nrecs);
   for (uint64_t i = 1; i < img->nrecs; i++)
-    CHECK(img->recs[i - 1].commit < img->recs[i].commit, "strictly increasing positions");
+    NT_CHECK(img->recs[i - 1].commit < img->recs[i].commit, "strictly increasing positions");
   for (uint32_t i = 0; i < img->nstacks; i++)
-    CHECK(img->stacks[i].depth <= NTR_STACK_DEPTH, "stack depth clamped");
+    NT_CHECK(img->stacks[i].depth <= NTR_STACK_DEPTH, "stack depth clamped");
   /* Exercise the names on hostile values. */
   for (uint64_t i = 0; i < img->nrecs; i++) {
     const struct ntr_record *r = &img->recs[i];
-    CHECK(ntt_kind_name(r->kind) && ntt_dtype_name(r->dtype) && ntt_redop_name(r->redop) &&
+    NT_CHECK(ntt_kind_name(r->kind) && ntt_dtype_name(r->dtype) && ntt_redop_name(r->redop) &&
               ntt_result_name(r->result), "names never NULL");
     (void)ntt_image_ns(img, r->tsc);
   }
@@ -59,11 +49,11 @@ static void test_merge_and_torn(void) {
   size_t len = fx_build_ring(&o, &ring);
   struct ntt_image img;
   char err[512];
-  CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load: %s", err);
-  CHECK(img.nrecs == 7 && img.torn == 0 && img.lost == 0 && img.ncomms == 1 && img.nstacks == 1,
+  NT_CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load: %s", err);
+  NT_CHECK(img.nrecs == 7 && img.torn == 0 && img.lost == 0 && img.ncomms == 1 && img.nstacks == 1,
         "7 records, 1 comm, 1 stack: %llu %llu", (unsigned long long)img.nrecs, (unsigned long long)img.torn);
   for (uint64_t i = 0; i < img.nrecs; i++)
-    CHECK(img.recs[i].commit == i + 1, "position order");
+    NT_CHECK(img.recs[i].commit == i + 1, "position order");
   ntt_image_free(&img);
 
   /* Slot 3 being written: recent[] still holds Broadcast (pos 3). */
@@ -72,16 +62,16 @@ static void test_merge_and_torn(void) {
   slot_of(ring, 5)->commit = NTR_COMMIT_WRITING;
   /* Slot 2 holds a position that maps to slot 1: damage. */
   slot_of(ring, 2)->commit = 66;
-  CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load torn: %s", err);
-  CHECK(img.torn == 3, "3 torn slots, got %llu", (unsigned long long)img.torn);
-  CHECK(img.nrecs == 6, "6 records (Mark lost), got %llu", (unsigned long long)img.nrecs);
+  NT_CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load torn: %s", err);
+  NT_CHECK(img.torn == 3, "3 torn slots, got %llu", (unsigned long long)img.torn);
+  NT_CHECK(img.nrecs == 6, "6 records (Mark lost), got %llu", (unsigned long long)img.nrecs);
   int has3 = 0, has5 = 0, has65 = 0;
   for (uint64_t i = 0; i < img.nrecs; i++) {
     has3 |= img.recs[i].commit == 4;
     has5 |= img.recs[i].commit == 6;
     has65 |= img.recs[i].commit == 66;
   }
-  CHECK(has3 && !has5 && !has65, "recent[] supplies pos 3; pos 5 and the misplaced slot are skipped");
+  NT_CHECK(has3 && !has5 && !has65, "recent[] supplies pos 3; pos 5 and the misplaced slot are skipped");
   ntt_image_free(&img);
 
   /* Slot 5 (the Mark) never written -- a block position nobody used -- and
@@ -93,13 +83,13 @@ static void test_merge_and_torn(void) {
     struct ntr_record *f = slot_of(ring, 5);
     memset(f, 0, sizeof *f);
     f->commit = pass ? 6 : 0;
-    CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load holes: %s", err);
-    CHECK(img.torn == 0, "pass %d: an unused position or a filler is not torn, got %llu", pass,
+    NT_CHECK(ntt_image_load_mem(ring, len, "mem", 0, &img, err, sizeof err) == 0, "load holes: %s", err);
+    NT_CHECK(img.torn == 0, "pass %d: an unused position or a filler is not torn, got %llu", pass,
           (unsigned long long)img.torn);
     int seen = 0;
     for (uint64_t i = 0; i < img.nrecs; i++)
       seen |= img.recs[i].kind == NTR_KIND_NONE || img.recs[i].commit == 6;
-    CHECK(!seen && img.nrecs == 6, "pass %d: 6 records without position 5, got %llu", pass,
+    NT_CHECK(!seen && img.nrecs == 6, "pass %d: 6 records without position 5, got %llu", pass,
           (unsigned long long)img.nrecs);
     ntt_image_free(&img);
   }
@@ -110,15 +100,15 @@ static void test_prefixes(unsigned char *buf, size_t len, const char *what, size
   struct ntt_image img;
   char err[512];
   for (size_t n = 0; n < len; n += (n < 256 ? 1 : step)) {
-    CHECK(ntt_image_load_mem(buf, n, what, 0, &img, err, sizeof err) != 0, "%s prefix %zu accepted", what, n);
-    CHECK(strncmp(err, what, strlen(what)) == 0, "message names the input: %s", err);
+    NT_CHECK(ntt_image_load_mem(buf, n, what, 0, &img, err, sizeof err) != 0, "%s prefix %zu accepted", what, n);
+    NT_CHECK(strncmp(err, what, strlen(what)) == 0, "message names the input: %s", err);
     if (ntt_image_load_mem(buf, n, what, 1, &img, err, sizeof err) == 0) {
-      CHECK(img.salvaged, "%s prefix %zu salvaged without the flag", what, n);
+      NT_CHECK(img.salvaged, "%s prefix %zu salvaged without the flag", what, n);
       check_sane(&img, n);
       ntt_image_free(&img);
     }
   }
-  CHECK(ntt_image_load_mem(buf, len, what, 0, &img, err, sizeof err) == 0, "%s whole: %s", what, err);
+  NT_CHECK(ntt_image_load_mem(buf, len, what, 0, &img, err, sizeof err) == 0, "%s whole: %s", what, err);
   ntt_image_free(&img);
 }
 
@@ -144,7 +134,7 @@ static void test_flips(const unsigned char *orig, size_t len, size_t span, int i
         check_sane(&img, len);
         ntt_image_free(&img);
       } else {
-        CHECK(err[0] != '\0', "a refusal has a reason");
+        NT_CHECK(err[0] != '\0', "a refusal has a reason");
       }
     }
   }
@@ -158,7 +148,7 @@ int main(void) {
   unsigned char *ring, *dump;
   size_t rlen = fx_build_ring(&o, &ring);
   size_t dlen = fx_build_dump(&o, &dump);
-  CHECK(rlen && dlen, "fixtures built");
+  NT_CHECK(rlen && dlen, "fixtures built");
   test_prefixes(dump, dlen, "dump", 1);
   test_prefixes(ring, rlen, "ring", 61);
   /* Dumps: anywhere.  Rings: the header (where the hostile fields are) and
@@ -170,7 +160,7 @@ int main(void) {
   test_flips(ring, rlen, rlen, 300);
   free(ring);
   free(dump);
-  if (failed)
+  if (nt_failures)
     return 1;
   printf("ok\n");
   return 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_run_exit.py NCCLTRACE -- `nccltrace run` records how its command
-ended (#18 bug 1), and analyze uses it:
+ended, and analyze uses it:
 
 1. a command that fails before any NCCL call (exit 127, as when the dynamic
    linker refuses it) leaves an exit-status file, and analyze reports it as

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_texts.py NCCLTRACE LIBNCCLTRACE EMU_LIBDIR -- the texts #18 found wrong.
+"""test_texts.py NCCLTRACE LIBNCCLTRACE EMU_LIBDIR -- three texts of the tools, checked exactly.
 
 1. A trigger reason longer than the dump's field is cut with "..." and
    every parenthesis it opened closed (a lost-peer reason is that long).

@@ -8,23 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tests/nt_test.h"
 #include "tools/analyze/analyze.h"
 
 #define TB_BASE_NS 1700000000000000000ull
 #define TB_MAX_IMGS 64
 
-static int tb_failures;
 static uint64_t tb_cap = 4096; /* records per synthetic image */
-
-#define TB_CHECK(cond, ...)                                           \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fputc('\n', stderr);                                            \
-      tb_failures++;                                                  \
-    }                                                                 \
-  } while (0)
 
 static inline void tb_job(struct nta_job *job) {
   memset(job, 0, sizeof(*job));

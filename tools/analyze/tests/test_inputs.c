@@ -32,7 +32,7 @@ static void write_dump(const char *dir, struct ntt_image *img) {
   char path[1024];
   int rc = ntr_dump_write_image(dir, h, img->comms, img->ncomms, NULL, 0, img->recs, img->nrecs, NULL, 0, &img->trigger,
                                 path, sizeof(path));
-  TB_CHECK(rc == 0, "dump write in %s: %d", dir, rc);
+  NT_CHECK(rc == 0, "dump write in %s: %d", dir, rc);
 }
 
 /* A job of two ranks; mismatch: rank 1's second AllReduce has another count. */
@@ -108,48 +108,48 @@ int main(void) {
   json_t *doc = NULL;
   char *a1[] = {"analyze", "--json", root, NULL};
   int rc = analyze(&doc, 3, a1);
-  TB_CHECK(rc == 2, "an unreadable input makes the status 2, got %d", rc);
-  TB_CHECK(doc != NULL, "exactly one JSON object on stdout");
+  NT_CHECK(rc == 2, "an unreadable input makes the status 2, got %d", rc);
+  NT_CHECK(doc != NULL, "exactly one JSON object on stdout");
   if (doc) {
-    TB_CHECK(!strcmp(vstr(doc, "class"), "collective_mismatch"), "most recent job analyzed: %s", vstr(doc, "class"));
-    TB_CHECK(!strcmp(vstr(doc, "field"), "count"), "field %s", vstr(doc, "field"));
+    NT_CHECK(!strcmp(vstr(doc, "class"), "collective_mismatch"), "most recent job analyzed: %s", vstr(doc, "class"));
+    NT_CHECK(!strcmp(vstr(doc, "field"), "count"), "field %s", vstr(doc, "field"));
     json_t *in = json_object_get(doc, "inputs");
-    TB_CHECK(!strcmp(json_string_value(json_object_get(in, "job")), "new-job"), "job");
-    TB_CHECK(json_array_size(json_object_get(in, "other_jobs")) == 1 &&
+    NT_CHECK(!strcmp(json_string_value(json_object_get(in, "job")), "new-job"), "job");
+    NT_CHECK(json_array_size(json_object_get(in, "other_jobs")) == 1 &&
                  !strcmp(json_string_value(json_array_get(json_object_get(in, "other_jobs"), 0)), "old-job"),
              "other jobs listed");
-    TB_CHECK(json_array_size(json_object_get(in, "unreadable")) == 1, "one unreadable file");
-    TB_CHECK(json_integer_value(json_object_get(in, "files")) == 5, "5 files seen");
-    TB_CHECK(json_array_size(json_object_get(doc, "ranks")) == 2, "2 processes of the job");
-    TB_CHECK(strstr(vstr(doc, "summary"), "evidence incomplete") != NULL, "summary says evidence is missing");
+    NT_CHECK(json_array_size(json_object_get(in, "unreadable")) == 1, "one unreadable file");
+    NT_CHECK(json_integer_value(json_object_get(in, "files")) == 5, "5 files seen");
+    NT_CHECK(json_array_size(json_object_get(doc, "ranks")) == 2, "2 processes of the job");
+    NT_CHECK(strstr(vstr(doc, "summary"), "evidence incomplete") != NULL, "summary says evidence is missing");
     json_decref(doc);
   }
   char *a2[] = {"analyze", "--json", "--job", "old-job", root, NULL};
   rc = analyze(&doc, 5, a2);
-  TB_CHECK(doc && !strcmp(vstr(doc, "class"), "healthy"), "--job old-job is healthy: %s", doc ? vstr(doc, "class") : "");
+  NT_CHECK(doc && !strcmp(vstr(doc, "class"), "healthy"), "--job old-job is healthy: %s", doc ? vstr(doc, "class") : "");
   json_decref(doc);
   char *a3[] = {"analyze", "--json", nested, NULL};
   rc = analyze(&doc, 3, a3);
-  TB_CHECK(rc == 0, "readable inputs only: status 0, got %d", rc);
+  NT_CHECK(rc == 0, "readable inputs only: status 0, got %d", rc);
   json_decref(doc);
   char *a4[] = {"analyze", "/nonexistent/nccltrace", NULL};
   rc = analyze(&doc, 2, a4);
-  TB_CHECK(rc == 2, "missing path: status 2, got %d", rc);
+  NT_CHECK(rc == 2, "missing path: status 2, got %d", rc);
   json_decref(doc);
   char *a5[] = {"analyze", root, NULL};
   rc = analyze(&doc, 2, a5); /* text mode: not JSON, must not crash */
-  TB_CHECK(rc == 2 && doc == NULL, "text report is not JSON, status %d", rc);
+  NT_CHECK(rc == 2 && doc == NULL, "text report is not JSON, status %d", rc);
   /* Verdict sentence first, then the table, the chain and the next step. */
-  TB_CHECK(strncmp(text, "collective mismatch on comm 9f2c0123456789ab seq 2: ", 52) == 0, "first line: %.120s",
+  NT_CHECK(strncmp(text, "collective mismatch on comm 9f2c0123456789ab seq 2: ", 52) == 0, "first line: %.120s",
            text);
-  TB_CHECK(strstr(text, "  rank  host") && strstr(text, "last enq") && strstr(text, "blocked in"), "table");
-  TB_CHECK(strstr(text, "evidence (oldest first):") && strstr(text, "\nnext: "), "chain and next step");
-  TB_CHECK(strstr(text, "other jobs: old-job") != NULL, "other jobs named");
+  NT_CHECK(strstr(text, "  rank  host") && strstr(text, "last enq") && strstr(text, "blocked in"), "table");
+  NT_CHECK(strstr(text, "evidence (oldest first):") && strstr(text, "\nnext: "), "chain and next step");
+  NT_CHECK(strstr(text, "other jobs: old-job") != NULL, "other jobs named");
   json_decref(doc);
 
   char cmd[600];
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
   if (system(cmd) != 0)
     fprintf(stderr, "could not remove %s\n", root);
-  return tb_failures ? 1 : 0;
+  return nt_exit_status();
 }

@@ -14,7 +14,7 @@
 static void run(struct nta_job *job, const char *name) {
   if (nta_analyze(job) != 0) {
     fprintf(stderr, "%s: analysis failed\n", name);
-    tb_failures++;
+    nt_failures++;
   }
   if (getenv("NTA_TEST_VERBOSE")) {
     printf("=== %s\n", name);
@@ -90,14 +90,14 @@ static void t_multirank_killed(void) {
   mr_steps(img, 0, 3, NULL);
   tb_vanish(img);
   run(&job, "multirank_killed");
-  TB_CHECK(job.v.cls == NTA_RANK_KILLED, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.nranks == 4 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 3), "ranks: %d", job.v.nranks);
-  TB_CHECK(strstr(job.v.summary, "pid 500 on node0 (holds ranks 0-3 of comm 11112222)"), "summary: %s",
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.nranks == 4 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 3), "ranks: %d", job.v.nranks);
+  NT_CHECK(strstr(job.v.summary, "pid 500 on node0 (holds ranks 0-3 of comm 11112222)"), "summary: %s",
            job.v.summary);
   char *t = text_of(&job), *j = json_of(&job);
-  TB_CHECK(!strstr(t, "rank -1") && !strstr(j, "rank -1"), "rank -1 in the report:\n%s", t);
-  TB_CHECK(strstr(t, "one process: pid 500 on node0 holds ranks 0-3"), "table note:\n%s", t);
-  TB_CHECK(strstr(j, "\"comm_ranks\"") && strstr(j, "\"label\": \"pid 500 on node0 (holds ranks 0-3"), "json:\n%s", j);
+  NT_CHECK(!strstr(t, "rank -1") && !strstr(j, "rank -1"), "rank -1 in the report:\n%s", t);
+  NT_CHECK(strstr(t, "one process: pid 500 on node0 holds ranks 0-3"), "table note:\n%s", t);
+  NT_CHECK(strstr(j, "\"comm_ranks\"") && strstr(j, "\"label\": \"pid 500 on node0 (holds ranks 0-3"), "json:\n%s", j);
   free(t);
   free(j);
   nta_job_free(&job);
@@ -117,11 +117,11 @@ static void t_two_procs(void) {
   tb_signal(a, SIGTERM, 1300);
   tb_vanish(b);
   run(&job, "two_procs");
-  TB_CHECK(job.v.cls == NTA_RANK_KILLED, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 2) && tb_has_rank(&job.v, 3), "ranks: %d", job.v.nranks);
-  TB_CHECK(strstr(job.v.summary, "pid 601 on node1 (holds ranks 2-3"), "summary: %s", job.v.summary);
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 2) && tb_has_rank(&job.v, 3), "ranks: %d", job.v.nranks);
+  NT_CHECK(strstr(job.v.summary, "pid 601 on node1 (holds ranks 2-3"), "summary: %s", job.v.summary);
   char *t = text_of(&job);
-  TB_CHECK(strstr(t, "pid 600 on node0 holds ranks 0-1") && strstr(t, "pid 601 on node1 holds ranks 2-3"),
+  NT_CHECK(strstr(t, "pid 600 on node0 holds ranks 0-1") && strstr(t, "pid 601 on node1 holds ranks 2-3"),
            "table notes:\n%s", t);
   free(t);
   nta_job_free(&job);
@@ -137,10 +137,10 @@ static void t_multirank_mismatch(void) {
   mr_steps(img, 0, 3, c3);
   tb_timeout(img, W, 3, 1020);
   run(&job, "multirank_mismatch");
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2 && !strcmp(job.v.field, "count"), "ranks %d field %s",
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2 && !strcmp(job.v.field, "count"), "ranks %d field %s",
            job.v.nranks, job.v.field);
-  TB_CHECK(strstr(job.v.summary, "[rank 2 is one of ranks 0-3 of comm 11112222 in pid 700 on node0]"), "summary: %s",
+  NT_CHECK(strstr(job.v.summary, "[rank 2 is one of ranks 0-3 of comm 11112222 in pid 700 on node0]"), "summary: %s",
            job.v.summary);
   nta_job_free(&job);
 }
@@ -187,14 +187,14 @@ static void t_run_127(void) {
   add_runexit(&job, "node0", 1001, 1, 0, 127, -5, 25);
   add_runexit(&job, "node0", 1000, 0, 1, SIGTERM, -5, 1301); /* recorded its own signal: ignored */
   run(&job, "run_127");
-  TB_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.has_exit && job.v.exit_code == 127, "got %s (%d): %s", tb_cls(&job),
+  NT_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.has_exit && job.v.exit_code == 127, "got %s (%d): %s", tb_cls(&job),
            job.v.exit_code, job.v.summary);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks");
-  TB_CHECK(strstr(job.v.summary, "exited with code 127 without an exit record") &&
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks");
+  NT_CHECK(strstr(job.v.summary, "exited with code 127 without an exit record") &&
                strstr(job.v.summary, "dynamic linker"), "summary: %s", job.v.summary);
-  TB_CHECK(strstr(job.v.next, "symbol lookup error"), "next: %s", job.v.next);
+  NT_CHECK(strstr(job.v.next, "symbol lookup error"), "next: %s", job.v.next);
   char *j = json_of(&job);
-  TB_CHECK(strstr(j, "\"run_status\": {\n   \"exit_code\": 127") || strstr(j, "\"exit_code\": 127"), "json:\n%s", j);
+  NT_CHECK(strstr(j, "\"run_status\": {\n   \"exit_code\": 127") || strstr(j, "\"exit_code\": 127"), "json:\n%s", j);
   free(j);
   nta_job_free(&job);
 }
@@ -216,16 +216,16 @@ static void t_run_no_ring(void) {
   add_runexit(&job, "node0", 1002, 2, 0, 127, 0, 3);
   add_runexit(&job, "node0", 1002, 2, 0, 1, -9000000, -8999000); /* an earlier run's: not this one's */
   run(&job, "run_no_ring");
-  TB_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.exit_code == 127, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks %d", job.v.nranks);
-  TB_CHECK(strstr(job.v.summary, "rank 2 (pid 1002 on node0, prog)") && strstr(job.v.summary, "no evidence from it"),
+  NT_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.exit_code == 127, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks %d", job.v.nranks);
+  NT_CHECK(strstr(job.v.summary, "rank 2 (pid 1002 on node0, prog)") && strstr(job.v.summary, "no evidence from it"),
            "summary: %s", job.v.summary);
   int nev = 0;
   for (int i = 0; i < job.nev; i++)
     nev += !strcmp(job.ev[i].kind, "no_evidence") && strstr(job.ev[i].text, "nccltrace run") != NULL;
-  TB_CHECK(nev == 1, "%d run no_evidence events (the earlier run's counted?)", nev);
+  NT_CHECK(nev == 1, "%d run no_evidence events (the earlier run's counted?)", nev);
   char *t = text_of(&job);
-  TB_CHECK(!strstr(t, "rank -1"), "rank -1 in:\n%s", t);
+  NT_CHECK(!strstr(t, "rank -1"), "rank -1 in:\n%s", t);
   free(t);
   nta_job_free(&job);
 
@@ -233,10 +233,10 @@ static void t_run_no_ring(void) {
   tb_job(&job);
   add_runexit(&job, "node0", 1003, -1, 0, 127, 0, 3);
   run(&job, "run_no_ring_alone");
-  TB_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.nranks == 0 && strstr(job.v.summary, "pid 1003 on node0 (prog)"),
+  NT_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.nranks == 0 && strstr(job.v.summary, "pid 1003 on node0 (prog)"),
            "got %s (%d ranks): %s", tb_cls(&job), job.v.nranks, job.v.summary);
   t = text_of(&job);
-  TB_CHECK(!strstr(t, "rank -1"), "rank -1 in:\n%s", t);
+  NT_CHECK(!strstr(t, "rank -1"), "rank -1 in:\n%s", t);
   free(t);
   nta_job_free(&job);
 }
@@ -260,9 +260,9 @@ static void t_run_launcher(void) {
   }
   snprintf(add_runexit(&job, "node0", 4242, -1, 0, 127, -5, 1400)->exe, 64, "mpirun");
   run(&job, "run_launcher");
-  TB_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 1 && job.v.ranks[0] == 1, "got %s: %s", tb_cls(&job),
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 1 && job.v.ranks[0] == 1, "got %s: %s", tb_cls(&job),
            job.v.summary);
-  TB_CHECK(strstr(job.v.summary, "its launcher mpirun (pid 4242"), "summary: %s", job.v.summary);
+  NT_CHECK(strstr(job.v.summary, "its launcher mpirun (pid 4242"), "summary: %s", job.v.summary);
   nta_job_free(&job);
 }
 
@@ -273,8 +273,8 @@ static void t_run_parse(void) {
                              "start_ns 100\nend_ns 200\nfuture key\nexited 127\n";
   struct nta_runexit r;
   char why[256];
-  TB_CHECK(nta_runexit_parse(good, sizeof good - 1, &r, why, sizeof why) == 0, "good: %s", why);
-  TB_CHECK(r.pid == 12 && r.ppid == 11 && r.rank == 3 && !strcmp(r.host, "vm") && !strcmp(r.job, "j-1") &&
+  NT_CHECK(nta_runexit_parse(good, sizeof good - 1, &r, why, sizeof why) == 0, "good: %s", why);
+  NT_CHECK(r.pid == 12 && r.ppid == 11 && r.rank == 3 && !strcmp(r.host, "vm") && !strcmp(r.job, "j-1") &&
                !r.signaled && r.code == 127 && r.start_ns == 100 && r.end_ns == 200, "fields");
   static const char *const bad[] = {
       "nccltrace-run-exit 2\nhost vm\npid 1\nexited 0\n",                 /* another version */
@@ -297,15 +297,15 @@ static void t_run_parse(void) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     why[0] = 0;
-    TB_CHECK(nta_runexit_parse(bad[i], strlen(bad[i]), &r, why, sizeof why) == -1 && why[0], "bad %zu accepted", i);
+    NT_CHECK(nta_runexit_parse(bad[i], strlen(bad[i]), &r, why, sizeof why) == -1 && why[0], "bad %zu accepted", i);
   }
   char nul[] = NTR_RUNEXIT_MAGIC "\nhost vm\npid 1\nexited 1\n";
   nul[sizeof NTR_RUNEXIT_MAGIC + 3] = 0;
-  TB_CHECK(nta_runexit_parse(nul, sizeof nul - 1, &r, why, sizeof why) == -1, "NUL accepted");
+  NT_CHECK(nta_runexit_parse(nul, sizeof nul - 1, &r, why, sizeof why) == -1, "NUL accepted");
   char big[NTR_RUNEXIT_MAX + 64];
   memset(big, '\n', sizeof big);
   memcpy(big, good, sizeof good - 1);
-  TB_CHECK(nta_runexit_parse(big, sizeof big, &r, why, sizeof why) == -1, "oversized accepted");
+  NT_CHECK(nta_runexit_parse(big, sizeof big, &r, why, sizeof why) == -1, "oversized accepted");
 }
 
 int main(void) {
@@ -316,7 +316,7 @@ int main(void) {
   t_run_no_ring();
   t_run_launcher();
   t_run_parse();
-  if (tb_failures)
-    fprintf(stderr, "%d check(s) failed\n", tb_failures);
-  return tb_failures ? 1 : 0;
+  if (nt_failures)
+    fprintf(stderr, "%d check(s) failed\n", nt_failures);
+  return nt_exit_status();
 }

@@ -14,7 +14,7 @@
 static void run(struct nta_job *job, const char *name) {
   if (nta_analyze(job) != 0) {
     fprintf(stderr, "%s: analysis failed\n", name);
-    tb_failures++;
+    nt_failures++;
   }
   if (getenv("NTA_TEST_VERBOSE")) {
     printf("=== %s\n", name);
@@ -37,7 +37,7 @@ static void t_healthy(void) {
     tb_exit(img, 0, 100);
   }
   run(&job, "healthy");
-  TB_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
   nta_job_free(&job);
 }
 
@@ -52,7 +52,7 @@ static void t_bcast_alias(void) {
     tb_exit(img, 0, 100);
   }
   run(&job, "bcast_alias");
-  TB_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
   nta_job_free(&job);
 }
 
@@ -74,12 +74,12 @@ static void t_op_mismatch(void) {
     }
   }
   run(&job, "op_mismatch");
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(!strcmp(job.v.field, "op"), "field %s", job.v.field);
-  TB_CHECK(job.v.seq == 3, "seq %llu", (unsigned long long)job.v.seq);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
-  TB_CHECK(job.v.comm && job.v.comm->id == W, "comm");
-  TB_CHECK(strstr(job.v.summary, "rank 1 called Broadcast") && strstr(job.v.summary, "ranks 0,2,3 called AllReduce"),
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(!strcmp(job.v.field, "op"), "field %s", job.v.field);
+  NT_CHECK(job.v.seq == 3, "seq %llu", (unsigned long long)job.v.seq);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
+  NT_CHECK(job.v.comm && job.v.comm->id == W, "comm");
+  NT_CHECK(strstr(job.v.summary, "rank 1 called Broadcast") && strstr(job.v.summary, "ranks 0,2,3 called AllReduce"),
            "summary: %s", job.v.summary);
   nta_job_free(&job);
 }
@@ -104,10 +104,10 @@ static void t_op_mismatch_ahead(void) {
     tb_signal(img, SIGTERM, 4080);
   }
   run(&job, "op_mismatch_ahead");
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(!strcmp(job.v.field, "op") && job.v.seq == 2, "field %s seq %llu", job.v.field,
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(!strcmp(job.v.field, "op") && job.v.seq == 2, "field %s seq %llu", job.v.field,
            (unsigned long long)job.v.seq);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks n=%d", job.v.nranks);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks n=%d", job.v.nranks);
   nta_job_free(&job);
 }
 
@@ -125,9 +125,9 @@ static void t_field(const char *field, int kind1, uint64_t c1, int dt1, int op1,
     tb_timeout(img, W, 2, 1020);
   }
   run(&job, field);
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "%s: got %s: %s", field, tb_cls(&job), job.v.summary);
-  TB_CHECK(!strcmp(job.v.field, field), "want %s, field %s", field, job.v.field);
-  TB_CHECK(job.v.seq == 2 && job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1),
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "%s: got %s: %s", field, tb_cls(&job), job.v.summary);
+  NT_CHECK(!strcmp(job.v.field, field), "want %s, field %s", field, job.v.field);
+  NT_CHECK(job.v.seq == 2 && job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1),
            "%s: seq %llu nranks %d", field, (unsigned long long)job.v.seq, job.v.nranks);
   nta_job_free(&job);
 }
@@ -144,8 +144,8 @@ static void t_steady_skip(void) {
   tb_timeout(a, W, 3, 1030);
   tb_signal(a, SIGTERM, 1100);
   run(&job, "steady_skip");
-  TB_CHECK(job.v.cls == NTA_MISSING_COLL, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1, "seq %llu",
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1, "seq %llu",
            (unsigned long long)job.v.seq);
   nta_job_free(&job);
 }
@@ -167,10 +167,10 @@ static void t_exit42(void) {
   tb_signal(a, SIGTERM, 1500);
   tb_signal(c, SIGTERM, 1500);
   run(&job, "exit42");
-  TB_CHECK(job.v.cls == NTA_RANK_EXIT, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.has_exit && job.v.exit_code == 42, "exit code %d", job.v.exit_code);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks");
-  TB_CHECK(job.v.comm && job.v.comm->id == W, "comm");
+  NT_CHECK(job.v.cls == NTA_RANK_EXIT, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.has_exit && job.v.exit_code == 42, "exit code %d", job.v.exit_code);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks");
+  NT_CHECK(job.v.comm && job.v.comm->id == W, "comm");
   nta_job_free(&job);
 }
 
@@ -192,8 +192,8 @@ static void t_lazy_init(void) {
     tb_signal(img, SIGTERM, 2000);
   }
   run(&job, "lazy_init");
-  TB_CHECK(job.v.cls == NTA_INIT_HANG, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
+  NT_CHECK(job.v.cls == NTA_INIT_HANG, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
   nta_job_free(&job);
 }
 
@@ -214,10 +214,10 @@ static void t_segv(void) {
     }
   }
   run(&job, "segv");
-  TB_CHECK(job.v.cls == NTA_RANK_CRASH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.has_signal && job.v.signo == SIGSEGV && job.v.nranks == 1 && job.v.ranks[0] == 2, "sig %d",
+  NT_CHECK(job.v.cls == NTA_RANK_CRASH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.has_signal && job.v.signo == SIGSEGV && job.v.nranks == 1 && job.v.ranks[0] == 2, "sig %d",
            job.v.signo);
-  TB_CHECK(strstr(job.v.summary, "crash_here"), "backtrace in summary: %s", job.v.summary);
+  NT_CHECK(strstr(job.v.summary, "crash_here"), "backtrace in summary: %s", job.v.summary);
   nta_job_free(&job);
 }
 
@@ -237,8 +237,8 @@ static void t_killed(void) {
     }
   }
   run(&job, "killed");
-  TB_CHECK(job.v.cls == NTA_RANK_KILLED, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 3, "ranks");
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 3, "ranks");
   nta_job_free(&job);
 }
 
@@ -260,8 +260,8 @@ static void t_stall_with_victims(void) {
       tb_signal(img, SIGTERM, 1100);
   }
   run(&job, "stall");
-  TB_CHECK(job.v.cls == NTA_STALL, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.seq == 4 && job.v.nranks == 3, "seq %llu", (unsigned long long)job.v.seq);
+  NT_CHECK(job.v.cls == NTA_STALL, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.seq == 4 && job.v.nranks == 3, "seq %llu", (unsigned long long)job.v.seq);
   nta_job_free(&job);
 }
 
@@ -278,8 +278,8 @@ static void t_env_stall(void) {
     tb_signal(img, SIGTERM, 1100);
   }
   run(&job, "env");
-  TB_CHECK(job.v.cls == NTA_ENV_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(!strcmp(job.v.field, "NCCL_PROTO") && job.v.nranks == 1 && job.v.ranks[0] == 1, "field %s",
+  NT_CHECK(job.v.cls == NTA_ENV_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(!strcmp(job.v.field, "NCCL_PROTO") && job.v.nranks == 1 && job.v.ranks[0] == 1, "field %s",
            job.v.field);
   nta_job_free(&job);
 }
@@ -311,10 +311,10 @@ static void t_env_refused(void) {
     tb_exit(img, 1, r == 1 ? 0.5 : 20 + r);
   }
   run(&job, "env_refused");
-  TB_CHECK(job.v.cls == NTA_ENV_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(!strcmp(job.v.field, "NCCL_PROTO") && job.v.nranks == 1 && job.v.ranks[0] == 1, "field %s",
+  NT_CHECK(job.v.cls == NTA_ENV_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(!strcmp(job.v.field, "NCCL_PROTO") && job.v.nranks == 1 && job.v.ranks[0] == 1, "field %s",
            job.v.field);
-  TB_CHECK(strstr(job.v.summary, "refused"), "summary: %s", job.v.summary);
+  NT_CHECK(strstr(job.v.summary, "refused"), "summary: %s", job.v.summary);
   nta_job_free(&job);
 }
 
@@ -351,7 +351,7 @@ static void t_env_harmless(void) {
     }
     run(&job, "env_harmless");
     static const enum nta_class want[3] = {NTA_HEALTHY, NTA_RANK_EXIT, NTA_RANK_CRASH};
-    TB_CHECK(job.v.cls == want[c], "case %d: got %s: %s", c, tb_cls(&job), job.v.summary);
+    NT_CHECK(job.v.cls == want[c], "case %d: got %s: %s", c, tb_cls(&job), job.v.summary);
     nta_job_free(&job);
   }
 }
@@ -374,8 +374,8 @@ static void t_app_abort(void) {
     }
   }
   run(&job, "app_abort");
-  TB_CHECK(job.v.cls == NTA_APP_ABORT, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks");
+  NT_CHECK(job.v.cls == NTA_APP_ABORT, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks");
   nta_job_free(&job);
 }
 
@@ -392,7 +392,7 @@ static void t_teardown_abort(void) {
     tb_exit(img, 0, 70 + r);
   }
   run(&job, "teardown_abort");
-  TB_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
   nta_job_free(&job);
   /* The same idle abort followed by a failing exit is the application
    * giving up: still the cause. */
@@ -403,7 +403,7 @@ static void t_teardown_abort(void) {
   tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
   tb_exit(img, 3, 31);
   run(&job, "idle_abort_then_exit3");
-  TB_CHECK(job.v.cls == NTA_APP_ABORT, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.cls == NTA_APP_ABORT, "got %s: %s", tb_cls(&job), job.v.summary);
   nta_job_free(&job);
 }
 
@@ -421,8 +421,8 @@ static void t_abort_after_stuck(void) {
   tb_exit(a, 1, 6040);
   tb_timeout(b, W, 0, 1100); /* b idle, still alive */
   run(&job, "abort_after_stuck");
-  TB_CHECK(job.v.cls == NTA_MISSING_COLL, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1, "seq %llu", (unsigned long long)job.v.seq);
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1, "seq %llu", (unsigned long long)job.v.seq);
   nta_job_free(&job);
 }
 
@@ -447,8 +447,8 @@ static void t_async_error(void) {
     }
   }
   run(&job, "async_error");
-  TB_CHECK(job.v.cls == NTA_NCCL_ERROR, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.has_error && job.v.error == 6 && job.v.nranks == 1 && job.v.ranks[0] == 1, "error %d",
+  NT_CHECK(job.v.cls == NTA_NCCL_ERROR, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.has_error && job.v.error == 6 && job.v.nranks == 1 && job.v.ranks[0] == 1, "error %d",
            job.v.error);
   nta_job_free(&job);
 }
@@ -466,8 +466,8 @@ static void t_p2p(void) {
   tb_timeout(a, W, 0, 1030);
   tb_timeout(b, W, 0, 1030);
   run(&job, "p2p");
-  TB_CHECK(job.v.cls == NTA_P2P_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(!strcmp(job.v.field, "count") && job.v.seq == 2 && job.v.nranks == 2, "field %s", job.v.field);
+  NT_CHECK(job.v.cls == NTA_P2P_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(!strcmp(job.v.field, "count") && job.v.seq == 2 && job.v.nranks == 2, "field %s", job.v.field);
   nta_job_free(&job);
 }
 
@@ -487,9 +487,9 @@ static void t_p2p_peer(void) {
   for (int i = 0; i < 3; i++)
     tb_timeout(&job.imgs[i], W, 0, 1030);
   run(&job, "p2p_peer");
-  TB_CHECK(job.v.cls == NTA_P2P_MISMATCH && !strcmp(job.v.field, "peer"), "got %s field %s: %s", tb_cls(&job),
+  NT_CHECK(job.v.cls == NTA_P2P_MISMATCH && !strcmp(job.v.field, "peer"), "got %s field %s: %s", tb_cls(&job),
            job.v.field, job.v.summary);
-  TB_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1), "ranks");
+  NT_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1), "ranks");
   nta_job_free(&job);
 }
 
@@ -520,9 +520,9 @@ static void t_p2p_peer_eager(void) {
   for (int i = 0; i < 4; i++)
     tb_timeout(r[i], W, 0, 1040);
   run(&job, "p2p_peer_eager");
-  TB_CHECK(job.v.cls == NTA_P2P_MISMATCH && !strcmp(job.v.field, "peer"), "got %s field %s: %s", tb_cls(&job),
+  NT_CHECK(job.v.cls == NTA_P2P_MISMATCH && !strcmp(job.v.field, "peer"), "got %s field %s: %s", tb_cls(&job),
            job.v.field, job.v.summary);
-  TB_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 2) && tb_has_rank(&job.v, 3), "ranks");
+  NT_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 2) && tb_has_rank(&job.v, 3), "ranks");
   nta_job_free(&job);
 }
 
@@ -546,7 +546,7 @@ static void t_p2p_eager_behind(void) {
   tb_timeout(r1, W, 0, 1030);
   tb_timeout(r2, W, 0, 1030);
   run(&job, "p2p_eager_behind");
-  TB_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.nranks == 1 && job.v.ranks[0] == 0, "got %s: %s",
+  NT_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.nranks == 1 && job.v.ranks[0] == 0, "got %s: %s",
            tb_cls(&job), job.v.summary);
   nta_job_free(&job);
 }
@@ -574,9 +574,9 @@ static void t_split_hang(void) {
     }
   }
   run(&job, "split_hang");
-  TB_CHECK(job.v.cls == NTA_INIT_HANG && job.v.comm && job.v.comm->id == W, "got %s: %s", tb_cls(&job),
+  NT_CHECK(job.v.cls == NTA_INIT_HANG && job.v.comm && job.v.comm->id == W, "got %s: %s", tb_cls(&job),
            job.v.summary);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks n=%d", job.v.nranks);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks n=%d", job.v.nranks);
   nta_job_free(&job);
 }
 
@@ -600,10 +600,10 @@ static void t_split_group(void) {
     tb_signal(img, SIGTERM, 1200);
   }
   run(&job, "split_group");
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.comm && job.v.comm->id == S && job.v.seq == 2 && !strcmp(job.v.field, "count"), "comm/seq");
-  TB_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1), "ranks");
-  TB_CHECK(strstr(job.v.summary, "inside a group") != NULL, "summary %s", job.v.summary);
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.comm && job.v.comm->id == S && job.v.seq == 2 && !strcmp(job.v.field, "count"), "comm/seq");
+  NT_CHECK(job.v.nranks == 2 && tb_has_rank(&job.v, 0) && tb_has_rank(&job.v, 1), "ranks");
+  NT_CHECK(strstr(job.v.summary, "inside a group") != NULL, "summary %s", job.v.summary);
   nta_job_free(&job);
 }
 
@@ -636,10 +636,10 @@ static void t_split_ahead(void) {
     tb_signal(img, SIGTERM, 4000);
   }
   run(&job, "split_ahead");
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
-  TB_CHECK(job.v.comm && job.v.comm->id == S && job.v.seq == 2 && !strcmp(job.v.field, "count"),
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(job.v.comm && job.v.comm->id == S && job.v.seq == 2 && !strcmp(job.v.field, "count"),
            "comm/seq/field %s", job.v.field);
-  TB_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
+  NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 1, "ranks n=%d", job.v.nranks);
   nta_job_free(&job);
 }
 
@@ -661,10 +661,10 @@ static void t_merge(void) {
   tb_ar(a2, W, 1024, 20, -1);
   tb_exit(a2, 1, 5000);
   run(&job, "merge");
-  TB_CHECK(job.nprocs == 2, "procs %d", job.nprocs);
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == 2 && !strcmp(job.v.field, "count"), "got %s seq %llu: %s",
+  NT_CHECK(job.nprocs == 2, "procs %d", job.nprocs);
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == 2 && !strcmp(job.v.field, "count"), "got %s seq %llu: %s",
            tb_cls(&job), (unsigned long long)job.v.seq, job.v.summary);
-  TB_CHECK(job.procs[0].nrecs + job.procs[1].nrecs >= 8, "union of records");
+  NT_CHECK(job.procs[0].nrecs + job.procs[1].nrecs >= 8, "union of records");
   nta_job_free(&job);
 }
 
@@ -678,8 +678,8 @@ static void t_no_evidence(void) {
     tb_timeout(img, W, 3, 1030);
   }
   run(&job, "no_evidence");
-  TB_CHECK(strstr(job.v.summary, "no evidence from rank 3") != NULL, "summary %s", job.v.summary);
-  TB_CHECK(job.v.cls != NTA_HEALTHY, "a hang with a silent rank is not healthy");
+  NT_CHECK(strstr(job.v.summary, "no evidence from rank 3") != NULL, "summary %s", job.v.summary);
+  NT_CHECK(job.v.cls != NTA_HEALTHY, "a hang with a silent rank is not healthy");
   nta_job_free(&job);
 }
 
@@ -707,13 +707,13 @@ static void t_scale(void) {
   run(&job, "scale");
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == 19990 && job.v.nranks == 1 && job.v.ranks[0] == 5,
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == 19990 && job.v.nranks == 1 && job.v.ranks[0] == 5,
            "got %s seq %llu", tb_cls(&job), (unsigned long long)job.v.seq);
   int lost_line = 0;
   for (int i = 0; i < job.nev; i++)
     lost_line |= strcmp(job.ev[i].kind, "lost") == 0 && job.ev[i].rank == 3;
-  TB_CHECK(lost_line, "the wrapped ring is reported");
-  TB_CHECK(s < 5.0, "analysis of 320000 records took %.2f s", s);
+  NT_CHECK(lost_line, "the wrapped ring is reported");
+  NT_CHECK(s < 5.0, "analysis of 320000 records took %.2f s", s);
   nta_job_free(&job);
 }
 
@@ -736,7 +736,7 @@ static void t_clocks(void) {
   tb_timeout(a, W, 3, 1030);
   tb_exit(b, 1, 1500);
   run(&job, "clocks");
-  TB_CHECK(job.v.cls == NTA_MISSING_COLL && job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1,
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL && job.v.seq == 3 && job.v.nranks == 1 && job.v.ranks[0] == 1,
            "got %s: %s", tb_cls(&job), job.v.summary);
   nta_job_free(&job);
 }
@@ -762,25 +762,25 @@ static void t_escapes(void) {
   tb_cap = 4096;
   run(&job, "escapes");
   uint64_t want_t = TB_BASE_NS + (uint64_t)(100.0 * bad * 1e6) + 250000; /* rank 1's, the later */
-  TB_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == (uint64_t)bad && !strcmp(job.v.field, "count"),
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH && job.v.seq == (uint64_t)bad && !strcmp(job.v.field, "count"),
            "got %s seq %llu: %s", tb_cls(&job), (unsigned long long)job.v.seq, job.v.summary);
-  TB_CHECK(job.v.t_ns / 1000 == want_t / 1000, "verdict time %llu, want %llu", (unsigned long long)job.v.t_ns,
+  NT_CHECK(job.v.t_ns / 1000 == want_t / 1000, "verdict time %llu, want %llu", (unsigned long long)job.v.t_ns,
            (unsigned long long)want_t);
   int calls = 0;
   for (int i = 0; i < job.nev; i++)
     if (!strcmp(job.ev[i].kind, "call")) {
       uint64_t t = TB_BASE_NS + (uint64_t)(100.0 * bad * 1e6) + (uint64_t)job.ev[i].rank * 250000;
-      TB_CHECK(job.ev[i].t_ns / 1000 == t / 1000, "rank %d call at %llu, want %llu", job.ev[i].rank,
+      NT_CHECK(job.ev[i].t_ns / 1000 == t / 1000, "rank %d call at %llu, want %llu", job.ev[i].rank,
                (unsigned long long)job.ev[i].t_ns, (unsigned long long)t);
       calls++;
     }
-  TB_CHECK(calls == 2, "%d call events", calls);
+  NT_CHECK(calls == 2, "%d call events", calls);
   for (int i = 0; i < job.comms[0].nranked; i++) {
     const struct nta_member *m = job.comms[0].ranked[i];
     struct nta_op o;
-    TB_CHECK(m->completed == (uint64_t)bad - 1, "rank %d completed %llu", m->rank, (unsigned long long)m->completed);
+    NT_CHECK(m->completed == (uint64_t)bad - 1, "rank %d completed %llu", m->rank, (unsigned long long)m->completed);
     /* an 80 ms call, escaped, decodes to its exact ticks */
-    TB_CHECK(nta_coll_find(m, 4000, &o) && o.count == 5000 &&
+    NT_CHECK(nta_coll_find(m, 4000, &o) && o.count == 5000 &&
                  o.done_ns - o.t_ns == 80000000ull - (uint64_t)m->rank * 250000,
              "rank %d seq 4000: count %llu, took %llu ns", m->rank, (unsigned long long)o.count,
              (unsigned long long)(o.done_ns - o.t_ns));
@@ -817,7 +817,7 @@ static void t_hostile_nranks(void) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  TB_CHECK(f && nta_report_json(&job, f) == 0, "json report");
+  NT_CHECK(f && nta_report_json(&job, f) == 0, "json report");
   if (f)
     fclose(f);
   FILE *null = fopen("/dev/null", "w");
@@ -827,20 +827,20 @@ static void t_hostile_nranks(void) {
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-  TB_CHECK(job.ncomms == ncomms, "comms %d", job.ncomms);
+  NT_CHECK(job.ncomms == ncomms, "comms %d", job.ncomms);
   json_t *root = buf ? json_loads(buf, 0, NULL) : NULL;
-  TB_CHECK(root != NULL, "the JSON report parses");
+  NT_CHECK(root != NULL, "the JSON report parses");
   long long listed = 0, unlisted = 0;
   json_t *comms = json_object_get(root, "comms"), *c;
   size_t i;
   json_array_foreach(comms, i, c) {
     listed += (long long)json_array_size(json_object_get(c, "no_evidence"));
     unlisted += json_integer_value(json_object_get(c, "no_evidence_unlisted"));
-    TB_CHECK(json_integer_value(json_object_get(c, "nranks")) == big, "nranks kept as claimed");
+    NT_CHECK(json_integer_value(json_object_get(c, "nranks")) == big, "nranks kept as claimed");
   }
-  TB_CHECK(listed == NTA_LIST_BUDGET, "ranks without evidence listed: %lld", listed);
-  TB_CHECK(listed + unlisted == (long long)ncomms * (big - 1), "listed %lld + unlisted %lld", listed, unlisted);
-  TB_CHECK(secs < 5.0, "200 communicators of 2^20 claimed ranks took %.2f s", secs);
+  NT_CHECK(listed == NTA_LIST_BUDGET, "ranks without evidence listed: %lld", listed);
+  NT_CHECK(listed + unlisted == (long long)ncomms * (big - 1), "listed %lld + unlisted %lld", listed, unlisted);
+  NT_CHECK(secs < 5.0, "200 communicators of 2^20 claimed ranks took %.2f s", secs);
   json_decref(root);
   free(buf);
   nta_job_free(&job);
@@ -882,7 +882,7 @@ int main(void) {
   t_clocks();
   t_escapes();
   t_hostile_nranks();
-  if (tb_failures)
-    fprintf(stderr, "%d check(s) failed\n", tb_failures);
-  return tb_failures ? 1 : 0;
+  if (nt_failures)
+    fprintf(stderr, "%d check(s) failed\n", nt_failures);
+  return nt_exit_status();
 }
