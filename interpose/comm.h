@@ -30,6 +30,12 @@ struct __attribute__((aligned(64))) nti_comm {
    * back after (nti_comm_fast_off), so a thread's cached comm can be sent
    * to the slow path from any thread without touching its TLS. */
   ncclComm_t fast_handle;
+  /* The seq of the comm's last collective (atomic, relaxed; written by the
+   * thread that issues its ops, wrappers.c op_seq).  cs->coll_seq, what
+   * the mapping and the dumps show, is its copy: kept by the watchdog at
+   * every poll and by each dump (nti_comm_seq_sync_all), so the hot path
+   * stores the counter once, on this line (docs/performance.md). */
+  uint64_t coll_seq;
   /* What the comm adds to the record's words from its tid on (nti_tls
    * rec_tail): rec_flags, NTR_REC_NONBLOCKING / NTR_REC_NO_TRACKING for
    * its op records shifted 16 left (the flags half of the group_depth and
@@ -136,6 +142,11 @@ void nti_comm_unbind(struct nti_comm *c);
 void nti_registry_forget_all(void);
 /* Every comm (watchdog iteration), newest first; entries are never freed. */
 struct nti_comm *nti_comm_list(void);
+/* cs->coll_seq of every comm brought up to its counter, c->coll_seq
+ * (never lowered: two syncs may race).  Any thread; async-signal-safe
+ * (atomics only): the dump path calls it before it copies the comm
+ * states. */
+void nti_comm_seq_sync_all(void);
 /* Shared by lifecycle wrappers and the watchdog: a comm handle is never
  * handed to NCCL by the watchdog while a destroy/abort may be running. */
 extern pthread_mutex_t nti_life_lock;

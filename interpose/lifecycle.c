@@ -430,7 +430,7 @@ NTI_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   char reason[96];
   snprintf(reason, sizeof reason, "ncclCommAbort comm %016llx",
            (unsigned long long)(c ? c->cs->comm_id : 0));
-  nti_record_event(NTR_KIND_NOTE, c, "abort", 0, 0, c ? c->cs->coll_seq : 0);
+  nti_record_event(NTR_KIND_NOTE, c, "abort", 0, 0, c ? __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED) : 0);
   nti_dump_now(NTR_TRIG_ABORT, 0, 0, reason);
   ncclResult_t res = end_comm(NTR_KIND_COMM_ABORT, comm, real, &nti_errno);
   LIFE_EPILOGUE(res);

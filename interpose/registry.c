@@ -61,6 +61,17 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
 
 struct nti_comm nti_comm_none = {.handle = (ncclComm_t)NTI_REG_TOMB, .fast_handle = (ncclComm_t)NTI_REG_TOMB};
 
+void nti_comm_seq_sync_all(void) {
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+    /* Relaxed: a statistic of the mapping, each value a whole word. */
+    uint64_t seq = __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED);
+    uint64_t old = __atomic_load_n(&c->cs->coll_seq, __ATOMIC_RELAXED);
+    while (old < seq &&
+           !__atomic_compare_exchange_n(&c->cs->coll_seq, &old, seq, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      ;
+  }
+}
+
 void nti_comm_fast_off(struct nti_comm *c) {
   __atomic_store_n(&c->fast_handle, (ncclComm_t)NTI_REG_TOMB, __ATOMIC_SEQ_CST);
 }

@@ -94,6 +94,7 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   reason_fit(t.reason, sizeof t.reason, reason ? reason : trig_name(trigger_kind));
   char path[512];
   path[0] = 0;
+  nti_comm_seq_sync_all(); /* the comm states the dump copies show every op issued */
   int rc = ntr_dump_write(&nti_proc.ring, &t, path, sizeof path);
   char line[768];
   struct ntr_sb sb;

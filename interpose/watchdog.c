@@ -660,6 +660,7 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
 }
 
 static void recent_scan(int final) {
+  nti_comm_seq_sync_all();
   uint64_t head = __atomic_load_n(&nti_proc.ring.hdr->head, __ATOMIC_ACQUIRE);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
     recent_scan_comm(c, head, final);
@@ -673,7 +674,7 @@ static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   if (!tmo || !since || now <= since || now - since <= tmo || c->life_reported_since == since)
     return;
   c->life_reported_since = since;
-  timeout_report(c, __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED), nti_kind_name(cs->blocked_kind),
+  timeout_report(c, __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED), nti_kind_name(cs->blocked_kind),
                  secs(now - since));
 }
 
@@ -693,7 +694,7 @@ void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
   struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, c);
   r->aux = (uint64_t)(uint32_t)now;
   r->result = old;
-  r->seq = __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED);
+  r->seq = __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED);
   nti_record_end(r, pos, c);
   if (now == ncclSuccess && old == ncclInProgress) {
     /* A nonblocking init/finalize/split finished. */

@@ -54,11 +54,10 @@
  * inside NCCL anyway; here it could only get a repeated seq, never a torn
  * or lost record.  Atomic (relaxed) so the watchdog and readers of the
  * mapping see whole values. */
-static inline __attribute__((always_inline)) uint64_t op_seq(struct nti_comm *c, struct ntr_comm_state *cs,
-                                                             int p2p, int peer, int dir) {
+static inline __attribute__((always_inline)) uint64_t op_seq(struct nti_comm *c, int p2p, int peer, int dir) {
   uint64_t *ctr;
   if (!p2p)
-    ctr = &cs->coll_seq;
+    ctr = &c->coll_seq;
   else if (peer >= 0 && peer < c->np2p)
     ctr = &c->p2p_seq[dir * c->np2p + peer];
   else
@@ -134,9 +133,9 @@ static inline __attribute__((always_inline)) void fast_fill(struct nti_comm *c, 
   r->u.buf.stream = (uint64_t)(uintptr_t)stream;
   /* kind, phase, dtype: one word (the gate took only a dtype that fits
    * its byte); peer and result (-1: in the call): one word */
-  uint32_t kpd = (uint32_t)kind | (uint32_t)NTR_PHASE_CALL << 16 | (uint32_t)dtype << 24;
+  uint64_t kpd = (uint32_t)kind | (uint32_t)NTR_PHASE_CALL << 16 | (uint32_t)dtype << 24 |
+                 (uint64_t)(uint32_t)(p2p ? -1 : redop) << 32;
   memcpy(&r->kind, &kpd, sizeof kpd);
-  r->redop = p2p ? -1 : redop;
   uint64_t pr = (uint64_t)(uint32_t)rootpeer | (uint64_t)UINT32_MAX << 32;
   memcpy(&r->peer, &pr, sizeof pr);
   /* A compiler barrier (no instruction): the arguments are stored first,
@@ -147,9 +146,10 @@ static inline __attribute__((always_inline)) void fast_fill(struct nti_comm *c, 
   __atomic_store_n(&c->next_pos, pos + 1, __ATOMIC_RELEASE);
   /* prev = 0 (none) or more than 2^32 back: the watchdog's walk stops at
    * a link that does not lead to a record of c */
-  r->prev_gap = (uint32_t)(pos + 1 - prev);
+  /* stack_id and pystack_id (no sites in fast mode) and prev_gap: one word */
+  uint64_t sites_gap = (uint64_t)(uint32_t)(pos + 1 - prev) << 32;
+  r->seq = op_seq(c, p2p, rootpeer, dir);
   struct ntr_comm_state *cs = c->cs; /* the one load through c->cs */
-  r->seq = op_seq(c, cs, p2p, rootpeer, dir);
   r->tsc = nti_fast_clock();
   /* tsc_done and aux are not written: tsc_done counts only with
    * NTR_REC_COMPLETED, aux means nothing for an op (recorder/format.h);
@@ -174,9 +174,7 @@ static inline __attribute__((always_inline)) void fast_fill(struct nti_comm *c, 
   nti_v4 tail = nti_tls.rec_tail | c->rec_tail_or;
 #endif
   memcpy(&r->tid, &tail, sizeof tail);
-  /* stack_id and pystack_id: no sites in fast mode, one word */
-  const uint32_t no_sites = 0;
-  memcpy(&r->stack_id, &no_sites, sizeof no_sites);
+  memcpy(&r->stack_id, &sites_gap, sizeof sites_gap);
   /* Published without the recent[] copy: the watchdog copies op records
    * into their comm's recent[] a few ms later (recent_scan in
    * watchdog.c). */
@@ -239,7 +237,7 @@ static void op_record(struct nti_op *o) {
   struct nti_comm *c = nti_comm_lookup_cached(o->comm);
   o->c = c;
   int p2p = o->kind == NTR_KIND_SEND || o->kind == NTR_KIND_RECV;
-  o->seq = c ? op_seq(c, c->cs, p2p, o->peer, o->dir) : 0;
+  o->seq = c ? op_seq(c, p2p, o->peer, o->dir) : 0;
   uint64_t pos;
   struct ntr_record *r = nti_reserve(&pos, c);
   uint64_t tsc = ntr_clock_now_inline();

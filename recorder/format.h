@@ -237,7 +237,9 @@ struct ntr_comm_state {
   int32_t rank, nranks;
   uint32_t lifecycle;      /* enum ntr_comm_lifecycle */
   int32_t async_error;     /* last ncclResult_t seen from ncclCommGetAsyncError */
-  uint64_t coll_seq;       /* seq of the last collective issued (atomic) */
+  uint64_t coll_seq;       /* seq of the last collective issued (atomic): exact in a dump;
+                              in a live or killed process's ring, as of the watchdog's last
+                              poll (15 ms), the op records being the exact account */
   uint64_t last_enqueued;  /* seq of the last collective the real NCCL accepted */
   uint64_t last_completed; /* seq of the last collective known complete */
   uint64_t rec_count;      /* records of this comm written so far (atomic): recent[] index */
