@@ -52,8 +52,8 @@
  * another thread later is ordered by whatever synchronization the
  * application needs for NCCL itself.  A program that breaks the rule races
  * inside NCCL anyway; here it could only get a repeated seq, never a torn
- * or lost record.  Atomic (relaxed) so the watchdog and readers of the
- * mapping see whole values. */
+ * or lost record.  Atomic (relaxed) so the watchdog and the dump path
+ * (nti_comm_seq_sync_all) see whole values. */
 static inline __attribute__((always_inline)) uint64_t op_seq(struct nti_comm *c, int p2p, int peer, int dir) {
   uint64_t *ctr;
   if (!p2p)
@@ -131,8 +131,8 @@ static inline __attribute__((always_inline)) void fast_fill(struct nti_comm *c, 
   r->u.buf.sendbuf = (uint64_t)(uintptr_t)send;
   r->u.buf.recvbuf = (uint64_t)(uintptr_t)recv;
   r->u.buf.stream = (uint64_t)(uintptr_t)stream;
-  /* kind, phase, dtype: one word (the gate took only a dtype that fits
-   * its byte); peer and result (-1: in the call): one word */
+  /* kind, phase, dtype and redop: one word (the gate took only a dtype
+   * that fits its byte); peer and result (-1: in the call): one word */
   uint64_t kpd = (uint32_t)kind | (uint32_t)NTR_PHASE_CALL << 16 | (uint32_t)dtype << 24 |
                  (uint64_t)(uint32_t)(p2p ? -1 : redop) << 32;
   memcpy(&r->kind, &kpd, sizeof kpd);
