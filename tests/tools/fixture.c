@@ -1,5 +1,6 @@
 /* fixture.c -- see fixture.h. */
 #include "fixture.h"
+#include "recorder/util.h"
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -248,14 +249,9 @@ int fx_write(const char *path, const unsigned char *buf, size_t len) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return -1;
-  size_t off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, buf + off, len - off);
-    if (n <= 0) {
-      close(fd);
-      return -1;
-    }
-    off += (size_t)n;
+  if (ntr_write_all(fd, buf, len) != 0) {
+    close(fd);
+    return -1;
   }
   return close(fd);
 }

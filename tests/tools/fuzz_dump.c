@@ -15,14 +15,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct ntt_loadbuf lb;
-
-static void lb_release(void) { ntt_loadbuf_free(&lb); }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static int registered;
-  if (!registered++)
-    atexit(lb_release);
+  struct ntt_loadbuf *lb = fz_kept_loadbuf();
   unsigned mode;
   unsigned char *buf;
   size_t len;
@@ -38,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       free(buf);
       return 0;
     }
-    rc = ntt_image_load_buf(path, &img, &lb, &borrowed, err, sizeof err);
+    rc = ntt_image_load_buf(path, &img, lb, &borrowed, err, sizeof err);
     close(fd);
   } else {
     memset(&img, 0, sizeof img);

@@ -10,8 +10,8 @@
  * zstd frame instead of being refused by them; an unsealed input tests
  * those checks themselves.
  *
- * Thread-safety: libFuzzer calls a target from one thread; nothing here
- * keeps state.  Not signal-safe (allocates).
+ * Thread-safety: libFuzzer calls a target from one thread; the only state
+ * kept is fz_kept_loadbuf's buffer.  Not signal-safe (allocates).
  */
 #ifndef NTT_FUZZ_DUMP_H
 #define NTT_FUZZ_DUMP_H
@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
+#include "recorder/util.h"
 #include "tools/reader_int.h"
 
 #define FZ_SALVAGE 1u
@@ -123,16 +124,24 @@ static inline int fz_memfd(const unsigned char *buf, size_t len, char *path, siz
   int fd = memfd_create("fuzz", MFD_CLOEXEC);
   if (fd < 0)
     return -1;
-  size_t off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, buf + off, len - off);
-    if (n <= 0) {
-      close(fd);
-      return -1;
-    }
-    off += (size_t)n;
+  if (ntr_write_all(fd, buf, len) != 0) {
+    close(fd);
+    return -1;
   }
   snprintf(path, pathlen, "/proc/self/fd/%d", fd);
   return fd;
+}
+
+/* The load buffer a target keeps across inputs, as analyze keeps one
+ * across files (so a shorter payload after a longer one is decoded in
+ * stale memory); released at exit, so a leak check sees none. */
+static inline struct ntt_loadbuf *fz_kept_loadbuf(void);
+static inline void fz_kept_loadbuf_release(void) { ntt_loadbuf_free(fz_kept_loadbuf()); }
+static inline struct ntt_loadbuf *fz_kept_loadbuf(void) {
+  static struct ntt_loadbuf lb;
+  static int registered;
+  if (!registered++)
+    atexit(fz_kept_loadbuf_release);
+  return &lb;
 }
 #endif

@@ -13,14 +13,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct ntt_loadbuf lb;
-
-static void lb_release(void) { ntt_loadbuf_free(&lb); }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static int registered;
-  if (!registered++)
-    atexit(lb_release);
+  struct ntt_loadbuf *lb = fz_kept_loadbuf();
   unsigned mode;
   unsigned char *buf;
   size_t len;
@@ -31,18 +25,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t srclen;
   if (fz_fast_ready(buf, len, &pre, &src, &srclen) == 0) {
     if (mode & FZ_OWN)
-      ntt_loadbuf_free(&lb); /* a fresh buffer: the first load of a run */
+      ntt_loadbuf_free(lb); /* a fresh buffer: the first load of a run */
     struct ntt_image img;
     memset(&img, 0, sizeof img);
-    if (ntt_shot_load(&pre, src, srclen, &img, &lb) == 0) {
+    if (ntt_shot_load(&pre, src, srclen, &img, lb) == 0) {
       const unsigned char *r = (const unsigned char *)img.recs;
-      if (img.nrecs && (r < lb.p || r + img.nrecs * sizeof *img.recs > lb.p + lb.cap))
+      if (img.nrecs && (r < lb->p || r + img.nrecs * sizeof *img.recs > lb->p + lb->cap))
         abort();
       fz_check_sections(&img);
     } else if (img.recs || img.nrecs) {
       abort();
     }
-    img.recs = NULL; /* borrowed from lb */
+    img.recs = NULL; /* borrowed from *lb */
     ntt_image_free(&img);
   }
   free(buf);
