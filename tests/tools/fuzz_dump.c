@@ -17,30 +17,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct ntt_loadbuf *lb = fz_kept_loadbuf();
-  unsigned mode;
-  unsigned char *buf;
-  size_t len;
-  if (fz_dump_of(data, size, &mode, &buf, &len))
+  struct fz_input in;
+  if (fz_dump_of(data, size, &in))
     return 0;
   struct ntt_image img;
   char err[512] = "";
   int borrowed = 0, rc;
-  if (mode & FZ_OWN) {
+  if (in.mode & FZ_OWN) {
     char path[64];
-    int fd = fz_memfd(buf, len, path, sizeof path);
+    int fd = fz_memfd(in.buf, in.len, path, sizeof path);
     if (fd < 0) {
-      free(buf);
+      free(in.buf);
       return 0;
     }
     rc = ntt_image_load_buf(path, &img, lb, &borrowed, err, sizeof err);
     close(fd);
   } else {
     memset(&img, 0, sizeof img);
-    rc = ntt_load_dump(buf, len, "fuzz", mode & FZ_SALVAGE, &img, NULL, NULL, err, sizeof err);
+    rc = ntt_load_dump(in.buf, in.len, "fuzz", in.mode & FZ_SALVAGE, &img, NULL, NULL, err, sizeof err);
     if (rc)
       ntt_image_free(&img); /* as reader.c's callers do */
   }
-  free(buf);
+  free(in.buf);
   if (rc != 0) {
     if (!err[0] || borrowed)
       abort();

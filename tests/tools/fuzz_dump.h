@@ -31,38 +31,49 @@
 #define FZ_STORED 4u
 #define FZ_OWN 8u
 
-/* The dump an input stands for, in *out (malloc'd, *outlen bytes).
+/* One input: its mode byte and the dump it stands for (fz_dump_of), and
+ * where that dump's compressed payload lies (fz_fast_ready). */
+struct fz_input {
+  unsigned mode;
+  unsigned char *buf; /* the dump, malloc'd: the target frees it */
+  size_t len;
+  struct ntr_dump_preamble pre;
+  const unsigned char *src; /* the payload, inside buf */
+  size_t srclen;
+};
+
+/* The dump an input stands for, into in (buf malloc'd, len bytes).
  * @return 0, or -1: nothing to test (too short, out of memory). */
-static inline int fz_dump_of(const uint8_t *data, size_t size, unsigned *mode, unsigned char **out, size_t *outlen) {
+static inline int fz_dump_of(const uint8_t *data, size_t size, struct fz_input *in) {
   if (size < 1)
     return -1;
-  *mode = data[0];
+  in->mode = data[0];
   data++;
   size--;
-  if (!(*mode & FZ_SEAL) || size < sizeof(struct ntr_dump_preamble)) {
-    *out = malloc(size ? size : 1);
-    if (!*out)
+  if (!(in->mode & FZ_SEAL) || size < sizeof(struct ntr_dump_preamble)) {
+    in->buf = malloc(size ? size : 1);
+    if (!in->buf)
       return -1;
-    memcpy(*out, data, size);
-    *outlen = size;
+    memcpy(in->buf, data, size);
+    in->len = size;
     return 0;
   }
   struct ntr_dump_preamble pre;
   memcpy(&pre, data, sizeof pre);
   const uint8_t *pl = data + sizeof pre;
   size_t plen = size - sizeof pre;
-  size_t cap = (*mode & FZ_STORED) ? plen : ZSTD_compressBound(plen);
-  *out = malloc(sizeof pre + (cap ? cap : 1));
-  if (!*out)
+  size_t cap = (in->mode & FZ_STORED) ? plen : ZSTD_compressBound(plen);
+  in->buf = malloc(sizeof pre + (cap ? cap : 1));
+  if (!in->buf)
     return -1;
   size_t clen = plen;
-  if (*mode & FZ_STORED) {
-    memcpy(*out + sizeof pre, pl, plen);
+  if (in->mode & FZ_STORED) {
+    memcpy(in->buf + sizeof pre, pl, plen);
     pre.flags |= 1u;
   } else {
-    clen = ZSTD_compress(*out + sizeof pre, cap, pl, plen, 1);
+    clen = ZSTD_compress(in->buf + sizeof pre, cap, pl, plen, 1);
     if (ZSTD_isError(clen)) {
-      free(*out);
+      free(in->buf);
       return -1;
     }
     pre.flags &= ~1u;
@@ -71,32 +82,33 @@ static inline int fz_dump_of(const uint8_t *data, size_t size, unsigned *mode, u
   pre.payload_size = plen;
   pre.compressed_size = clen;
   pre.checksum = XXH64(pl, plen, 0);
-  memcpy(*out, &pre, sizeof pre);
-  *outlen = sizeof pre + clen;
+  memcpy(in->buf, &pre, sizeof pre);
+  in->len = sizeof pre + clen;
   return 0;
 }
 
-/* Whether ntt_load_dump, strict, would hand buf to its fast paths
+/* Whether ntt_load_dump, strict, would hand in's dump to its fast paths
  * (ntt_shot_load, ntt_fast_load): the checks it makes before them, so that
  * those targets call the fast paths exactly under their callers'
- * preconditions.  @return 0 with *pre, *src and *srclen set, or -1. */
-static inline int fz_fast_ready(const unsigned char *buf, size_t len, struct ntr_dump_preamble *pre,
-                         const unsigned char **src, size_t *srclen) {
-  if (len < sizeof *pre)
+ * preconditions.  @return 0 with in->pre, src and srclen set, or -1. */
+static inline int fz_fast_ready(struct fz_input *in) {
+  if (in->len < sizeof in->pre)
     return -1;
-  memcpy(pre, buf, sizeof *pre);
-  if (pre->preamble_size != sizeof *pre || pre->compressed_size != len - sizeof *pre || (pre->flags & 1u))
+  memcpy(&in->pre, in->buf, sizeof in->pre);
+  if (in->pre.preamble_size != sizeof in->pre || in->pre.compressed_size != in->len - sizeof in->pre ||
+      (in->pre.flags & 1u))
     return -1;
-  *src = buf + sizeof *pre;
-  *srclen = len - sizeof *pre;
-  if (pre->payload_size > NTT_MAX_PAYLOAD || pre->payload_size > (uint64_t)*srclen * 32768ull)
+  in->src = in->buf + sizeof in->pre;
+  in->srclen = in->len - sizeof in->pre;
+  if (in->pre.payload_size > NTT_MAX_PAYLOAD || in->pre.payload_size > (uint64_t)in->srclen * 32768ull)
     return -1;
   struct ntr_ring_header gh;
   char why[256];
-  if (ntt_peek_first_header(buf, len, &gh, why, sizeof why) || pre->payload_size > ntt_dump_max_payload(&gh))
+  if (ntt_peek_first_header(in->buf, in->len, &gh, why, sizeof why) ||
+      in->pre.payload_size > ntt_dump_max_payload(&gh))
     return -1;
-  unsigned long long fcs = ZSTD_getFrameContentSize(*src, *srclen);
-  if (fcs == ZSTD_CONTENTSIZE_ERROR || (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != pre->payload_size))
+  unsigned long long fcs = ZSTD_getFrameContentSize(in->src, in->srclen);
+  if (fcs == ZSTD_CONTENTSIZE_ERROR || (fcs != ZSTD_CONTENTSIZE_UNKNOWN && fcs != in->pre.payload_size))
     return -1;
   return 0;
 }

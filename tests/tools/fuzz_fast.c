@@ -13,22 +13,17 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  unsigned mode;
-  unsigned char *buf;
-  size_t len;
-  if (fz_dump_of(data, size, &mode, &buf, &len))
+  struct fz_input in;
+  if (fz_dump_of(data, size, &in))
     return 0;
-  struct ntr_dump_preamble pre;
-  const unsigned char *src;
-  size_t srclen;
-  if (fz_fast_ready(buf, len, &pre, &src, &srclen) == 0) {
+  if (fz_fast_ready(&in) == 0) {
     struct ntt_image img;
     memset(&img, 0, sizeof img);
-    if (ntt_fast_load(&pre, src, srclen, &img) == 0) {
+    if (ntt_fast_load(&in.pre, in.src, in.srclen, &img) == 0) {
       fz_check_sections(&img);
     }
     ntt_image_free(&img);
   }
-  free(buf);
+  free(in.buf);
   return 0;
 }

@@ -24,19 +24,17 @@ static void check(int rc, const struct ntr_ring_header *h, const char *why) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  unsigned mode;
-  unsigned char *buf;
-  size_t len;
-  if (fz_dump_of(data, size, &mode, &buf, &len))
+  struct fz_input in;
+  if (fz_dump_of(data, size, &in))
     return 0;
   struct ntr_ring_header h1, h2;
   char why1[256] = "", why2[256] = "";
-  int any = ntt_peek_dump(buf, len, &h1, why1, sizeof why1);
+  int any = ntt_peek_dump(in.buf, in.len, &h1, why1, sizeof why1);
   check(any, &h1, why1);
-  int first = ntt_peek_first_header(buf, len, &h2, why2, sizeof why2);
+  int first = ntt_peek_first_header(in.buf, in.len, &h2, why2, sizeof why2);
   check(first, &h2, why2);
   if (first == 0 && any != 0)
     abort();
-  free(buf);
+  free(in.buf);
   return 0;
 }

@@ -15,20 +15,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct ntt_loadbuf *lb = fz_kept_loadbuf();
-  unsigned mode;
-  unsigned char *buf;
-  size_t len;
-  if (fz_dump_of(data, size, &mode, &buf, &len))
+  struct fz_input in;
+  if (fz_dump_of(data, size, &in))
     return 0;
-  struct ntr_dump_preamble pre;
-  const unsigned char *src;
-  size_t srclen;
-  if (fz_fast_ready(buf, len, &pre, &src, &srclen) == 0) {
-    if (mode & FZ_OWN)
+  if (fz_fast_ready(&in) == 0) {
+    if (in.mode & FZ_OWN)
       ntt_loadbuf_free(lb); /* a fresh buffer: the first load of a run */
     struct ntt_image img;
     memset(&img, 0, sizeof img);
-    if (ntt_shot_load(&pre, src, srclen, &img, lb) == 0) {
+    if (ntt_shot_load(&in.pre, in.src, in.srclen, &img, lb) == 0) {
       const unsigned char *r = (const unsigned char *)img.recs;
       if (img.nrecs && (r < lb->p || r + img.nrecs * sizeof *img.recs > lb->p + lb->cap))
         abort();
@@ -39,6 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     img.recs = NULL; /* borrowed from *lb */
     ntt_image_free(&img);
   }
-  free(buf);
+  free(in.buf);
   return 0;
 }
