@@ -111,6 +111,14 @@ static inline void t_host_in_name(char *out, size_t cap) {
   out[i] = 0;
 }
 
+/* The path a ring of job (as sanitized in the name) gets in dir, in this
+ * process on this host. */
+static inline void t_ring_path(char *out, size_t cap, const char *dir, const char *job) {
+  char hs[64];
+  t_host_in_name(hs, sizeof hs);
+  snprintf(out, cap, "%s/nccltrace-%s-%s-%d.ring", dir, job, hs, (int)getpid());
+}
+
 /* Start the reader, then n writers (each gets its index as argument), join
  * the writers, set *done (release) and join the reader. */
 static inline void t_run_writers(int n, void *(*writer)(void *), void *(*reader)(void *), int *done) {

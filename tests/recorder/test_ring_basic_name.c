@@ -5,12 +5,11 @@
 #include "helpers.h"
 
 int main(void) {
-  char base[64], dir[128], path[512], hs[64];
+  char base[64], dir[128], path[512];
   static struct ntr_ring ring;
   T_BASIC_OPEN(&ring, base, dir, "job/1 x", 256);
-  t_host_in_name(hs, sizeof hs);
 
-  snprintf(path, sizeof path, "%s/nccltrace-job_1_x-%s-%d.ring", dir, hs, (int)getpid());
+  t_ring_path(path, sizeof path, dir, "job_1_x");
   NT_ASSERT(!strcmp(ring.path, path));
 
   struct stat st;

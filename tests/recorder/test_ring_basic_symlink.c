@@ -8,15 +8,14 @@
 #include "helpers.h"
 
 int main(void) {
-  char base[64], dir[128], path[512], hs[64];
+  char base[64], dir[128], path[512];
   static struct ntr_ring ring, r2;
   T_BASIC_OPEN(&ring, base, dir, "job/1 x", 256);
-  t_host_in_name(hs, sizeof hs);
 
   /* a symlink planted at the ring path: open fails, target untouched */
   char victim[256];
   snprintf(victim, sizeof victim, "%s/victim", base);
-  snprintf(path, sizeof path, "%s/nccltrace-evil-%s-%d.ring", dir, hs, (int)getpid());
+  t_ring_path(path, sizeof path, dir, "evil");
   NT_ASSERT_EQ(symlink(victim, path), 0);
   struct ntr_ring_config cfg3 = {.dir = dir, .job_id = "evil", .slots = 64};
   int rc = ntr_ring_open(&r2, &cfg3);
