@@ -65,6 +65,10 @@ build_only() { # builddir, meson setup args...
   fi
 }
 
+# The pinned PyTorch CUDA wheel for suite 'torch' (once: scripts/torch-env.sh).
+# A failed install is a failure here, and every torch test fails saying why.
+scripts/torch-env.sh >/dev/null || { echo "torch-env: FAILED: the torch suite cannot run"; failed=$((failed+1)); }
+
 mkdir -p build
 run_suite default build --
 [ -n "${CI:-}" ] && build_only build-release --buildtype=release

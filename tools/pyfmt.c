@@ -39,15 +39,42 @@ void ntt_py_frame_str(const struct ntt_image *img, uint64_t word, int short_file
     snprintf(buf, len, short_file ? "%s in %s" : "%s %s", f, fn);
 }
 
+/* A frame of an installed package or of Python's standard library
+ * (torch.distributed, CuPy, a logger's wrapper): the application's line is
+ * further out. */
+static int library_frame(const struct ntt_image *img, uint64_t word) {
+  const char *file, *func;
+  uint32_t line;
+  ntt_image_pyframe(img, word, &file, &func, &line);
+  if (strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") || file[0] == '<')
+    return 1;
+  const char *l = strstr(file, "/lib/python");
+  return l && strchr(l + 11, '/') && !strchr(strchr(l + 11, '/') + 1, '/'); /* .../lib/python3.X/mod.py */
+}
+
 int ntt_py_site_frames(const struct ntt_image *img, const uint64_t *w, uint32_t depth, char *buf, size_t len) {
   if (!depth) {
     if (len)
       buf[0] = '\0';
     return 0;
   }
+  /* Called through a library: name the application's innermost frame, and
+   * the library function it called. */
+  uint32_t app = 0;
+  while (app < depth && library_frame(img, w[app]))
+    app++;
+  if (app > 0 && app < depth) {
+    ntt_py_frame_str(img, w[app], 1, buf, len);
+    size_t n = strlen(buf);
+    if (n + 6 < len) {
+      memcpy(buf + n, " via ", 5);
+      ntt_py_frame_str(img, w[0], 1, buf + n + 5, len - n - 5);
+    }
+    return 1;
+  }
   ntt_py_frame_str(img, w[0], 1, buf, len);
-  /* The innermost frame is often a thin wrapper (pynccl's NCCLLibrary,
-   * torch.distributed): its caller names the application's line. */
+  /* The innermost frame is often a thin wrapper of the application's own
+   * (pynccl's NCCLLibrary): its caller names the application's line. */
   if (depth > 1) {
     size_t n = strlen(buf);
     if (n + 14 < len) {

@@ -7,14 +7,22 @@
 #
 #   examples/torch/run_all.sh [CASE...]
 #   NCCLTRACE=build/tools/nccltrace NPROC=4 examples/torch/run_all.sh op skip
+#   WRAP=build/tests/emu/emu-run examples/torch/run_all.sh   # on the CPU emulator
 #
+# WRAP is a command that runs its arguments on another CUDA (the emulator's
+# launcher preloads its libraries, docs/emulator.md); OUT keeps the evidence
+# there instead of a new temporary directory.  PG_TIMEOUT (default 30) is
+# PyTorch's work timeout, DEADLINE (60) the scheduler's for each case, in
+# seconds; TIMEOUT (10) is nccltrace's, below PG_TIMEOUT.
 # Exit: 0 all as expected, 1 a verdict differed, 77 no torch or < 3 GPUs.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 nccltrace=${NCCLTRACE:-nccltrace}
 command -v "$nccltrace" >/dev/null || { echo "no nccltrace command (set NCCLTRACE=path)" >&2; exit 1; }
 command -v torchrun >/dev/null || { echo "SKIP: torchrun not found"; exit 77; }
-ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+wrap=${WRAP:-}
+# shellcheck disable=SC2086  # WRAP may be a command with arguments
+ngpu=$($wrap python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 nproc=${NPROC:-$(( ngpu < 4 ? ngpu : 4 ))}
 [ "$nproc" -ge 3 ] || { echo "SKIP: $ngpu GPU(s); the fault cases need 3 (NPROC)"; exit 77; }
 
@@ -31,8 +39,20 @@ app_error  rank_exit|app_abort      -      -  1
 abort      app_abort                -      -  1
 '
 cases=${*:-$(echo "$expect" | awk 'NF {print $1}')}
-out=$(mktemp -d "${TMPDIR:-/tmp}/nccltrace-torch.XXXXXX")
+out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/nccltrace-torch.XXXXXX")}
 port=$(( 29600 + $$ % 200 ))
+pg_timeout=${PG_TIMEOUT:-30} deadline=${DEADLINE:-60} trace_timeout=${TIMEOUT:-10}
+
+# torchrun starts each worker in a session of its own: a worker the
+# deadline orphaned outlives the launcher.  Each case's processes carry a
+# tag in their environment, and whatever still carries it is ended.
+end_case() { # tag
+  for e in /proc/[0-9]*/environ; do
+    if tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "NCCLTRACE_RUN_ALL_TAG=$1"; then
+      p=${e#/proc/}; kill -KILL "${p%/environ}" 2>/dev/null || true
+    fi
+  done
+}
 fail=0
 for c in $cases; do
   line=$(echo "$expect" | awk -v c="$c" '$1 == c')
@@ -43,9 +63,13 @@ for c in $cases; do
   echo "== $c"
   # The deadline plays the job scheduler: it ends what the watchdog does not
   # (lazy_skip waits in communicator init, which no work timeout covers).
-  timeout -k 10 60 "$nccltrace" run --timeout 10 --dir "$d/dumps" --ring-dir "$d/rings" -- \
-    torchrun --nproc-per-node "$nproc" --master-port "$port" "$here/faults.py" "$c" --pg-timeout 30 \
+  # shellcheck disable=SC2086
+  tag=$$-$c
+  NCCLTRACE_RUN_ALL_TAG=$tag timeout -k 10 "$deadline" "$nccltrace" run --timeout "$trace_timeout" \
+    --dir "$d/dumps" --ring-dir "$d/rings" -- \
+    $wrap torchrun --nproc-per-node "$nproc" --master-port "$port" "$here/faults.py" "$c" --pg-timeout "$pg_timeout" \
     >"$d/job.log" 2>&1 || true
+  end_case "$tag"
   "$nccltrace" collect --rings "$d/rings" --dir "$d/dumps" >/dev/null 2>&1 || true
   "$nccltrace" analyze --json "$d/dumps" >"$d/verdict.json" 2>"$d/analyze.err" || true
   # shellcheck disable=SC2086  # $line is five words

@@ -90,13 +90,35 @@ EMU_API int emu_thread_start(pthread_t *t, void *(*fn)(void *), void *arg, int d
 EMU_API int emu_device_count(void) { emu_init(); return emu_ndev; }
 EMU_API int emu_get_device(void) { return emu_cur_dev; }
 
+/* Bit d: device d's primary context is active.  CUDA 12 and later make it
+ * active when a thread first sets the device (cudaSetDevice "initializes
+ * the primary context"), or when the driver retains it. */
+static _Atomic uint64_t emu_ctx_active;
+
 EMU_API int emu_set_device(int dev)
 {
   emu_init();
   if (dev < 0 || dev >= emu_ndev)
     return -EINVAL;
   emu_cur_dev = dev;
+  if (dev < 64)
+    atomic_fetch_or_explicit(&emu_ctx_active, (uint64_t)1 << dev, memory_order_relaxed);
   return 0;
+}
+
+EMU_API void emu_ctx_set_active(int dev, int on)
+{
+  if (dev < 0 || dev >= 64)
+    return;
+  if (on)
+    atomic_fetch_or_explicit(&emu_ctx_active, (uint64_t)1 << dev, memory_order_relaxed);
+  else
+    atomic_fetch_and_explicit(&emu_ctx_active, ~((uint64_t)1 << dev), memory_order_relaxed);
+}
+
+EMU_API int emu_ctx_is_active(int dev)
+{
+  return dev >= 0 && dev < 64 && (atomic_load_explicit(&emu_ctx_active, memory_order_relaxed) >> dev & 1);
 }
 
 /* ---- streams --------------------------------------------------------- */

@@ -152,6 +152,10 @@ struct CUgraphExec_st {
 EMU_API int emu_device_count(void);
 EMU_API int emu_get_device(void);
 EMU_API int emu_set_device(int dev);   /* 0 or -EINVAL */
+/* Device DEV's primary context: made active by emu_set_device or a retain,
+ * inactive again after a reset (cuDevicePrimaryCtxGetState). */
+EMU_API void emu_ctx_set_active(int dev, int on);
+EMU_API int emu_ctx_is_active(int dev);
 
 /* Streams.  `s` may be NULL, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD: those
  * name the current device's default stream. */
@@ -242,6 +246,9 @@ EMU_API int emu_copy_sync(void *dst, const void *src, size_t n, int value, int i
 /* Verbose diagnostics (NCCLEMU_VERBOSE=1), one line on stderr. */
 EMU_API int emu_verbose(void);
 EMU_API void emu_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether FN is one of libcuda.so.1's stand-ins for an unmodelled driver
+ * function (emu_cuda_stubs.c). */
+EMU_API int emu_is_stub(const void *fn);
 
 /* Start a helper thread with every asynchronous signal blocked, so that the
  * application's (and a tracer's) signal handlers run on application threads,

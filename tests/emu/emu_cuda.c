@@ -99,6 +99,58 @@ EMU_API cu_result cuCtxGetCurrent(cu_context *pctx)
   return CU_SUCCESS;
 }
 
+/* Primary contexts: one per device, always there; "active" as CUDA 12
+ * defines it (emu_ctx_is_active).  PyTorch asks before it touches a device
+ * (c10::cuda::hasPrimaryContext), so that a guard never creates one. */
+EMU_API cu_result cuDevicePrimaryCtxGetState(int dev, unsigned *flags, int *active)
+{
+  if (!flags || !active)
+    return CU_INVALID_VALUE;
+  if (dev < 0 || dev >= emu_device_count())
+    return CU_INVALID_DEVICE;
+  *flags = 0;
+  *active = emu_ctx_is_active(dev);
+  return CU_SUCCESS;
+}
+
+EMU_API cu_result cuDevicePrimaryCtxRetain(cu_context *pctx, int dev)
+{
+  if (!pctx)
+    return CU_INVALID_VALUE;
+  if (dev < 0 || dev >= emu_device_count())
+    return CU_INVALID_DEVICE;
+  emu_ctx_set_active(dev, 1);
+  *pctx = emu_ctx_of(dev);
+  return CU_SUCCESS;
+}
+
+/* The emulator never destroys a primary context: a release keeps it. */
+EMU_API cu_result cuDevicePrimaryCtxRelease_v2(int dev)
+{
+  return dev >= 0 && dev < emu_device_count() ? CU_SUCCESS : CU_INVALID_DEVICE;
+}
+EMU_API cu_result cuDevicePrimaryCtxRelease(int dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+
+EMU_API cu_result cuDevicePrimaryCtxSetFlags_v2(int dev, unsigned flags)
+{
+  (void)flags;
+  return dev >= 0 && dev < emu_device_count() ? CU_SUCCESS : CU_INVALID_DEVICE;
+}
+EMU_API cu_result cuDevicePrimaryCtxSetFlags(int dev, unsigned flags) { return cuDevicePrimaryCtxSetFlags_v2(dev, flags); }
+
+/* One context per thread at a time: push makes CTX current, pop hands back
+ * the current one (the emulator's stack has depth one, which is what a
+ * primary-context client uses). */
+EMU_API cu_result cuCtxPushCurrent_v2(cu_context ctx);
+EMU_API cu_result cuCtxPushCurrent(cu_context ctx) { return cuCtxPushCurrent_v2(ctx); }
+EMU_API cu_result cuCtxPopCurrent_v2(cu_context *pctx)
+{
+  if (pctx)
+    *pctx = emu_ctx_of(emu_get_device());
+  return CU_SUCCESS;
+}
+EMU_API cu_result cuCtxPopCurrent(cu_context *pctx) { return cuCtxPopCurrent_v2(pctx); }
+
 EMU_API cu_result cuCtxSetCurrent(cu_context ctx)
 {
   if (!ctx)
@@ -107,6 +159,8 @@ EMU_API cu_result cuCtxSetCurrent(cu_context ctx)
     return CU_INVALID_CONTEXT;
   return emu_set_device(ctx->device) == 0 ? CU_SUCCESS : CU_INVALID_CONTEXT;
 }
+
+EMU_API cu_result cuCtxPushCurrent_v2(cu_context ctx) { return cuCtxSetCurrent(ctx); }
 
 EMU_API cu_result cuCtxGetDevice(int *dev)
 {
@@ -525,7 +579,9 @@ EMU_API cu_result cuGetErrorName(cu_result e, const char **str)
 }
 
 /* cuGetProcAddress: look the name up in this library, preferring the
- * per-thread-stream and versioned spellings the way the driver does. */
+ * per-thread-stream and versioned spellings the way the driver does, and a
+ * function the emulator models over a stub of cuda_exports.def (a newer
+ * spelling that is only a stub must not hide a modelled older one). */
 EMU_API cu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, unsigned long long flags,
                                       int *status)
 {
@@ -536,19 +592,28 @@ EMU_API cu_result cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, u
   void *self = NULL;
   if (dladdr((void *)cuInit, &info) && info.dli_fname)
     self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  void *f = NULL;
+  void *f = NULL, *stub = NULL;
   char buf[256];
   static const char *const suffixes[] = { "_v3", "_v2", "" };
   for (size_t i = 0; self && !f && i < 3; i++) {
+    void *g = NULL;
     if (flags & 2) {   /* CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
       snprintf(buf, sizeof buf, "%s%s_ptsz", symbol, suffixes[i]);
-      f = dlsym(self, buf);
+      g = dlsym(self, buf);
     }
-    if (!f) {
+    if (!g) {
       snprintf(buf, sizeof buf, "%s%s", symbol, suffixes[i]);
-      f = dlsym(self, buf);
+      g = dlsym(self, buf);
+    }
+    if (g && emu_is_stub(g)) {
+      if (!stub)
+        stub = g;
+    } else if (g) {
+      f = g;
     }
   }
+  if (!f)
+    f = stub;
   if (self)
     dlclose(self);
   *pfn = f;

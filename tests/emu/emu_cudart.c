@@ -383,6 +383,45 @@ EMU_API cudaError_t cudaEventDestroy(cudaEvent_t ev)
   return cudaSuccess;
 }
 
+/* The answer of every function cudart_exports.def lists that the emulator
+ * does not model (emu_cudart_stubs.c). */
+__attribute__((visibility("hidden"))) int emu_cudart_not_supported(void)
+{
+  return (int)emu_ret(cudaErrorNotSupported);
+}
+
+/* Driver entry points by name, as the runtime hands them out: the
+ * emulator's libcuda.so.1 answers (cuGetProcAddress).  PyTorch's DriverAPI
+ * resolves its cuMem*, cuStreamWriteValue32 and cuGetErrorString this way. */
+int cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, unsigned long long flags, int *status);
+
+EMU_API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned int ver,
+                                                     unsigned long long flags,
+                                                     enum cudaDriverEntryPointQueryResult *status)
+{
+  int st = 1;
+  int r = cuGetProcAddress_v2(symbol, fn, (int)ver, flags, &st);
+  if (status)
+    *status = st == 0 ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+  if (!symbol || !fn)
+    return emu_ret(cudaErrorInvalidValue);
+  (void)r;
+  return cudaSuccess;
+}
+
+EMU_API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags,
+                                            enum cudaDriverEntryPointQueryResult *status)
+{
+  return cudaGetDriverEntryPointByVersion(symbol, fn, 13000, flags, status);
+}
+
+/* Returned by value: the stubs cannot stand in for it, so it is modelled. */
+EMU_API struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f)
+{
+  struct cudaChannelFormatDesc d = {x, y, z, w, f};
+  return d;
+}
+
 EMU_API cudaError_t cudaGetLastError(void)
 {
   cudaError_t e = emu_last_err;
