@@ -315,6 +315,68 @@ def t_agg_squat(tmp):
           % (name, pw.pw_uid, wall))
 
 
+def need_root(what):
+    if os.geteuid() != 0:
+        print("skip: needs root (%s)" % what)
+        sys.exit(77)
+
+
+MOUNTS = []
+
+
+def mount_tmpfs(path, size):
+    os.makedirs(path, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("skip: cannot mount a tmpfs: %s" % r.stderr.strip())
+        sys.exit(77)
+    MOUNTS.append(path)
+
+
+def fill(path):
+    """Fill the file system of directory path: a file of every block left."""
+    fd = os.open(os.path.join(path, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+    for chunk in (65536, 512):
+        try:
+            while True:
+                os.write(fd, bytes(chunk))
+        except OSError:
+            pass
+    os.close(fd)
+
+
+def t_strict_board_full(tmp):
+    # Strict mode on one host with the ring directory on a full tmpfs: the
+    # rings fall back to $TMPDIR, the board cannot be reserved there.  Every
+    # rank says so once, checks through the coordinator (the planted
+    # mismatch is still refused) and leaves no board or temporary file.
+    need_root("a tmpfs mount")
+    shm = os.path.join(tmp, "shm")
+    mount_tmpfs(shm, "1m")
+    rings = os.path.join(shm, "rings")
+    os.makedirs(rings, mode=0o700)
+    fill(shm)
+    os.makedirs(os.path.join(tmp, "tmp"), exist_ok=True)
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20", "LOCAL_WORLD_SIZE": "2",
+           "NCCLTRACE_RING_DIR": rings, "TMPDIR": os.path.join(tmp, "tmp")}
+    job = Job(tmp, "mismatch", 2, env)
+    codes, _ = job.wait4(40)
+    job.kill_all()
+    job.show()
+    left = os.listdir(rings)
+    check(codes == [0, 0], "exit codes %s, want [0, 0] (135: SIGBUS on the board)" % codes)
+    for r in range(2):
+        out, err = job.text("out", r), job.text("err", r)
+        check("seq4 invalid usage" in out.lower() and "after ok" in out,
+              "rank %d: the planted mismatch was not refused: %s" % (r, out))
+        said = [ln for ln in err.splitlines() if "no shared-memory board" in ln]
+        check(len(said) == 1 and "coordinator" in said[0],
+              "rank %d: want one line saying the board could not be made: %s" % (r, said))
+    check(not left, "left in the ring directory: %s" % left)
+    print("2 ranks exit 0 on a full ring directory; %s" % said[0])
+
+
 def main():
     for k in ("NTX_LIB", "NTX_EMU", "NTX_RANK"):
         if not os.environ.get(k):
@@ -324,8 +386,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ntx-hostile-")
     os.chmod(tmp, 0o755 if test == "agg_squat" else 0o700)
     try:
-        {"closefds": t_closefds, "flood": t_flood, "flood_mem": t_flood_mem, "agg_squat": t_agg_squat}[test](tmp)
+        {k[2:]: v for k, v in globals().items() if k.startswith("t_")}[test](tmp)
     finally:
+        for m in reversed(MOUNTS):
+            subprocess.run(["umount", "-l", m], capture_output=True)
         if os.environ.get("NTX_KEEP"):
             print("kept " + tmp)
         else:
