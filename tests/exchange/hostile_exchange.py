@@ -32,6 +32,7 @@ import os
 import pwd
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -375,6 +376,62 @@ def t_strict_board_full(tmp):
               "rank %d: want one line saying the board could not be made: %s" % (r, said))
     check(not left, "left in the ring directory: %s" % left)
     print("2 ranks exit 0 on a full ring directory; %s" % said[0])
+
+
+def t_strict_coord_stopped(tmp):
+    # A standalone coordinator SIGSTOPped: its TCP connections stay up and
+    # nothing is answered.  With NCCLTRACE_STRICT_TIMEOUT=1, 100 strict
+    # AllReduce on 3 ranks take about one timeout, not 100 of them: the
+    # first call waits it out, the later ones proceed at once, said in one
+    # line.  After SIGCONT the coordinator answers again, strict checking
+    # re-arms, and a planted mismatch is refused again.
+    timeout = 1.0
+    port = free_port()
+    secret = "stopped-coordinator-test"
+    cerr = open(os.path.join(tmp, "coord.err"), "w")
+    coord = subprocess.Popen([os.environ["NTX_TOOL"], "coord", "--listen", "127.0.0.1:%d" % port],
+                             env=dict(os.environ, NCCLTRACE_SECRET=secret), stdout=cerr, stderr=cerr)
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "%g" % timeout, "NCCLTRACE_STRICT_SHM": "0",
+           "NCCLTRACE_COORD": "127.0.0.1:%d" % port, "NCCLTRACE_SECRET": secret}
+    n = 3
+    job = Job(tmp, "stalled", n, env)
+    idfile = os.path.join(tmp, "id")
+    try:
+        check(job.wait_text(range(n), "ready", 30), "ranks not ready")
+        time.sleep(0.3)
+        coord.send_signal(signal.SIGSTOP)
+        open(idfile + ".go", "w").close()
+        # 100 timeouts would be 100 s; the bound is one timeout and change
+        done = job.wait_text(range(n), "loop done", 3 * timeout + 5)
+        progress = [([ln for ln in job.text("out", r).splitlines() if ln.startswith("calls")] or ["calls 0"])[-1]
+                    for r in range(n)]
+        coord.send_signal(signal.SIGCONT)
+        check(done, "100 strict calls not done %.0f s after the coordinator stopped: %s"
+              % (3 * timeout + 5, progress))
+        took = [float(job.text("out", r).split("loop done ")[1].split()[0]) for r in range(n)]
+        time.sleep(1.0)  # the coordinator catches up and answers what was sent meanwhile
+        open(idfile + ".cont", "w").close()
+        codes, _ = job.wait4(30)
+    finally:
+        job.kill_all()
+        coord.send_signal(signal.SIGCONT)
+        coord.kill()
+        coord.wait()
+        cerr.close()
+    job.show()
+    print("100 strict AllReduce with the coordinator stopped took %s s (NCCLTRACE_STRICT_TIMEOUT=%g)"
+          % (", ".join("%.2f" % t for t in took), timeout))
+    for r in range(n):
+        check(took[r] < 3 * timeout, "rank %d: 100 calls took %.2f s, more than 3 timeouts" % (r, took[r]))
+        err = job.text("err", r)
+        said = [ln for ln in err.splitlines() if "did not answer within NCCLTRACE_STRICT_TIMEOUT" in ln]
+        check(len(said) == 1, "rank %d: want one line saying the coordinator stopped answering: %s" % (r, said))
+        check(err.count("answers again; strict calls wait for it again") == 1, "rank %d: no line saying strict checking resumed" % r)
+        out = job.text("out", r)
+        check("mm invalid usage" in out and "after ok" in out,
+              "rank %d: after SIGCONT the planted mismatch was not refused: %s" % (r, out.splitlines()[-3:]))
+    check(codes == [0] * n, "exit codes %s" % codes)
+    print(said[0])
 
 
 def main():
