@@ -217,7 +217,8 @@ static void *client_thread(void *arg) {
     double now = ntx_cl_now();
     if (client->state == NTX_CL_DISCONNECTED && now >= client->next_connect)
       ntx_cl_connect(now);
-    if (client->state != NTX_CL_READY && !client->ever_ready && now - client->first_try > 10 && ntx_cl_once(&client->said_waiting))
+    if (client->state != NTX_CL_READY && !client->ever_ready && now - client->first_try > 10 && !client->said_fds &&
+        ntx_cl_once(&client->said_waiting))
       ntx_cl_say("no coordinator answers at %s:%s yet (%s); ranks run unchecked meanwhile, still trying",
                  client->disc.host, client->disc.port, client->disc.how);
     struct pollfd p[2] = {{.fd = client->wake.r, .events = POLLIN}, {.fd = client->fd, .events = 0}};
@@ -375,7 +376,8 @@ void ntx_start(struct ntr_ring *ring) {
   pthread_condattr_destroy(&ca);
   int wrc = ntx_wake_open(&client->wake);
   if (wrc < 0) {
-    ntx_cl_say("cross-rank check off: socketpair: %s", strerror(-wrc));
+    char why[128];
+    ntx_cl_say("cross-rank check off: socketpair: %s", ntx_fd_why(-wrc, why, sizeof why));
     return;
   }
   client->mode = nti_cfg.check;

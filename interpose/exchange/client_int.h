@@ -131,6 +131,7 @@ struct ntx_client {
   uint64_t lost_records;
   double stream_tokens, stream_t; /* read_ring's rate limit (NTX_STREAM_RATE) */
   int said_waiting, said_gone, said_agg;
+  int said_fds;             /* no descriptor for a socket (RLIMIT_NOFILE): said once, instead of "no coordinator answers" */
 };
 extern struct ntx_client ntx_cl;
 

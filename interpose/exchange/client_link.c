@@ -308,8 +308,13 @@ void ntx_cl_connect(double now) {
   } else {
     fd = ntx_conn_tcp(client->disc.host, client->disc.port);
   }
-  if (fd < 0)
+  if (fd < 0) {
+    char why[128];
+    if (fd == -EMFILE && ntx_cl_once(&client->said_fds))
+      ntx_cl_say("cross-rank check: no socket for the coordinator: %s; this process runs unchecked until a "
+                 "descriptor is free (still trying)", ntx_fd_why(EMFILE, why, sizeof why));
     return;
+  }
   client->fd = fd;
   ntx_fd_take(fd, &client->fd_id);
   client->state = NTX_CL_CONNECTING;

@@ -434,6 +434,68 @@ def t_strict_coord_stopped(tmp):
     print(said[0])
 
 
+def nofile_case(tmp, limit):
+    # 4 ranks under RLIMIT_NOFILE=limit, async check, rank 1 Broadcast where
+    # the others AllReduce.  Either every rank reports the mismatch, or
+    # (only allowed at 32) every rank says once that the check is off for
+    # lack of descriptors, naming RLIMIT_NOFILE and its value; never a
+    # silent check, nor "no coordinator answers" without the reason.
+    n = 4
+    # the application holds a quarter of the limit itself (its own files)
+    job = Job(tmp, "mismatch", n, {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
+                                   "XRANK_OPEN_FDS": str(limit // 4)}, nofile=limit)
+    verdict = "mismatch on comm"
+    named = "RLIMIT_NOFILE=%d" % limit
+    end = time.time() + 15
+    while time.time() < end:
+        errs = [job.text("err", r) for r in range(n)]
+        if all(verdict in e or named in e for e in errs) and all("hung" in job.text("out", r) for r in range(n)):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)  # a second line, if any, has come by now
+    job.kill_all()
+    job.show()
+    errs = [job.text("err", r) for r in range(n)]
+    got = ["verdict" if verdict in e else "limit named" if named in e else "nothing" for e in errs]
+    print("RLIMIT_NOFILE=%d: %s" % (limit, got))
+    for r, e in enumerate(errs):
+        lim_lines = [ln for ln in e.splitlines() if "RLIMIT_NOFILE" in ln]
+        check(verdict in e or (limit <= 32 and len(lim_lines) == 1 and named in lim_lines[0]),
+              "rank %d: no mismatch reported and no line naming %s: %r" % (r, named, e))
+        check(len(lim_lines) <= 1, "rank %d: more than one line about the descriptor limit: %s" % (r, lim_lines))
+        check("no coordinator answers" not in e or named in e,
+              "rank %d: 'no coordinator answers' without naming the descriptor limit" % r)
+
+
+def t_nofile_held(tmp):
+    # RLIMIT_NOFILE=32 with the application holding all but 10 of them
+    # from before init: the coordinator (rank 0) cannot take its peers and
+    # says so once, naming the limit.
+    n = 3
+    job = Job(tmp, "mismatch", n, {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
+                                   "XRANK_FREE_FDS": "10"}, nofile=32)
+    named = "RLIMIT_NOFILE=32"
+    ok = job.wait_text([0], named, 15, kind="err")
+    time.sleep(0.5)
+    job.kill_all()
+    job.show()
+    lim_lines = [ln for ln in job.text("err", 0).splitlines() if named in ln]
+    check(ok and len(lim_lines) == 1, "rank 0: want one line naming %s: %s" % (named, lim_lines))
+    print(lim_lines[0])
+
+
+def t_nofile_32(tmp):
+    nofile_case(tmp, 32)
+
+
+def t_nofile_64(tmp):
+    nofile_case(tmp, 64)
+
+
+def t_nofile_80(tmp):
+    nofile_case(tmp, 80)
+
+
 def main():
     for k in ("NTX_LIB", "NTX_EMU", "NTX_RANK"):
         if not os.environ.get(k):

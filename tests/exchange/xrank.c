@@ -39,6 +39,9 @@
  *             where the others AllReduce: prints "mm <ncclResult_t>", and
  *             "after ok" when that was refused and an AllReduce after it
  *             gives the right sum; "hung" when it was not refused
+ * XRANK_OPEN_FDS=N: N descriptors (/dev/null) held open from before init
+ * to exit, as an application's own files are.  XRANK_FREE_FDS=N: every
+ * descriptor but the N highest taken the same way.
  * XRANK_REUSE_ID=1: rank 0 reads IDFILE when it exists instead of making a
  * new id (a second job on the same communicator id).
  *
@@ -112,6 +115,17 @@ int main(int argc, char **argv) {
   CUDA(cudaSetDevice(g_rank % 8));
   CUDA(cudaStreamCreate(&stream));
   CUDA(cudaMalloc((void **)&dbuf, 64 * sizeof(float)));
+  const char *ofds = getenv("XRANK_OPEN_FDS"), *ffds = getenv("XRANK_FREE_FDS");
+  for (int i = 0, n = ofds ? atoi(ofds) : 0; i < n; i++)
+    if (open("/dev/null", O_RDONLY) < 0)
+      NT_DIE("open /dev/null #%d: %s", i, strerror(errno));
+  if (ffds) { /* every descriptor but N taken: open until EMFILE, give N back */
+    int last = -1, fd;
+    while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+      last = fd;
+    for (int i = 0, n = atoi(ffds); i < n && last >= 3; i++)
+      close(last--);
+  }
   ncclUniqueId id;
   unique_id(argv[4], g_rank, &id);
   if (!strcmp(mode, "noinit") && g_rank == nranks - 1) {
