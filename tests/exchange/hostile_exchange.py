@@ -434,6 +434,29 @@ def t_strict_coord_stopped(tmp):
     print(said[0])
 
 
+def t_strict_board_cut(tmp):
+    # The board file truncated under 2 ranks in the middle of their strict
+    # calls (another process of ours, an administrator): the stores into it
+    # fault; the tracer takes the SIGBUS, the comm proceeds unchecked with
+    # one line per rank, and both ranks finish their 60 AllReduce.
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20", "LOCAL_WORLD_SIZE": "2"}
+    job = Job(tmp, "steady", 2, env)
+    check(job.wait_text([0, 1], "ready", 30), "ranks not ready")
+    boards = [os.path.join(tmp, "rings", f) for f in os.listdir(os.path.join(tmp, "rings")) if f.endswith(".board")]
+    check(len(boards) == 1, "want one board: %s" % boards)
+    os.truncate(boards[0], 0)
+    codes, _ = job.wait4(20)
+    job.kill_all()
+    job.show()
+    check(codes == [0, 0], "exit codes %s, want [0, 0] (-7: SIGBUS on the board)" % codes)
+    for r in range(2):
+        err, out = job.text("err", r), job.text("out", r)
+        said = [ln for ln in err.splitlines() if "was cut under this process" in ln]
+        check(len(said) == 1, "rank %d: want one line saying the board was cut: %s" % (r, said))
+        check("done" in out, "rank %d did not finish its calls" % r)
+    print(said[0])
+
+
 def nofile_case(tmp, limit):
     # 4 ranks under RLIMIT_NOFILE=limit, async check, rank 1 Broadcast where
     # the others AllReduce.  Either every rank reports the mismatch, or
