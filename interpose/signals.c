@@ -23,6 +23,7 @@
 #include "interpose/resolve.h"
 #include "interpose/record.h"
 #include "interpose/trigger.h"
+#include "interpose/exchange/strict_shm.h"
 #include "recorder/stack.h"
 #include "recorder/names.h"
 
@@ -127,6 +128,10 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
                   "its lost pages are kept in memory only from now on\n");
     return;
   }
+  /* The same for a strict board's mapping (strict_shm.h): its comm's strict
+   * calls proceed unchecked from there, said by the next one. */
+  if (sig == SIGBUS && si && si->si_code > 0 && ntx_shm_repair_fault(si->si_addr))
+    return;
   /* Sent by kill/raise (si_code <= 0) to a signal the application ignores:
    * the kernel drops it, and so do we.  A real fault (si_code > 0) is not
    * ignorable; the kernel forces the default then. */

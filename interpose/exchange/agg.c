@@ -30,7 +30,6 @@
 #define UP_OUT_MAX (16u << 20)
 #define HS_TIMEOUT_S 5.0    /* a local connection that does not say HELLO in time is closed */
 #define MAX_PENDING 16u     /* local connections before HELLO, all together */
-#define FD_RESERVE 64       /* descriptors always left to the process */
 #define BACKOFF_S 0.25      /* the listening socket rests this long when a budget is full */
 #define JOIN_S 0.5          /* ntx_agg_stop waits this long for the loop thread */
 
@@ -488,7 +487,7 @@ static void listen_wake(struct ntx_agg *a, double now) {
 }
 
 /* Accept while the budget allows (coord.h says the same of the
- * coordinator): MAX_PENDING peers before HELLO, FD_RESERVE descriptors left
+ * coordinator): MAX_PENDING peers before HELLO, ntx_fd_reserve() descriptors left
  * to the process; else, or on EMFILE, the listening socket rests. */
 static void local_accept(struct ntx_agg *a) {
   double now = now_s();
@@ -500,7 +499,7 @@ static void local_accept(struct ntx_agg *a) {
   for (;;) {
     if (room < 0)
       room = ntx_fd_headroom(); /* once per call: a call accepts at most MAX_PENDING */
-    if (a->pending >= MAX_PENDING || room <= FD_RESERVE) {
+    if (a->pending >= MAX_PENDING || room <= ntx_fd_reserve()) {
       listen_rest(a, now);
       return;
     }

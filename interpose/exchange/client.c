@@ -74,6 +74,24 @@ void ntx_cl_say(const char *fmt, ...) {
 
 int ntx_cl_once(int *flag) { return !__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED); }
 
+int ntx_cl_strict_timed_out(void) {
+  if (__atomic_add_fetch(&client->strict_timeouts, 1, __ATOMIC_RELAXED) < NTX_STRICT_TIMEOUTS_MAX)
+    return 0;
+  if (!__atomic_exchange_n(&client->strict_off, 1, __ATOMIC_RELAXED))
+    ntx_cl_say("strict check off in this process: %d strict waits ran out at NCCLTRACE_STRICT_TIMEOUT=%gs, the "
+               "most strict mode may cost a process; calls proceed without waiting from now on (a mismatch is "
+               "still reported, no longer refused)",
+               NTX_STRICT_TIMEOUTS_MAX, nti_cfg.strict_timeout_s);
+  return 1;
+}
+
+void ntx_cl_sreq_drop(struct ntx_sreq **pp) { /* pre: mu held */
+  struct ntx_sreq *q = *pp;
+  *pp = q->next;
+  client->ndetached--;
+  free(q);
+}
+
 struct ntx_reg *ntx_cl_reg_find(uint64_t comm_id) { /* pre: mu held */
   for (int i = 0; i < client->nregs; i++)
     if (client->regs[i].comm_id == comm_id)
@@ -170,15 +188,22 @@ static void send_pending(void) {
       break;
     r->sent = 1;
   }
-  for (struct ntx_sreq *q = client->sq; q; q = q->next) {
-    if (q->sent)
+  for (struct ntx_sreq **pp = &client->sq; *pp;) {
+    struct ntx_sreq *q = *pp;
+    if (q->sent) {
+      pp = &q->next;
       continue;
+    }
     size_t n = ntx_enc_fp_head(buf, sizeof buf, q->id, q->n);
     for (uint32_t i = 0; i < q->n; i++)
       ntx_fp_put(buf + 8, i, &q->fps[i]);
     if (ntx_cl_queue_frame(NTX_MSG_STRICT, buf, n) < 0)
       break;
     q->sent = 1;
+    if (q->detached)
+      ntx_cl_sreq_drop(pp); /* nobody waits for its REPLY */
+    else
+      pp = &q->next;
   }
   pthread_mutex_unlock(&client->mu);
 }
@@ -192,7 +217,8 @@ static void *client_thread(void *arg) {
     double now = ntx_cl_now();
     if (client->state == NTX_CL_DISCONNECTED && now >= client->next_connect)
       ntx_cl_connect(now);
-    if (client->state != NTX_CL_READY && !client->ever_ready && now - client->first_try > 10 && ntx_cl_once(&client->said_waiting))
+    if (client->state != NTX_CL_READY && !client->ever_ready && now - client->first_try > 10 && !client->said_fds &&
+        ntx_cl_once(&client->said_waiting))
       ntx_cl_say("no coordinator answers at %s:%s yet (%s); ranks run unchecked meanwhile, still trying",
                  client->disc.host, client->disc.port, client->disc.how);
     struct pollfd p[2] = {{.fd = client->wake.r, .events = POLLIN}, {.fd = client->fd, .events = 0}};
@@ -350,7 +376,8 @@ void ntx_start(struct ntr_ring *ring) {
   pthread_condattr_destroy(&ca);
   int wrc = ntx_wake_open(&client->wake);
   if (wrc < 0) {
-    ntx_cl_say("cross-rank check off: socketpair: %s", strerror(-wrc));
+    char why[128];
+    ntx_cl_say("cross-rank check off: socketpair: %s", ntx_fd_why(-wrc, why, sizeof why));
     return;
   }
   client->mode = nti_cfg.check;
@@ -430,14 +457,62 @@ int ntx_comm_env_verdict(struct ntr_comm_state *cs) {
   return state == NTX_ENV_DIFF ? -1 : 0;
 }
 
+/* Send what is queued now when the client thread is asleep in poll (it
+ * holds txmu otherwise): the request leaves now instead of after a wake-up
+ * write and the thread's wake-up (a third of the strict latency on 8
+ * ranks).  The REPLY arrives through the thread: reading it here too would
+ * hold txmu while waiting, for no gain (docs/performance.md has both
+ * figures).  Whatever does not go out at once (a full socket, an error) is
+ * left to the client thread, which is woken for it. */
+static void send_now(void) {
+  int sent = 0;
+  if (pthread_mutex_trylock(&client->txmu) == 0) {
+    if (client->state == NTX_CL_READY) {
+      send_pending();
+      ntx_cl_flush_once();
+      sent = client->out_len == 0;
+    }
+    pthread_mutex_unlock(&client->txmu);
+  }
+  if (!sent)
+    nudge();
+}
+
+/* Strict requests of k fingerprints with nobody waiting (each with its own
+ * copy, freed by whoever queues or fails it).  Past NTX_DETACHED_MAX unsent
+ * ones the rest is dropped: a gap the coordinator counts as arrived unseen. */
+static void send_detached(const struct ntx_fp *fps, uint32_t k) {
+  pthread_mutex_lock(&client->mu);
+  struct ntx_sreq **tail = &client->sq;
+  while (*tail)
+    tail = &(*tail)->next;
+  for (uint32_t i = 0; i < k && client->ndetached < NTX_DETACHED_MAX; i += NTX_FP_MAX) {
+    uint32_t m = k - i < NTX_FP_MAX ? k - i : NTX_FP_MAX;
+    struct ntx_sreq *q = calloc(1, sizeof *q + (size_t)m * sizeof *fps);
+    if (!q)
+      break;
+    q->fps = (struct ntx_fp *)(q + 1);
+    memcpy(q->fps, fps + i, (size_t)m * sizeof *fps);
+    q->n = m;
+    q->id = ++client->next_req;
+    q->detached = 1;
+    *tail = q;
+    tail = &q->next;
+    client->ndetached++;
+  }
+  pthread_mutex_unlock(&client->mu);
+  send_now();
+}
+
 int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size_t msg_len) {
   if (msg && msg_len)
     msg[0] = '\0';
   if (client->mode != NTI_CHECK_STRICT || !ntx_enabled() || n <= 0)
     return 0;
+  int off = __atomic_load_n(&client->strict_off, __ATOMIC_RELAXED);
   /* One host: a single call agrees through shared memory (strict_shm.h);
    * groups and what that path does not take go to the coordinator. */
-  if (n == 1 && recs[0]) {
+  if (n == 1 && recs[0] && !off) {
     int v = ntx_shm_wait(recs[0], msg, msg_len);
     if (v != NTX_SHM_PASS)
       return v;
@@ -464,6 +539,15 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     free(fps);
     return 0;
   }
+  /* The coordinator stopped answering (or strict checking is spent): the
+   * request goes without a waiter.  It keeps the coordinator's view of our
+   * seqs whole, a mismatch in it is still reported (a verdict), and its
+   * REPLY is the round trip that re-arms strict checking. */
+  if (off || __atomic_load_n(&client->strict_stalled, __ATOMIC_ACQUIRE)) {
+    send_detached(fps, k);
+    free(fps);
+    return 0;
+  }
   /* One request per NTX_FP_MAX entries (a frame's worth), queued in call
    * order at the tail: the coordinator must see a rank's seqs in order. */
   uint32_t nq = (k + NTX_FP_MAX - 1) / NTX_FP_MAX;
@@ -473,7 +557,9 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     return 0;
   }
   struct timespec dl = deadline_after(nti_cfg.strict_timeout_s);
+  uint32_t first_id;
   pthread_mutex_lock(&client->mu);
+  first_id = client->next_req + 1;
   struct ntx_sreq **tail = &client->sq;
   while (*tail)
     tail = &(*tail)->next;
@@ -487,24 +573,7 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
     tail = &qs[i].next;
   }
   pthread_mutex_unlock(&client->mu);
-  /* Send it ourselves when the client thread is asleep in poll (it holds
-   * txmu otherwise): the request leaves now instead of after a wake-up write
-   * and the thread's wake-up (a third of the strict latency on 8 ranks).
-   * The REPLY arrives through the thread: reading it here too would hold
-   * txmu while waiting, for no gain (docs/performance.md has both
-   * figures).  Whatever does not go out at once (a full socket,
-   * an error) is left to the client thread, which is woken for it. */
-  int sent = 0;
-  if (pthread_mutex_trylock(&client->txmu) == 0) {
-    if (client->state == NTX_CL_READY) {
-      send_pending();
-      ntx_cl_flush_once();
-      sent = client->out_len == 0;
-    }
-    pthread_mutex_unlock(&client->txmu);
-  }
-  if (!sent)
-    nudge();
+  send_now();
   pthread_mutex_lock(&client->mu);
   int timed_out = 0, done = 0, status = NTX_REPLY_OK;
   while (!timed_out) {
@@ -528,11 +597,22 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
   free(qs);
   free(fps);
   if (!done) {
-    if (!__atomic_load_n(&client->connected, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&client->connected, __ATOMIC_ACQUIRE)) {
       __atomic_store_n(&strict_gave_up, 1, __ATOMIC_RELAXED);
-    if (ntx_cl_once(&said_timeout))
-      ntx_cl_say("strict check: no answer within NCCLTRACE_STRICT_TIMEOUT=%gs; calls proceed unchecked "
-                 "when that happens", nti_cfg.strict_timeout_s);
+      if (ntx_cl_once(&said_timeout))
+        ntx_cl_say("strict check: no answer within NCCLTRACE_STRICT_TIMEOUT=%gs; calls proceed unchecked "
+                   "when that happens", nti_cfg.strict_timeout_s);
+    } else {
+      /* Connected, and nothing came back: treated as gone until a REPLY to
+       * this request or a later one proves otherwise (client_link.c). */
+      __atomic_store_n(&client->stall_id, first_id, __ATOMIC_RELAXED);
+      if (!__atomic_exchange_n(&client->strict_stalled, 1, __ATOMIC_RELEASE))
+        ntx_cl_say("strict check: the coordinator at %s:%s did not answer within NCCLTRACE_STRICT_TIMEOUT=%gs "
+                   "although connected (stopped, frozen or cut off, or a rank that never made this call); strict "
+                   "calls proceed without waiting until it answers again",
+                   client->disc.host, client->disc.port, nti_cfg.strict_timeout_s);
+    }
+    ntx_cl_strict_timed_out();
     return 0;
   }
   if (status == NTX_REPLY_MISMATCH) {

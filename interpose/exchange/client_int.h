@@ -37,6 +37,16 @@
 #define NTX_LINGER_S 2.0              /* embedded coordinator waits for the others at exit */
 #define NTX_JOIN_S 1.0                /* ntx_stop waits this long for the client thread */
 #define NTX_HS_TIMEOUT_S 5.0          /* connect + CHALLENGE + WELCOME must be done within */
+/* Strict waits that may end at NCCLTRACE_STRICT_TIMEOUT in a process's
+ * life, all paths together (no connection yet, a coordinator that stopped
+ * answering, a board whose peers did not come): after that many strict
+ * checking is off in the process, so strict mode never adds more than this
+ * many timeouts to a job (docs/wire-protocol.md, "Strict"). */
+#define NTX_STRICT_TIMEOUTS_MAX 4
+/* Strict requests sent without a waiter (the coordinator stopped
+ * answering) that may wait for room in the out buffer; more are dropped
+ * (the coordinator counts a rank's skipped seqs as arrived unseen). */
+#define NTX_DETACHED_MAX 1024
 
 enum { NTX_CL_OFF = 0, NTX_CL_DISCONNECTED, NTX_CL_CONNECTING, NTX_CL_CHALLENGE, NTX_CL_WELCOME, NTX_CL_READY };
 enum { NTX_ENV_PENDING = 0, NTX_ENV_OK = 1, NTX_ENV_DIFF = 2 };
@@ -52,6 +62,7 @@ struct ntx_sreq {
   uint32_t id, n;
   struct ntx_fp *fps;
   int sent, done;
+  int detached;   /* nobody waits: the client thread frees it (with fps) once it is queued */
   int32_t status;
   char *text;
   size_t text_len;
@@ -85,6 +96,13 @@ struct ntx_client {
 
   /* atomics */
   int stop, connected, ever_ready;
+  /* The coordinator stopped answering while connected (a strict wait ran
+   * out): strict calls send their request without waiting for it, until a
+   * REPLY to request stall_id or a later one arrives. */
+  int strict_stalled;
+  uint32_t stall_id;
+  int strict_timeouts, strict_off; /* waits that ran out (NTX_STRICT_TIMEOUTS_MAX); strict off for good */
+  uint32_t ndetached;       /* detached requests not queued yet (under mu) */
 
   /* the connection (fd, state, session, out buffer, tx seq): the client
    * thread holds txmu except while it sleeps in poll; a strict caller that
@@ -113,6 +131,7 @@ struct ntx_client {
   uint64_t lost_records;
   double stream_tokens, stream_t; /* read_ring's rate limit (NTX_STREAM_RATE) */
   int said_waiting, said_gone, said_agg;
+  int said_fds;             /* no descriptor for a socket (RLIMIT_NOFILE): said once, instead of "no coordinator answers" */
 };
 extern struct ntx_client ntx_cl;
 
@@ -121,6 +140,12 @@ double ntx_cl_now(void);
 void ntx_cl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ntx_cl_once(int *flag); /* 1 the first time for *flag (atomic exchange) */
 struct ntx_reg *ntx_cl_reg_find(uint64_t comm_id); /* pre: mu held */
+/* A strict wait ran out (any thread, any path).  @return 1 when that spent
+ * the process's NTX_STRICT_TIMEOUTS_MAX: strict checking is off from now
+ * on (said once). */
+int ntx_cl_strict_timed_out(void);
+/* Unlink and free a detached request.  pre: mu held, *pp == q. */
+void ntx_cl_sreq_drop(struct ntx_sreq **pp);
 
 /* client_link.c */
 void ntx_cl_record_event(uint16_t kind, uint64_t comm_id, uint64_t seq, int32_t peer, uint64_t aux,

@@ -131,6 +131,14 @@ static void on_clock(const struct ntx_msg *m) {
 }
 
 static void on_reply(const struct ntx_msg *m) {
+  /* A round trip the stall began with, or a later one: the coordinator
+   * answers again, strict calls wait for it again (client.c). */
+  if (__atomic_load_n(&client->strict_stalled, __ATOMIC_ACQUIRE) &&
+      (int32_t)(m->u.reply.req_id - __atomic_load_n(&client->stall_id, __ATOMIC_RELAXED)) >= 0 &&
+      __atomic_exchange_n(&client->strict_stalled, 0, __ATOMIC_ACQ_REL) &&
+      !__atomic_load_n(&client->strict_off, __ATOMIC_RELAXED))
+    ntx_cl_say("strict check: the coordinator at %s:%s answers again; strict calls wait for it again",
+               client->disc.host, client->disc.port);
   pthread_mutex_lock(&client->mu);
   for (struct ntx_sreq *q = client->sq; q; q = q->next)
     if (q->id == m->u.reply.req_id) {
@@ -159,11 +167,18 @@ int ntx_cl_queue_frame(uint8_t type, const void *payload, size_t plen) {
  * answered is gone, so its callers proceed unchecked now, not at timeout. */
 void ntx_cl_fail_sent(int all) {
   pthread_mutex_lock(&client->mu);
-  for (struct ntx_sreq *q = client->sq; q; q = q->next)
+  for (struct ntx_sreq **pp = &client->sq; *pp;) {
+    struct ntx_sreq *q = *pp;
+    if (q->detached && all) {
+      ntx_cl_sreq_drop(pp); /* nobody to tell */
+      continue;
+    }
     if ((q->sent || all) && !q->done) {
       q->status = NTX_REPLY_UNCHECKED;
       q->done = 1;
     }
+    pp = &q->next;
+  }
   for (int i = 0; i < client->nregs; i++)
     client->regs[i].sent = 0; /* a reconnect registers again */
   pthread_cond_broadcast(&client->cv);
@@ -293,8 +308,13 @@ void ntx_cl_connect(double now) {
   } else {
     fd = ntx_conn_tcp(client->disc.host, client->disc.port);
   }
-  if (fd < 0)
+  if (fd < 0) {
+    char why[128];
+    if (fd == -EMFILE && ntx_cl_once(&client->said_fds))
+      ntx_cl_say("cross-rank check: no socket for the coordinator: %s; this process runs unchecked until a "
+                 "descriptor is free (still trying)", ntx_fd_why(EMFILE, why, sizeof why));
     return;
+  }
   client->fd = fd;
   ntx_fd_take(fd, &client->fd_id);
   client->state = NTX_CL_CONNECTING;

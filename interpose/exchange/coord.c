@@ -54,7 +54,9 @@ struct ntx_coord {
   int listen_off;       /* the listening socket is out of the poll set until listen_resume */
   double listen_resume;
   long headroom;        /* descriptors left to the process, as of headroom_t, minus accepts since */
+  long reserve;         /* descriptors left to the application (cfg.fd_reserve, else sized to the limit) */
   double headroom_t;
+  int said_fds;         /* the descriptor limit stopped accepts: said once */
   int dead, said_dead;  /* a descriptor of ours was closed under us: the loop ended for good */
   struct conn *conns;
   uint32_t next_id;
@@ -84,7 +86,7 @@ void ntx_coord_default_cfg(struct ntx_coord_cfg *cfg) {
   cfg->max_out = 1u << 20;
   cfg->max_pending = 16;
   cfg->pending_full_s = 1.0;
-  cfg->fd_reserve = 64;
+  cfg->fd_reserve = 0; /* sized to RLIMIT_NOFILE (ntx_fd_reserve) */
   cfg->in_total_max = (size_t)64 << 20;
 }
 
@@ -156,7 +158,8 @@ int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, ch
   }
   freeaddrinfo(ai);
   if (co->lfd < 0) {
-    snprintf(err, errlen, "cannot listen on %s:%s: %s", host ? host : "*", cfg->port, strerror(e));
+    char why[128];
+    snprintf(err, errlen, "cannot listen on %s:%s: %s", host ? host : "*", cfg->port, ntx_fd_why(e, why, sizeof why));
     free(co);
     return -e;
   }
@@ -171,7 +174,8 @@ int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, ch
   co->ep = epoll_create1(EPOLL_CLOEXEC);
   ntx_fd_take(co->ep, &co->epid);
   if (!co->conns || co->ep < 0 || ntx_wake_open(&co->wake) < 0) {
-    snprintf(err, errlen, "coordinator setup failed: %s", strerror(errno));
+    char why[128];
+    snprintf(err, errlen, "coordinator setup failed: %s", ntx_fd_why(errno, why, sizeof why));
     ntx_coord_stop(co, 0);
     return -ENOMEM;
   }
@@ -322,16 +326,35 @@ static int pending_room(struct ntx_coord *co, double now) {
   return 1;
 }
 
+/* The descriptor limit keeps peers out: one line per coordinator (its
+ * ranks would otherwise only say that nobody answers). */
+static void say_fds(struct ntx_coord *co, int emfile) {
+  if (co->said_fds)
+    return;
+  co->said_fds = 1;
+  if (emfile)
+    fprintf(stderr, "nccltrace: the coordinator cannot accept connections: too many open files, RLIMIT_NOFILE=%ld "
+                    "reached (ulimit -n); ranks that cannot connect run unchecked\n", ntx_fd_limit());
+  else
+    fprintf(stderr, "nccltrace: the coordinator accepts no connection while %ld descriptors are left under "
+                    "RLIMIT_NOFILE=%ld and %ld are kept for the application (ulimit -n); ranks that cannot connect "
+                    "run unchecked\n", co->headroom, ntx_fd_limit(), co->reserve);
+}
+
 /* Descriptors left to the process, counted at most every HEADROOM_S
  * (minus what we accepted since). */
 static int fd_room(struct ntx_coord *co, double now) {
   if (now - co->headroom_t >= HEADROOM_S) {
     co->headroom = ntx_fd_headroom();
+    co->reserve = co->cfg.fd_reserve ? (long)co->cfg.fd_reserve : ntx_fd_reserve();
     co->headroom_t = now;
   }
+  if (co->headroom <= co->reserve) {
+    say_fds(co, 0);
+    return 0;
+  }
   /* the pending peers together may take a small share of what is free */
-  return co->headroom > (long)co->cfg.fd_reserve &&
-         (co->pending < 2 || (long)co->pending < co->headroom / 16);
+  return co->pending < 2 || (long)co->pending < co->headroom / 16;
 }
 
 static void do_accept(struct ntx_coord *co, double now) {
@@ -347,6 +370,8 @@ static void do_accept(struct ntx_coord *co, double now) {
     }
     int fd = accept4(co->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
+      if (errno == EMFILE)
+        say_fds(co, 1);
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
         listen_rest(co, now); /* no spinning on a listen socket we cannot serve */
       return;

@@ -19,8 +19,10 @@
  * pending for pending_full_s is evicted for a newcomer, else the listening
  * socket leaves the poll set for a backoff and the kernel's backlog holds
  * the rest (no CPU spent on them).  Nothing is accepted while fewer than
- * fd_reserve descriptors would remain to the process (RLIMIT_NOFILE), and
- * EMFILE/ENFILE back off likewise.  A pending peer's frame may not announce
+ * fd_reserve descriptors would remain to the process (RLIMIT_NOFILE; by
+ * default an eighth of its soft limit, 4 to 64: ntx_fd_reserve), and
+ * EMFILE/ENFILE back off likewise; when the limit keeps peers out, one
+ * line says so, naming it.  A pending peer's frame may not announce
  * more than NTX_COORD_PENDING_FRAME bytes; input buffers grow per frame and
  * all of them together stay under in_total_max.
  *
@@ -54,7 +56,7 @@ struct ntx_coord_cfg {
   uint32_t max_out;         /* bytes queued per client before messages are dropped (1 MiB) */
   uint32_t max_pending;     /* connections not authenticated yet, all together (16) */
   double pending_full_s;    /* with max_pending full, a pending peer this old is evicted (1) */
-  uint32_t fd_reserve;      /* descriptors always left to the process (64) */
+  uint32_t fd_reserve;      /* descriptors always left to the process (0: ntx_fd_reserve) */
   uint32_t max_ready;       /* authenticated clients (0: lim.max_clients) */
   size_t in_total_max;      /* bytes of all input buffers together (64 MiB) */
   FILE *log;                /* verdicts and rejections (standalone), NULL = quiet */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -104,11 +105,30 @@ int ntx_join_within(pthread_t t, double s) {
   return rc == 0 ? 0 : -1;
 }
 
-long ntx_fd_headroom(void) {
+long ntx_fd_limit(void) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
     return 0;
-  long lim = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 20) ? 1L << 20 : (long)rl.rlim_cur;
+  return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 20) ? 1L << 20 : (long)rl.rlim_cur;
+}
+
+long ntx_fd_reserve(void) {
+  long r = ntx_fd_limit() / 8;
+  return r < 4 ? 4 : r > 64 ? 64 : r;
+}
+
+const char *ntx_fd_why(int err, char *buf, size_t len) {
+  if (err == EMFILE)
+    snprintf(buf, len, "too many open files: RLIMIT_NOFILE=%ld reached (ulimit -n)", ntx_fd_limit());
+  else
+    snprintf(buf, len, "%s", strerror(err));
+  return buf;
+}
+
+long ntx_fd_headroom(void) {
+  long lim = ntx_fd_limit();
+  if (!lim)
+    return 0;
   int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (d < 0)
     return errno == EMFILE || errno == ENFILE ? 0 : lim / 2; /* no /proc: assume half is free */

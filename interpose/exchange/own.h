@@ -25,7 +25,8 @@
  *
  * The budget of descriptors (ntx_fd_headroom): how many more this process
  * may open before RLIMIT_NOFILE, so that servers accept only while the
- * application keeps a reserve.
+ * application keeps a reserve (ntx_fd_reserve, sized to the limit: a fixed
+ * 64 would leave a process under `ulimit -n 64` no room to accept anyone).
  *
  * Thread-safety: no shared state; every function works on caller memory.
  * Signal-safety: ntx_fd_is and ntx_wake_poke are async-signal-safe (fstat,
@@ -77,4 +78,14 @@ int ntx_join_within(pthread_t t, double s);
  * limit), counting /proc/self/fd; 0 when that cannot even be opened (the
  * table is full).  Large limits are clamped to 1 << 20. */
 long ntx_fd_headroom(void);
+/* RLIMIT_NOFILE's soft limit (clamped as above). */
+long ntx_fd_limit(void);
+/* Descriptors a server inside the workload leaves to the application: an
+ * eighth of the soft limit, at least 4, at most 64 (the default 1024 and
+ * more keep 64). */
+long ntx_fd_reserve(void);
+/* What an errno from opening a descriptor means, for a line: for EMFILE
+ * "too many open files: RLIMIT_NOFILE=N reached", else strerror.
+ * @return buf. */
+const char *ntx_fd_why(int err, char *buf, size_t len);
 #endif

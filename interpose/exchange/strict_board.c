@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -22,6 +23,8 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "recorder/util.h"
 
 #define ATTACH_TRIES 8     /* open / judge / replace rounds before giving up */
 #define LOCK_TRIES 200     /* x 1 ms: the attach lock of a board file */
@@ -51,30 +54,57 @@ int ntx_board_owner_dead(const struct ntx_board_slot *s, uint64_t pidns) {
 
 size_t ntx_board_size(uint32_t nranks) { return sizeof(struct ntx_board_hdr) + (size_t)nranks * sizeof(struct ntx_board_slot); }
 
-/* A fresh board in a new file next to path (0600, never an existing one).
- * @return its fd with *tmp its name, or -1. */
-static int make_board(const struct ntx_board *b, uint64_t job_hash, char *tmp, size_t tmplen) {
+/* The file's blocks, reserved (posix_fallocate, as the ring's are:
+ * recorder/ring_place.c): on a full file system the attach fails here, where
+ * the coordinator can take over, never as a SIGBUS on a later store into
+ * the mapping.  @return 0, or -1 with *why. */
+static int reserve(int fd, size_t size, const char **why) {
+  struct ntr_xfsz xfsz;
+  ntr_xfsz_block(&xfsz); /* past RLIMIT_FSIZE: EFBIG, not death by SIGXFSZ */
+  int e;
+  do
+    e = posix_fallocate(fd, 0, (off_t)size);
+  while (e == EINTR);
+  ntr_xfsz_restore(&xfsz);
+  if (!e)
+    return 0;
+  *why = e == ENOSPC || e == EDQUOT || e == EFBIG ? "no room for it there (the file system is full)" : strerror(e);
+  return -1;
+}
+
+/* A fresh board in a new file next to path (0600, never an existing one),
+ * reserved, its header written with pwrite, not through a mapping.
+ * @return its fd with *tmp its name, or -1 with *why set (the temporary
+ * file is gone then). */
+static int make_board(const struct ntx_board *b, uint64_t job_hash, char *tmp, size_t tmplen, const char **why) {
   snprintf(tmp, tmplen, "%s.%d.%ld.tmp", b->path, (int)getpid(), (long)syscall(SYS_gettid));
   int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
+  if (fd < 0) {
+    *why = strerror(errno);
     return -1;
-  size_t size = ntx_board_size((uint32_t)b->nranks);
-  struct ntx_board_hdr *h = MAP_FAILED;
-  if (ftruncate(fd, (off_t)size) == 0)
-    h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (h == MAP_FAILED) {
+  }
+  if (reserve(fd, ntx_board_size((uint32_t)b->nranks), why) != 0) {
     close(fd);
     unlink(tmp);
     return -1;
   }
-  h->version = NTX_BOARD_VERSION;
-  h->nranks = (uint32_t)b->nranks;
-  h->comm_id = b->comm_id;
-  h->job_hash = job_hash;
-  h->hdr_size = sizeof(struct ntx_board_hdr);
-  h->slot_size = sizeof(struct ntx_board_slot);
-  __atomic_store_n(&h->magic, NTX_BOARD_MAGIC, __ATOMIC_RELEASE);
-  munmap(h, size);
+  struct ntx_board_hdr h;
+  memset(&h, 0, sizeof h);
+  h.magic = NTX_BOARD_MAGIC;
+  h.version = NTX_BOARD_VERSION;
+  h.nranks = (uint32_t)b->nranks;
+  h.comm_id = b->comm_id;
+  h.job_hash = job_hash;
+  h.hdr_size = sizeof(struct ntx_board_hdr);
+  h.slot_size = sizeof(struct ntx_board_slot);
+  /* One write of the whole header, before the file is linked where others
+   * look: nobody sees the magic without the rest. */
+  if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+    *why = strerror(errno ? errno : EIO);
+    close(fd);
+    unlink(tmp);
+    return -1;
+  }
   return fd;
 }
 
@@ -84,9 +114,15 @@ enum { J_USE, J_REPLACE, J_PASS };
 static int judge(int fd, size_t size, const struct ntx_board *b, uint64_t job_hash, uint64_t pidns) {
   if (size < sizeof(struct ntx_board_hdr) || size > ntx_board_size(NTX_BOARD_MAX_RANKS))
     return J_REPLACE;
-  const struct ntx_board_hdr *h = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (h == MAP_FAILED)
+  /* Read, not mapped: a file cut while we look gives a short read, never a
+   * SIGBUS. */
+  struct ntx_board_hdr *h = malloc(size);
+  if (!h)
     return J_PASS;
+  if (pread(fd, h, size, 0) != (ssize_t)size) {
+    free(h);
+    return J_PASS;
+  }
   const struct ntx_board_slot *s = (const struct ntx_board_slot *)(h + 1);
   int rv = J_REPLACE;
   uint32_t n = h->nranks;
@@ -111,7 +147,7 @@ static int judge(int fd, size_t size, const struct ntx_board *b, uint64_t job_ha
   else
     rv = compatible && !used ? J_USE : J_REPLACE; /* left over by a job that is gone */
 out:
-  munmap((void *)h, size);
+  free(h);
   return rv;
 }
 
@@ -136,11 +172,9 @@ static int attach(struct ntx_board *b, uint64_t job_hash, uint64_t pidns, const 
         *why = strerror(errno);
         return -1;
       }
-      int t = make_board(b, job_hash, tmp, sizeof tmp);
-      if (t < 0) {
-        *why = "cannot create it";
+      int t = make_board(b, job_hash, tmp, sizeof tmp, why);
+      if (t < 0)
         return -1;
-      }
       if (link(tmp, b->path) != 0 && errno != EEXIST) {
         *why = strerror(errno);
         unlink(tmp);
@@ -169,7 +203,8 @@ static int attach(struct ntx_board *b, uint64_t job_hash, uint64_t pidns, const 
       return -1;
     }
     if (j == J_REPLACE) { /* under the old file's lock: attachers of the old file retry on the new one */
-      int t = make_board(b, job_hash, tmp, sizeof tmp);
+      const char *mwhy = NULL;
+      int t = make_board(b, job_hash, tmp, sizeof tmp, &mwhy);
       int ok = t >= 0 && rename(tmp, b->path) == 0;
       if (t >= 0) {
         if (!ok)
@@ -178,15 +213,18 @@ static int attach(struct ntx_board *b, uint64_t job_hash, uint64_t pidns, const 
       }
       close(fd);
       if (!ok) {
-        *why = "cannot replace the file there";
+        *why = mwhy ? mwhy : "cannot replace the file there";
         return -1;
       }
       continue;
     }
     size_t size = ntx_board_size((uint32_t)b->nranks);
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
+    /* Reserved again before it is mapped: a no-op for a board made here,
+     * the blocks of one that has holes (made by anything else). */
+    void *m = reserve(fd, size, why) == 0 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+    if (m == MAP_FAILED)
       *why = strerror(errno);
+    if (!m || m == MAP_FAILED) {
       flock(fd, LOCK_UN);
       close(fd);
       return -1;

@@ -59,7 +59,7 @@ struct ntx_board {
   dev_t dev;
   ino_t ino;
   uint64_t npub; /* our publications: entry npub & 1 is the next */
-  int reported, said_gone, said_skip;
+  int reported, said_gone, said_skip, said_cut;
   const char *dir;
   char path[1200];
 };

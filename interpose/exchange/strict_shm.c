@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -42,7 +43,7 @@
 
 #define SLICE_S 0.05       /* a waiter looks for gone peers this often */
 #define YIELDS 4           /* sched_yield tries before FUTEX_WAIT */
-enum { B_OK = 1, B_PASS = 2, B_DEAD = 3 }; /* a board, for this process */
+enum { B_OK = 1, B_PASS = 2, B_DEAD = 3, B_CUT = 4 }; /* a board, for this process */
 
 static struct {
   int on;
@@ -130,6 +131,14 @@ static struct ntx_board *get_board(uint64_t comm_id, int32_t rank, int32_t nrank
 
 /* ------------------------------------------------------------ the wait -- */
 
+/* A call on a board that is gone for us.  @return 0 (proceed). */
+static int cut_said(struct ntx_board *b) {
+  if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) == B_CUT && !b->said_cut++)
+    ntx_cl_say("strict check: comm %08x: its board file %s was cut under this process (SIGBUS on its mapping, "
+               "taken by the tracer); calls on this comm proceed unchecked", NTX_COMM_SHORT(b->comm_id), b->path);
+  return 0;
+}
+
 static void publish(struct ntx_board *b, const struct ntx_fp *fp) {
   struct ntx_board_ent *e = &b->s[b->rank].e[b->npub++ & 1];
   uint64_t w[7];
@@ -199,6 +208,10 @@ static int decide(struct ntx_board *b, const struct ntx_fp *mine, char *msg, siz
     if (r == b->rank)
       f = *mine;
     else if (read_entry(&b->s[r], mine->seq, &f) != 0) {
+      if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) == B_CUT) {
+        free(rv);
+        return cut_said(b);
+      }
       if (!b->said_skip++)
         ntx_cl_say("strict check: comm %08x seq %llu: rank %d's calls on it went another way (a group, "
                    "or unchecked); this one proceeds unchecked", NTX_COMM_SHORT(b->comm_id),
@@ -220,9 +233,9 @@ static int decide(struct ntx_board *b, const struct ntx_fp *mine, char *msg, siz
     if (rv)
       rv[r] = (uint8_t)k;
   }
-  if (!differ) {
+  if (!differ || __atomic_load_n(&b->state, __ATOMIC_ACQUIRE) == B_CUT) {
     free(rv);
-    return 0;
+    return differ ? cut_said(b) : 0; /* a zero page read is no verdict */
   }
   char text[NTX_TEXT_MAX];
   const char *field = "op";
@@ -258,9 +271,11 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
   int st = __atomic_load_n(&b->state, __ATOMIC_ACQUIRE);
   if (st == B_PASS)
     return NTX_SHM_PASS;
-  if (st == B_DEAD)
-    return 0; /* a rank of it is gone: said once, calls proceed unchecked */
+  if (st == B_DEAD || st == B_CUT)
+    return cut_said(b); /* a rank of it is gone, or its file was cut: said once, calls proceed unchecked */
   publish(b, &mine);
+  if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) == B_CUT)
+    return cut_said(b);
   struct ntx_board_hdr *h = b->h;
   int32_t gone = -1;
   if (all_here(b, mine.seq, 0, &gone)) {
@@ -288,7 +303,12 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
     if (check)
       next_alive = t + SLICE_S;
     gone = -1;
-    if (all_here(b, mine.seq, check, &gone)) {
+    int here = all_here(b, mine.seq, check, &gone);
+    if (__atomic_load_n(&b->state, __ATOMIC_ACQUIRE) == B_CUT) {
+      __atomic_sub_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
+      return cut_said(b); /* what we read may be the zero page now */
+    }
+    if (here) {
       __atomic_sub_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
       return decide(b, &mine, msg, msg_len);
     }
@@ -313,6 +333,26 @@ int ntx_shm_wait(const struct ntr_record *rec, char *msg, size_t msg_len) {
     ntx_cl_say("strict check: comm %08x seq %llu: not every rank there within NCCLTRACE_STRICT_TIMEOUT=%gs; "
                "calls proceed unchecked when that happens", NTX_COMM_SHORT(b->comm_id),
                (unsigned long long)mine.seq, nti_cfg.strict_timeout_s);
+  ntx_cl_strict_timed_out(); /* counted with the coordinator path's: one bound for the process */
+  return 0;
+}
+
+int ntx_shm_repair_fault(void *addr) {
+  uint32_t n = __atomic_load_n(&shm_state.n, __ATOMIC_ACQUIRE);
+  long pg = sysconf(_SC_PAGESIZE); /* async-signal-safe in glibc: a cached value */
+  for (uint32_t i = 0; i < n; i++) {
+    struct ntx_board *b = &shm_state.b[i];
+    char *base = (char *)b->h, *a = addr;
+    if (!base || a < base || a >= base + ntx_board_size((uint32_t)b->nranks))
+      continue;
+    char *page = base + (size_t)(a - base) / (size_t)pg * (size_t)pg;
+    /* Zeroes, private: the other ranks see the cut file, not this page.
+     * Every wait on this board ends by the state (ntx_shm_wait). */
+    if (mmap(page, (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != page)
+      return 0;
+    __atomic_store_n(&b->state, B_CUT, __ATOMIC_RELEASE);
+    return 1;
+  }
   return 0;
 }
 

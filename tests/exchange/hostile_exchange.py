@@ -32,6 +32,7 @@ import os
 import pwd
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -315,6 +316,209 @@ def t_agg_squat(tmp):
           % (name, pw.pw_uid, wall))
 
 
+def need_root(what):
+    if os.geteuid() != 0:
+        print("skip: needs root (%s)" % what)
+        sys.exit(77)
+
+
+MOUNTS = []
+
+
+def mount_tmpfs(path, size):
+    os.makedirs(path, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("skip: cannot mount a tmpfs: %s" % r.stderr.strip())
+        sys.exit(77)
+    MOUNTS.append(path)
+
+
+def fill(path):
+    """Fill the file system of directory path: a file of every block left."""
+    fd = os.open(os.path.join(path, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+    for chunk in (65536, 512):
+        try:
+            while True:
+                os.write(fd, bytes(chunk))
+        except OSError:
+            pass
+    os.close(fd)
+
+
+def t_strict_board_full(tmp):
+    # Strict mode on one host with the ring directory on a full tmpfs: the
+    # rings fall back to $TMPDIR, the board cannot be reserved there.  Every
+    # rank says so once, checks through the coordinator (the planted
+    # mismatch is still refused) and leaves no board or temporary file.
+    need_root("a tmpfs mount")
+    shm = os.path.join(tmp, "shm")
+    mount_tmpfs(shm, "1m")
+    rings = os.path.join(shm, "rings")
+    os.makedirs(rings, mode=0o700)
+    fill(shm)
+    os.makedirs(os.path.join(tmp, "tmp"), exist_ok=True)
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20", "LOCAL_WORLD_SIZE": "2",
+           "NCCLTRACE_RING_DIR": rings, "TMPDIR": os.path.join(tmp, "tmp")}
+    job = Job(tmp, "mismatch", 2, env)
+    codes, _ = job.wait4(40)
+    job.kill_all()
+    job.show()
+    left = os.listdir(rings)
+    check(codes == [0, 0], "exit codes %s, want [0, 0] (135: SIGBUS on the board)" % codes)
+    for r in range(2):
+        out, err = job.text("out", r), job.text("err", r)
+        check("seq4 invalid usage" in out.lower() and "after ok" in out,
+              "rank %d: the planted mismatch was not refused: %s" % (r, out))
+        said = [ln for ln in err.splitlines() if "no shared-memory board" in ln]
+        check(len(said) == 1 and "coordinator" in said[0],
+              "rank %d: want one line saying the board could not be made: %s" % (r, said))
+    check(not left, "left in the ring directory: %s" % left)
+    print("2 ranks exit 0 on a full ring directory; %s" % said[0])
+
+
+def t_strict_coord_stopped(tmp):
+    # A standalone coordinator SIGSTOPped: its TCP connections stay up and
+    # nothing is answered.  With NCCLTRACE_STRICT_TIMEOUT=1, 100 strict
+    # AllReduce on 3 ranks take about one timeout, not 100 of them: the
+    # first call waits it out, the later ones proceed at once, said in one
+    # line.  After SIGCONT the coordinator answers again, strict checking
+    # re-arms, and a planted mismatch is refused again.
+    timeout = 1.0
+    port = free_port()
+    secret = "stopped-coordinator-test"
+    cerr = open(os.path.join(tmp, "coord.err"), "w")
+    coord = subprocess.Popen([os.environ["NTX_TOOL"], "coord", "--listen", "127.0.0.1:%d" % port],
+                             env=dict(os.environ, NCCLTRACE_SECRET=secret), stdout=cerr, stderr=cerr)
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "%g" % timeout, "NCCLTRACE_STRICT_SHM": "0",
+           "NCCLTRACE_COORD": "127.0.0.1:%d" % port, "NCCLTRACE_SECRET": secret}
+    n = 3
+    job = Job(tmp, "stalled", n, env)
+    idfile = os.path.join(tmp, "id")
+    try:
+        check(job.wait_text(range(n), "ready", 30), "ranks not ready")
+        time.sleep(0.3)
+        coord.send_signal(signal.SIGSTOP)
+        open(idfile + ".go", "w").close()
+        # 100 timeouts would be 100 s; the bound is one timeout and change
+        done = job.wait_text(range(n), "loop done", 3 * timeout + 5)
+        progress = [([ln for ln in job.text("out", r).splitlines() if ln.startswith("calls")] or ["calls 0"])[-1]
+                    for r in range(n)]
+        coord.send_signal(signal.SIGCONT)
+        check(done, "100 strict calls not done %.0f s after the coordinator stopped: %s"
+              % (3 * timeout + 5, progress))
+        took = [float(job.text("out", r).split("loop done ")[1].split()[0]) for r in range(n)]
+        time.sleep(1.0)  # the coordinator catches up and answers what was sent meanwhile
+        open(idfile + ".cont", "w").close()
+        codes, _ = job.wait4(30)
+    finally:
+        job.kill_all()
+        coord.send_signal(signal.SIGCONT)
+        coord.kill()
+        coord.wait()
+        cerr.close()
+    job.show()
+    print("100 strict AllReduce with the coordinator stopped took %s s (NCCLTRACE_STRICT_TIMEOUT=%g)"
+          % (", ".join("%.2f" % t for t in took), timeout))
+    for r in range(n):
+        check(took[r] < 3 * timeout, "rank %d: 100 calls took %.2f s, more than 3 timeouts" % (r, took[r]))
+        err = job.text("err", r)
+        said = [ln for ln in err.splitlines() if "did not answer within NCCLTRACE_STRICT_TIMEOUT" in ln]
+        check(len(said) == 1, "rank %d: want one line saying the coordinator stopped answering: %s" % (r, said))
+        check(err.count("answers again; strict calls wait for it again") == 1, "rank %d: no line saying strict checking resumed" % r)
+        out = job.text("out", r)
+        check("mm invalid usage" in out and "after ok" in out,
+              "rank %d: after SIGCONT the planted mismatch was not refused: %s" % (r, out.splitlines()[-3:]))
+    check(codes == [0] * n, "exit codes %s" % codes)
+    print(said[0])
+
+
+def t_strict_board_cut(tmp):
+    # The board file truncated under 2 ranks in the middle of their strict
+    # calls (another process of ours, an administrator): the stores into it
+    # fault; the tracer takes the SIGBUS, the comm proceeds unchecked with
+    # one line per rank, and both ranks finish their 60 AllReduce.
+    env = {"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "20", "LOCAL_WORLD_SIZE": "2"}
+    job = Job(tmp, "steady", 2, env)
+    check(job.wait_text([0, 1], "ready", 30), "ranks not ready")
+    boards = [os.path.join(tmp, "rings", f) for f in os.listdir(os.path.join(tmp, "rings")) if f.endswith(".board")]
+    check(len(boards) == 1, "want one board: %s" % boards)
+    os.truncate(boards[0], 0)
+    codes, _ = job.wait4(20)
+    job.kill_all()
+    job.show()
+    check(codes == [0, 0], "exit codes %s, want [0, 0] (-7: SIGBUS on the board)" % codes)
+    for r in range(2):
+        err, out = job.text("err", r), job.text("out", r)
+        said = [ln for ln in err.splitlines() if "was cut under this process" in ln]
+        check(len(said) == 1, "rank %d: want one line saying the board was cut: %s" % (r, said))
+        check("done" in out, "rank %d did not finish its calls" % r)
+    print(said[0])
+
+
+def nofile_case(tmp, limit):
+    # 4 ranks under RLIMIT_NOFILE=limit, async check, rank 1 Broadcast where
+    # the others AllReduce.  Either every rank reports the mismatch, or
+    # (only allowed at 32) every rank says once that the check is off for
+    # lack of descriptors, naming RLIMIT_NOFILE and its value; never a
+    # silent check, nor "no coordinator answers" without the reason.
+    n = 4
+    # the application holds a quarter of the limit itself (its own files)
+    job = Job(tmp, "mismatch", n, {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
+                                   "XRANK_OPEN_FDS": str(limit // 4)}, nofile=limit)
+    verdict = "mismatch on comm"
+    named = "RLIMIT_NOFILE=%d" % limit
+    end = time.time() + 15
+    while time.time() < end:
+        errs = [job.text("err", r) for r in range(n)]
+        if all(verdict in e or named in e for e in errs) and all("hung" in job.text("out", r) for r in range(n)):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)  # a second line, if any, has come by now
+    job.kill_all()
+    job.show()
+    errs = [job.text("err", r) for r in range(n)]
+    got = ["verdict" if verdict in e else "limit named" if named in e else "nothing" for e in errs]
+    print("RLIMIT_NOFILE=%d: %s" % (limit, got))
+    for r, e in enumerate(errs):
+        lim_lines = [ln for ln in e.splitlines() if "RLIMIT_NOFILE" in ln]
+        check(verdict in e or (limit <= 32 and len(lim_lines) == 1 and named in lim_lines[0]),
+              "rank %d: no mismatch reported and no line naming %s: %r" % (r, named, e))
+        check(len(lim_lines) <= 1, "rank %d: more than one line about the descriptor limit: %s" % (r, lim_lines))
+        check("no coordinator answers" not in e or named in e,
+              "rank %d: 'no coordinator answers' without naming the descriptor limit" % r)
+
+
+def t_nofile_held(tmp):
+    # RLIMIT_NOFILE=32 with the application holding all but 10 of them
+    # from before init: the coordinator (rank 0) cannot take its peers and
+    # says so once, naming the limit.
+    n = 3
+    job = Job(tmp, "mismatch", n, {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
+                                   "XRANK_FREE_FDS": "10"}, nofile=32)
+    named = "RLIMIT_NOFILE=32"
+    ok = job.wait_text([0], named, 15, kind="err")
+    time.sleep(0.5)
+    job.kill_all()
+    job.show()
+    lim_lines = [ln for ln in job.text("err", 0).splitlines() if named in ln]
+    check(ok and len(lim_lines) == 1, "rank 0: want one line naming %s: %s" % (named, lim_lines))
+    print(lim_lines[0])
+
+
+def t_nofile_32(tmp):
+    nofile_case(tmp, 32)
+
+
+def t_nofile_64(tmp):
+    nofile_case(tmp, 64)
+
+
+def t_nofile_80(tmp):
+    nofile_case(tmp, 80)
+
+
 def main():
     for k in ("NTX_LIB", "NTX_EMU", "NTX_RANK"):
         if not os.environ.get(k):
@@ -324,8 +528,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ntx-hostile-")
     os.chmod(tmp, 0o755 if test == "agg_squat" else 0o700)
     try:
-        {"closefds": t_closefds, "flood": t_flood, "flood_mem": t_flood_mem, "agg_squat": t_agg_squat}[test](tmp)
+        {k[2:]: v for k, v in globals().items() if k.startswith("t_")}[test](tmp)
     finally:
+        for m in reversed(MOUNTS):
+            subprocess.run(["umount", "-l", m], capture_output=True)
         if os.environ.get("NTX_KEEP"):
             print("kept " + tmp)
         else:

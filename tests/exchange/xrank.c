@@ -31,6 +31,17 @@
  *   openloop  3 AllReduce, "ready", then for XRANK_LOOP_S seconds (4) opens
  *             32 files at a time and closes them again, with an AllReduce
  *             every 10 rounds; prints "open failures N"; exits 0
+ *   stalled   3 AllReduce, "ready", then waits for IDFILE.go (the driver
+ *             has stopped the coordinator), runs 100 AllReduce printing
+ *             "calls N T" after each (T: seconds since the first) and "loop
+ *             done T"; waits for IDFILE.cont (the coordinator answers
+ *             again), runs 5 AllReduce 20 ms apart, then rank 1 Broadcast
+ *             where the others AllReduce: prints "mm <ncclResult_t>", and
+ *             "after ok" when that was refused and an AllReduce after it
+ *             gives the right sum; "hung" when it was not refused
+ * XRANK_OPEN_FDS=N: N descriptors (/dev/null) held open from before init
+ * to exit, as an application's own files are.  XRANK_FREE_FDS=N: every
+ * descriptor but the N highest taken the same way.
  * XRANK_REUSE_ID=1: rank 0 reads IDFILE when it exists instead of making a
  * new id (a second job on the same communicator id).
  *
@@ -62,6 +73,20 @@ static void unique_id(const char *path, int rank, ncclUniqueId *id) {
   *id = share_id(dirname(d), basename(b), rank, 30);
 }
 
+/* Until the file at path exists (the driver's signal), at most 60 s. */
+static void wait_file(const char *path) {
+  for (int i = 0; i < 6000 && access(path, F_OK) != 0; i++)
+    sleep_ms(10);
+  if (access(path, F_OK) != 0)
+    NT_DIE("%s never came", path);
+}
+
+static double mono_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 static float *dbuf;
 static cudaStream_t stream;
 
@@ -90,6 +115,17 @@ int main(int argc, char **argv) {
   CUDA(cudaSetDevice(g_rank % 8));
   CUDA(cudaStreamCreate(&stream));
   CUDA(cudaMalloc((void **)&dbuf, 64 * sizeof(float)));
+  const char *ofds = getenv("XRANK_OPEN_FDS"), *ffds = getenv("XRANK_FREE_FDS");
+  for (int i = 0, n = ofds ? atoi(ofds) : 0; i < n; i++)
+    if (open("/dev/null", O_RDONLY) < 0)
+      NT_DIE("open /dev/null #%d: %s", i, strerror(errno));
+  if (ffds) { /* every descriptor but N taken: open until EMFILE, give N back */
+    int last = -1, fd;
+    while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+      last = fd;
+    for (int i = 0, n = atoi(ffds); i < n && last >= 3; i++)
+      close(last--);
+  }
   ncclUniqueId id;
   unique_id(argv[4], g_rank, &id);
   if (!strcmp(mode, "noinit") && g_rank == nranks - 1) {
@@ -121,6 +157,36 @@ int main(int argc, char **argv) {
     ncclResult_t r = ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream);
     printf("enqueued %s\n", ncclGetErrorString(r));
     sleep_ms(60000);
+    return 0;
+  }
+  if (!strcmp(mode, "stalled")) {
+    printf("ready\n");
+    char path[4200];
+    snprintf(path, sizeof path, "%s.go", argv[4]);
+    wait_file(path);
+    double t0 = mono_s();
+    for (int i = 1; i <= 100; i++) {
+      allreduce_checked(comm, nranks);
+      printf("calls %d %.3f\n", i, mono_s() - t0);
+    }
+    printf("loop done %.3f\n", mono_s() - t0);
+    snprintf(path, sizeof path, "%s.cont", argv[4]);
+    wait_file(path);
+    for (int i = 0; i < 5; i++) {
+      allreduce_checked(comm, nranks);
+      sleep_ms(20);
+    }
+    ncclResult_t r = g_rank == 1 ? ncclBroadcast(dbuf, dbuf, 64, ncclFloat32, 0, comm, stream)
+                                 : ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream);
+    printf("mm %s\n", ncclGetErrorString(r));
+    if (r != ncclInvalidUsage) {
+      printf("hung\n");
+      sleep_ms(60000);
+      return 0;
+    }
+    allreduce_checked(comm, nranks);
+    printf("after ok\n");
+    NCCL(ncclCommDestroy(comm));
     return 0;
   }
   if (!strcmp(mode, "handover")) {
