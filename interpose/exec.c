@@ -44,7 +44,7 @@ static int exec_begin(const char *what) {
    * mapping until it execs: its exec is not ours.  A fork child has no
    * ring (init.c), so nti_active() is already 0 there. */
   struct ntr_ring_header *h = nti_proc.ring.hdr;
-  if (h->pid != (int32_t)getpid())
+  if (h->pid != nti_pid_now())
     return 0;
   size_t n = what ? strlen(what) : 0;
   uint64_t pos;

@@ -30,8 +30,9 @@ static int take_exit(void) {
   if (!nti_active())
     return 0;
   /* A vfork child shares our memory and ring until it execs or _exits:
-   * it must not write evidence as if it were us. getpid is a syscall. */
-  if (nti_proc.ring.hdr->pid != (int32_t)getpid())
+   * it must not write evidence as if it were us (the raw getpid system
+   * call: a cached pid would be the parent's). */
+  if (nti_proc.ring.hdr->pid != nti_pid_now())
     return 0;
   return !__atomic_exchange_n(&exit_done, 1, __ATOMIC_ACQ_REL);
 }

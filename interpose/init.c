@@ -8,8 +8,9 @@
  * runs in a signal handler.
  *
  * Ring creation is lazy: the constructor only reads the configuration and
- * installs the signal/exit/fork hooks; the ring file appears at the first
- * NCCL lifecycle call (ncclGetUniqueId, an init, ...) or nccltrace_dump.
+ * installs the exit/fork hooks; the ring file, and with it our signal
+ * handlers (signals.c: nothing to dump before), appear at the first NCCL
+ * lifecycle call (ncclGetUniqueId, an init, ...) or nccltrace_dump.
  * Collectives always follow an init, so nothing of NCCL is missed; an
  * nccltrace_mark before the first NCCL call is not recorded.
  *
@@ -29,6 +30,7 @@
 #include "interpose/watchdog.h"
 #include "interpose/exchange.h"
 #include "interpose/pyframes.h"
+#include "recorder/diag.h"
 #include "recorder/dump.h"
 
 struct nti_global nti_proc;
@@ -97,17 +99,14 @@ void nti_activate(void) {
     if (r < 0) {
       nti_say("cannot create the ring in %s (%s); tracing is off", nti_cfg.ring_dir, strerror(-r));
     } else {
-      if (nti_proc.ring.note[0])
-        nti_say("%s", nti_proc.ring.note); /* the fallback taken, and why */
-      r = ntr_dump_init(&nti_proc.ring, nti_cfg.dir, nti_cfg.dump_mode);
-      if (r < 0)
-        nti_say("dumps to %s are unavailable (%s); the ring is still recorded", nti_cfg.dir,
-                strerror(-r));
-      else
+      nti_say_route_on(); /* lines fd 2 cannot take go to the ring from now on */
+      int dump_rc = ntr_dump_init(&nti_proc.ring, nti_cfg.dir, nti_cfg.dump_mode);
+      if (dump_rc == 0)
         nti_proc.dump_ready = 1;
-      if (r == 0 && ntr_dump_note()[0])
-        nti_say("%s", ntr_dump_note()); /* the private directory taken, and why */
       nti_py_setup(); /* a Python process: call sites and thread stacks */
+      /* Now that there is something to dump (before: every disposition the
+       * application's, untouched). */
+      nti_signals_install();
       /* Release pairs with nti_active()'s acquire: a thread that sees 1
        * sees the mapped ring; a thread that sees 0 merely passes one more
        * call through unrecorded. */
@@ -121,6 +120,15 @@ void nti_activate(void) {
       fast = fast && __atomic_load_n(&ntr_clock_use_tsc, __ATOMIC_RELAXED) > 0; /* its clock: rdtsc */
 #endif
       __atomic_store_n(&nti_proc.fast, fast, __ATOMIC_RELEASE);
+      /* Said once the ring is active: a line that fd 2 may not take is kept
+       * there (say_route.c). */
+      if (nti_proc.ring.note[0])
+        nti_say("%s", nti_proc.ring.note); /* the fallback taken, and why */
+      if (dump_rc < 0)
+        nti_say("dumps to %s are unavailable (%s); the ring is still recorded", nti_cfg.dir,
+                strerror(-dump_rc));
+      else if (ntr_dump_note()[0])
+        nti_say("%s", ntr_dump_note()); /* the private directory taken, and why */
     }
     __atomic_store_n(&activate_tried, 1, __ATOMIC_RELEASE);
   }
@@ -128,6 +136,7 @@ void nti_activate(void) {
 }
 
 static void fork_child(void) {
+  nti_signals_fork_child();
   if (!nti_active())
     return;
   /* Nothing may be written from here on: the parent's ring is still mapped
@@ -167,6 +176,8 @@ static void nti_init(void) {
   /* First: the real libc functions, before any handler of ours exists
    * (resolve.h: NTI_LIBC), and even when disabled (the wrappers still
    * forward). */
+  /* fd 2 now is the stderr our lines may go to (recorder/diag.h) */
+  ntr_diag_init();
   nti_libc_resolve();
   nti_config_load();
   if (nti_cfg.disable) {
@@ -179,7 +190,7 @@ static void nti_init(void) {
    * preloaded but never uses NCCL leaves nothing behind. */
   if (nti_cfg.stacks)
     nti_proc.sites = NTI_SITES_NATIVE;
-  nti_signals_install();
+  nti_signals_load(); /* the handlers themselves come with the ring */
   nti_exit_install();
   nti_fork_install();
   if (pthread_key_create(&exit_key, thread_exit) == 0)

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <string.h>
 #include <pthread.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 #include <nccl.h>
 #include "interpose/nccl_devapi.h"
 
@@ -126,14 +128,31 @@ static inline uint32_t nti_tid(void) {
 }
 
 /* One `nccltrace: ...` line on stderr: formatted into a stack buffer and
- * written with one write(2) (no stdio buffering, no locks). Not for signal
- * handlers (vsnprintf); those use nti_say_raw. */
+ * written with one write (no stdio buffering, no locks) by recorder/diag.h,
+ * which never writes into an fd 2 that is not the process's stderr any
+ * more (say_route.c takes those lines), never blocks and never raises
+ * SIGPIPE or SIGXFSZ.  Not for signal handlers (vsnprintf); those use
+ * nti_say_raw, which takes a whole line, "nccltrace: " and newline included. */
 void nti_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void nti_say_raw(const char *s); /* async-signal-safe */
+/* Lines that fd 2 may no longer take go to the ring and the dump
+ * directory's log from now on (say_route.c); once the ring is open. */
+void nti_say_route_on(void);
 
 /* ----------------------------------------------------- setup (init.c) -- */
 
-void nti_signals_install(void); /* signals.c */
+/* signals.c: nti_signals_load at load (who owns the table, what was
+ * ignored); nti_signals_install once the ring exists (nti_activate): until
+ * there is something to dump, every signal keeps the application's
+ * disposition in the kernel, untouched.  nti_signals_fork_child from the
+ * atfork child handler (the child owns its copy of the table). */
+void nti_signals_load(void);
+void nti_signals_install(void);
+void nti_signals_fork_child(void);
+/* The pid of this process now: the raw system call, never a cached value
+ * (a vfork child shares our memory, cached pids included).
+ * Async-signal-safe. */
+static inline int32_t nti_pid_now(void) { return (int32_t)syscall(SYS_getpid); }
 void nti_exit_install(void);    /* exit.c */
 void nti_fork_install(void);
 void nti_first_comm(void); /* start watchdog + exchange once */

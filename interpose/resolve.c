@@ -22,6 +22,7 @@
 
 #include "interpose/nti.h"
 #include "interpose/resolve.h"
+#include "recorder/diag.h"
 
 #define NT_COLL(name, ...) nti_fn_##name##_t nti_real_##name;
 #define NT_P2P NT_COLL
@@ -50,33 +51,20 @@ static void *nccl_handle;      /* fallback library handle, under handle_lock */
 static int handle_tried;       /* under handle_lock */
 static int missing_said[NTI_FN_COUNT]; /* one message per missing function */
 
+/* Both go through recorder/diag.h: one write per line (lines of several
+ * ranks never interleave mid-line), never into an fd 2 that is not our
+ * stderr any more, never blocking, never raising SIGPIPE or SIGXFSZ. */
 void nti_say(const char *fmt, ...) {
-  char buf[1024];
-  int saved = errno;
-  int n = snprintf(buf, sizeof buf, "nccltrace: ");
   va_list ap;
   va_start(ap, fmt);
-  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  ntr_diag_vsay("nccltrace: ", fmt, ap);
   va_end(ap);
-  if (m < 0)
-    m = 0;
-  n += m;
-  if (n > (int)sizeof buf - 2)
-    n = (int)sizeof buf - 2;
-  buf[n++] = '\n';
-  /* One write(2): lines of several ranks never interleave mid-line. */
-  ssize_t w = write(2, buf, (size_t)n);
-  (void)w;
-  errno = saved;
 }
 
 void nti_say_raw(const char *s) {
-  /* Async-signal-safe: strlen and write(2) only; errno saved because the
-   * interrupted code may be between a failing call and its errno check. */
-  int saved = errno;
-  ssize_t w = write(2, s, strlen(s));
-  (void)w;
-  errno = saved;
+  /* Async-signal-safe: strlen and ntr_diag_write (which keeps errno: the
+   * interrupted code may be between a failing call and its errno check). */
+  ntr_diag_write(s, strlen(s));
 }
 
 uint32_t nti_tid_slow(void) {

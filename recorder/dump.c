@@ -27,6 +27,7 @@
 
 #include "recorder/clock.h"
 #include "recorder/names.h"
+#include "recorder/diag.h"
 #include "recorder/safedir.h"
 #include "recorder/util.h"
 
@@ -314,6 +315,38 @@ static int dump_names(char *final, char *tmp, size_t cap, const struct ntr_ring_
   ntr_sb_str(&sb, final);
   ntr_sb_str(&sb, ".tmp");
   return sb.overflow ? -ENAMETOOLONG : 0;
+}
+
+int ntr_dump_log(const struct ntr_ring_header *hdr, const char *line, size_t len) {
+  if (!dump_state.ready || !hdr)
+    return -ENODEV;
+  /* A plain copy: a dump that reopens the directory meanwhile may change
+   * sd under us; a torn copy fails the identity check and the line is dropped. */
+  struct ntr_safedir sd = dump_state.sd;
+  if (!ntr_safedir_valid(&sd))
+    return -EBADF;
+  char name[256];
+  struct ntr_sb sb;
+  ntr_sb_init(&sb, name, sizeof name);
+  ntr_sb_str(&sb, "nccltrace-");
+  ntr_sb_component(&sb, hdr->job_id[0] ? hdr->job_id : "nojob", sizeof hdr->job_id);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_component(&sb, hdr->host, sizeof hdr->host);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_i64(&sb, hdr->pid);
+  ntr_sb_str(&sb, ".log");
+  if (sb.overflow)
+    return -ENAMETOOLONG;
+  int fd = openat(sd.fd, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                  dump_state.mode ? dump_state.mode : 0600);
+  if (fd < 0)
+    return -errno;
+  struct stat st;
+  int rc = -EPERM;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1)
+    rc = ntr_diag_write_file(fd, line, len);
+  close(fd);
+  return rc;
 }
 
 /* -------------------------------------------------------------- write -- */

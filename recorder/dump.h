@@ -32,6 +32,17 @@ const char *ntr_dump_note(void);
 /* The dump directory in use: NCCLTRACE_DIR, or its private replacement. */
 const char *ntr_dump_dir(void);
 
+/* Append one line (the tracer's own, which the stderr of the process
+ * could not take: recorder/diag.h) to <dir>/nccltrace-<job>-<host>-<pid>.log,
+ * created with the dumps' mode.  The file is opened for each line and
+ * closed again (no descriptor is kept); O_NOFOLLOW and O_NONBLOCK, and it
+ * is written only when it is a regular file of ours with one link (a
+ * planted symlink, FIFO or hard link is never written through).  SIGXFSZ
+ * is held off as for dumps.  Async-signal-safe once ntr_dump_init ran; it
+ * uses the directory fd only while it is still the one opened (no reopen:
+ * that is a dump's, under its busy flag).  @return 0 or -errno. */
+int ntr_dump_log(const struct ntr_ring_header *hdr, const char *line, size_t len);
+
 /* In a fork child: forget a dump another parent thread had in progress
  * (its busy flag was copied by fork; no dump runs in the child yet). */
 void ntr_dump_reset_child(void);

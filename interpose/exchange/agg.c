@@ -21,6 +21,7 @@
 #include "interpose/exchange/check.h"
 #include "interpose/exchange/clocksync.h"
 #include "interpose/exchange/wire.h"
+#include "recorder/diag.h"
 
 #define EV_LISTEN UINT64_MAX
 #define EV_WAKE (UINT64_MAX - 1)
@@ -514,8 +515,8 @@ static void local_accept(struct ntx_agg *a) {
     uint32_t uid;
     if (!peer_is_us(fd, &pid, &uid)) {
       if (!a->said_uid)
-        fprintf(stderr, "nccltrace: node aggregator @%s: refused a connection from pid %d of uid %u (not "
-                        "ours: only processes of uid %u are served)\n",
+        ntr_diag_say("nccltrace: ", "node aggregator @%s: refused a connection from pid %d of uid %u (not "
+                     "ours: only processes of uid %u are served)",
                 a->name, (int)pid, (unsigned)uid, (unsigned)geteuid());
       a->said_uid = 1;
       a->st.refused_uid++;
@@ -693,8 +694,8 @@ static void agg_run(struct ntx_agg *a) {
     if (a->dead || !ntx_wake_ok(&a->wake) || !ntx_ep_is(a->ep, &a->epid, a->wake.r, EPOLLIN, EV_WAKE) ||
         !ntx_fd_is(a->lfd, &a->lid)) {
       /* the application closed our descriptors: stop, touching none of them */
-      fprintf(stderr, "nccltrace: the node aggregator's descriptors were closed by the application (listening "
-                      "socket fd %d, epoll fd %d); it stops\n", a->lfd, a->ep);
+      ntr_diag_say("nccltrace: ", "the node aggregator's descriptors were closed by the application (listening "
+                   "socket fd %d, epoll fd %d); it stops", a->lfd, a->ep);
       a->dead = 1;
       break;
     }
@@ -795,7 +796,7 @@ void ntx_agg_stop(struct ntx_agg *a) {
     __atomic_store_n(&a->stop, 1, __ATOMIC_RELEASE);
     ntx_wake_poke(&a->wake); /* not ours any more: the loop sees the flag within 50 ms */
     if (ntx_join_within(a->thread, JOIN_S) != 0) {
-      fprintf(stderr, "nccltrace: the node aggregator thread did not stop within %.1f s; left running\n", JOIN_S);
+      ntr_diag_say("nccltrace: ", "the node aggregator thread did not stop within %.1f s; left running", JOIN_S);
       return; /* its memory and descriptors stay with it */
     }
   }

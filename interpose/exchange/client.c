@@ -17,6 +17,7 @@
  * client_conn.c.  Shared internals: client_int.h.
  */
 #include "interpose/exchange.h"
+#include "recorder/diag.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,21 +56,14 @@ double ntx_cl_now(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* One `nccltrace:` line with a single write(2): lines of several threads
- * and processes do not interleave mid-line. */
+/* One `nccltrace:` line with a single write (recorder/diag.h): lines of
+ * several threads and processes do not interleave mid-line. */
 void ntx_cl_say(const char *fmt, ...) {
-  char b[NTX_TEXT_MAX + 64];
-  int n = snprintf(b, sizeof b, "nccltrace: ");
+  _Static_assert(NTX_TEXT_MAX + 64 <= NTR_DIAG_LINE_MAX, "a verdict's text fits one diag line");
   va_list ap;
   va_start(ap, fmt);
-  int m = vsnprintf(b + n, sizeof b - (size_t)n - 1, fmt, ap);
+  ntr_diag_vsay("nccltrace: ", fmt, ap);
   va_end(ap);
-  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-  if (len > sizeof b - 2)
-    len = sizeof b - 2;
-  b[len++] = '\n';
-  ssize_t w = write(2, b, len);
-  (void)w; /* stderr closed: nothing better to do */
 }
 
 int ntx_cl_once(int *flag) { return !__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED); }

@@ -136,7 +136,7 @@ struct ntx_client {
 extern struct ntx_client ntx_cl;
 
 double ntx_cl_now(void);
-/* One `nccltrace:` line with a single write(2). */
+/* One `nccltrace:` line with a single write (recorder/diag.h). */
 void ntx_cl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int ntx_cl_once(int *flag); /* 1 the first time for *flag (atomic exchange) */
 struct ntx_reg *ntx_cl_reg_find(uint64_t comm_id); /* pre: mu held */

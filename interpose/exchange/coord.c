@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -18,6 +20,7 @@
 #include "interpose/exchange/clocksync.h"
 #include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
+#include "recorder/diag.h"
 
 #define EV_LISTEN UINT64_MAX
 #define EV_WAKE (UINT64_MAX - 1)
@@ -241,6 +244,24 @@ static void conn_send(struct ntx_coord *co, uint32_t id, uint8_t type, const voi
   conn_flush(co, id);
 }
 
+/* One "nccltrace coord:" line into cfg.log.  stderr (the embedded
+ * coordinator with NCCLTRACE_VERBOSE, or a standalone one told so) is the
+ * tracer's stderr: written as every tracer line is (recorder/diag.h). */
+static void coord_log(struct ntx_coord *co, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void coord_log(struct ntx_coord *co, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (co->cfg.log == stderr) {
+    ntr_diag_vsay("nccltrace coord: ", fmt, ap);
+  } else {
+    fputs("nccltrace coord: ", co->cfg.log);
+    vfprintf(co->cfg.log, fmt, ap);
+    fputc('\n', co->cfg.log);
+    fflush(co->cfg.log);
+  }
+  va_end(ap);
+}
+
 static void on_verdict(void *ctx, uint32_t client, uint32_t kind, uint64_t comm_id, uint64_t seq,
                        int32_t peer, int64_t aux, const char *field, const char *text) {
   struct ntx_coord *co = ctx;
@@ -252,9 +273,8 @@ static void on_verdict(void *ctx, uint32_t client, uint32_t kind, uint64_t comm_
     /* every rank of a comm is told; the log says it once */
     uint64_t h = ntx_siphash(&co->cfg.key, text, strlen(text));
     if (h != co->last_log_hash)
-      fprintf(co->cfg.log, "nccltrace coord: %s\n", text);
+      coord_log(co, "%s", text);
     co->last_log_hash = h;
-    fflush(co->cfg.log);
   }
 }
 
@@ -275,7 +295,7 @@ static void conn_close(struct ntx_coord *co, uint32_t id, int lost, const char *
     ntx_check_client_gone(co->chk, id, !lost, now_s());
   }
   if (why && co->cfg.log)
-    fprintf(co->cfg.log, "nccltrace coord: closed connection %u: %s\n", id, why);
+    coord_log(co, "closed connection %u: %s", id, why);
   if (c->state == C_HANDSHAKE)
     co->pending--;
   co->in_total -= c->in_cap;
@@ -663,8 +683,8 @@ static int loop_fds_ok(struct ntx_coord *co) {
       ntx_fd_is(co->lfd, &co->lid))
     return 1;
   if (!co->said_dead)
-    fprintf(stderr, "nccltrace: the coordinator's descriptors were closed by the application (listening socket "
-                    "fd %d, epoll fd %d); the coordinator stops and its ranks continue unchecked\n", co->lfd, co->ep);
+    ntr_diag_say("nccltrace: ", "the coordinator's descriptors were closed by the application (listening socket "
+                 "fd %d, epoll fd %d); the coordinator stops and its ranks continue unchecked", co->lfd, co->ep);
   co->said_dead = 1;
   co->dead = 1;
   return 0;
@@ -744,7 +764,7 @@ void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
     if (ntx_join_within(co->thread, 0.5) != 0) {
       /* stuck (or descheduled for long): left running with its memory and
        * descriptors; the process is going anyway */
-      fprintf(stderr, "nccltrace: the coordinator thread did not stop within 0.5 s; left running\n");
+      ntr_diag_say("nccltrace: ", "the coordinator thread did not stop within 0.5 s; left running");
       return;
     }
   }

@@ -4,7 +4,9 @@
 
 Each test runs tests/interpose/hostile.c under LD_PRELOAD=libnccltrace.so on
 the CPU emulator and checks what the tracer did with its ring, its dump
-directory and the environment it recorded.  One test per invocation:
+directory and the environment it recorded; the round-two cases of its own
+stderr lines and signals (issue 27) run tests/interpose/diag.c, traced and
+untraced.  One test per invocation:
 
   hostile_e2e.py TEST   (paths come from the environment, as interpose_e2e.py)
 
@@ -304,6 +306,154 @@ def t_env_secrets():
     print("env recorded: %s" % sorted(envd))
 
 
+# ------------------------------------------- round two (issue 27): diag --
+# tests/interpose/diag.c; docs/reliability.md, "Hostile world, round two".
+
+
+def run_diag(args, env, timeout=60, **kw):
+    """Run diag with args; (returncode or None on a hang, stdout, stderr)."""
+    try:
+        r = subprocess.run([E["diag"]] + args, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+        return r.returncode, r.stdout, r.stderr
+    except subprocess.TimeoutExpired as x:
+        return None, x.stdout or "", x.stderr or ""
+
+
+def untraced_env(**extra):
+    env = base_env(**extra)
+    env.pop("LD_PRELOAD")
+    return env
+
+
+def t_fd2_reused():
+    # Item 5: the application closed stderr and opened a data file as fd 2.
+    # The tracer's lines (a SIGUSR1 dump, the exit dump) must not land in it:
+    # they go to a Note in the ring and a log file in the dump directory.
+    data = os.path.join(TMP, "data.txt")
+    rc, o, e = run_diag(["fd2", data], base_env())
+    check(rc == 0 and "ok" in o, "exited %s: %s %s" % (rc, o, e))
+    with open(data) as f:
+        text = f.read()
+    check(text == "data 1\ndata 2\n", "the application's data file holds tracer lines: %r" % text)
+    dumpdir = os.path.join(TMP, "dumps")
+    logs = glob.glob(os.path.join(dumpdir, "nccltrace-*.log"))
+    check(len(logs) == 1, "want one log file in the dump directory: %s" % os.listdir(dumpdir))
+    with open(logs[0]) as f:
+        log = f.read().splitlines()
+    check(len(log) == 2 and all(ln.startswith("nccltrace: dump written:") for ln in log),
+          "want both dump lines in the log: %s" % log)
+    check(stat.S_IMODE(os.stat(logs[0]).st_mode) & 0o077 == 0, "the log file is readable by others")
+    dumps = exit_dumps(dumpdir, int(logs[0].rsplit("-", 1)[1][:-4]))
+    check(len(dumps) == 1, "no exit dump")
+    notes = [r for r in json.loads(decode(dumps[0]))["records"] if r["kind"] == "Note"]
+    check(any("dump written" in json.dumps(r) for r in notes), "no Note for the SIGUSR1 dump's line: %s" % notes)
+    print("data file clean; %s: %s" % (os.path.basename(logs[0]), log[0][:60]))
+
+
+def diag_stderr_cases():
+    """The three stderr traps of item 7: (name, stderr fd, preexec, cleanup)."""
+    cases = []
+    r, w = os.pipe()
+    os.close(r)  # a dead tee
+    cases.append(("dead pipe", w, None, [w]))
+    log = os.path.join(TMP, "full.log")
+    with open(log, "wb") as f:
+        f.write(b"x" * 65536)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+
+    def fsize():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+    cases.append(("file at ulimit -f", fd, fsize, [fd]))
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"y" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(w, True)
+    cases.append(("full pipe, reader alive", w, None, [r, w]))
+    return cases
+
+
+def t_stderr_traps():
+    # Item 7: no tracer line may kill (SIGPIPE 141, SIGXFSZ 153) or block
+    # the job; a failed line is dropped.  A bad NCCLTRACE_* value adds a line
+    # at load, before the first NCCL call.  Untraced, each case exits 0.
+    for name, fd, pre, close in diag_stderr_cases():
+        for traced in (False, True):
+            env = base_env(NCCLTRACE_TIMEOUT="bogus") if traced else untraced_env()
+            p = subprocess.Popen([E["diag"], "lines"], env=env, stdout=subprocess.PIPE, stderr=fd, text=True,
+                                 preexec_fn=pre)
+            try:
+                o, _ = p.communicate(timeout=30)
+                rc = p.returncode
+            except subprocess.TimeoutExpired:
+                p.kill()
+                o, _ = p.communicate()
+                rc = None
+            what = "traced" if traced else "untraced"
+            check(rc is not None, "%s, %s: hung (killed after 30 s): %s" % (name, what, o))
+            check(rc == 0 and "ok" in o, "%s, %s: exit %s (want 0): %s" % (name, what, rc, o))
+        for x in close:
+            os.close(x)
+        print("%s: traced and untraced exit 0" % name)
+
+
+def t_vfork_sigaction():
+    # Item 6: a vfork child that resets SIGTERM/SIGUSR1 to SIG_DFL before
+    # exec (CPython's _posixsubprocess) must not change its parent's
+    # handlers, which share the tracer's memory with it.
+    for traced in (False, True):
+        rc, o, e = run_diag(["vfork"], base_env() if traced else untraced_env())
+        check(rc == 0 and "ok" in o, "%s: exit %s (want 0: its handlers ran): %s %s" %
+              ("traced" if traced else "untraced", rc, o, e))
+    print("vfork child reset SIGTERM/SIGUSR1: parent's handlers still run, traced and untraced")
+
+
+def sig_caught(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for ln in f:
+            if ln.startswith("SigCgt:"):
+                return int(ln.split()[1], 16)
+    return 0
+
+
+def t_usr1_no_nccl():
+    # Item 12: a process under the preload that never calls NCCL (sleep, a
+    # shell, python) keeps the default actions: SIGUSR1 kills it as untraced
+    # (138), and it has no handler of ours.  A fork child of a traced process
+    # that makes no NCCL call of its own dies of SIGUSR1 too.
+    import signal
+    progs = [[E["diag"], "idle"], [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"]]
+    for argv in progs:
+        for traced in (False, True):
+            env = base_env() if traced else untraced_env()
+            p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            check(p.stdout.readline().strip() == "ready", "%s did not start" % argv[0])
+            caught = sig_caught(p.pid)
+            p.send_signal(signal.SIGUSR1)
+            rc, o, e = finish(p, timeout=15)
+            what = "%s %s" % ("traced" if traced else "untraced", os.path.basename(argv[0]))
+            check(rc == -signal.SIGUSR1, "%s: SIGUSR1 gave %s, want death by SIGUSR1: %s" % (what, rc, e))
+            if traced:
+                for s in (signal.SIGUSR1, signal.SIGTERM, signal.SIGSEGV):
+                    check(not caught & (1 << (s - 1)), "%s: a handler for %s before any NCCL call" % (what, s.name))
+    # sleep, started by the shell under the preload: exit status 138 as untraced
+    r = subprocess.run(["sh", "-c", "sleep 30 & p=$!; sleep 0.5; kill -USR1 $p; wait $p; echo $?"],
+                       env=base_env(), capture_output=True, text=True, timeout=60)
+    check(r.stdout.strip() == "138", "LD_PRELOAD sleep, kill -USR1: exit %r, want 138: %s" % (r.stdout, r.stderr))
+    p = subprocess.Popen([E["diag"], "forkidle"], env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    ln = p.stdout.readline().split()
+    check(len(ln) == 2 and ln[0] == "ready", "forkidle did not start: %s" % ln)
+    os.kill(int(ln[1]), signal.SIGUSR1)
+    rc, o, e = finish(p, timeout=15)
+    check(rc == 0 and "child signal %d" % signal.SIGUSR1 in o, "fork child without NCCL: %s %s" % (o, e))
+    print("SIGUSR1 kills diag idle, python, sleep and a fork child without NCCL, traced as untraced")
+
+
 TESTS = {k[2:]: v for k, v in globals().items() if k.startswith("t_")}
 
 
@@ -312,7 +462,7 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
         print("usage: hostile_e2e.py {%s}" % ",".join(sorted(TESTS)), file=sys.stderr)
         return 1
-    for k in ("lib", "emu", "tool", "hostile"):
+    for k in ("lib", "emu", "tool", "hostile", "diag"):
         E[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
     E["prog"] = E["hostile"]
     if os.environ.get("NTI_TEST_SANITIZED", "none") not in ("", "none"):
