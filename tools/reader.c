@@ -471,6 +471,18 @@ static int ring_pid_alive(const struct ntr_ring_header *h) {
 
 /* ---------------------------------------------------------- entry points -- */
 
+static __thread struct {
+  dev_t dev;
+  ino_t ino;
+  int on;
+} expect;
+
+void ntt_input_expect(dev_t dev, ino_t ino, int on) {
+  expect.dev = dev;
+  expect.ino = ino;
+  expect.on = on;
+}
+
 int ntt_open_input(const char *path, struct stat *st, char *err, size_t errlen) {
   /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
    * whatever is not a regular file is refused before anything is read. */
@@ -481,6 +493,10 @@ int ntt_open_input(const char *path, struct stat *st, char *err, size_t errlen) 
     int e = errno;
     close(fd);
     return ntt_fail(err, errlen, path, "%s", strerror(e));
+  }
+  if (expect.on && S_ISREG(st->st_mode) && (st->st_dev != expect.dev || st->st_ino != expect.ino)) {
+    close(fd);
+    return ntt_fail(err, errlen, path, "replaced since it was listed (another file under its name): refused");
   }
   if (!S_ISREG(st->st_mode)) {
     close(fd);
@@ -496,6 +512,17 @@ int ntt_open_input(const char *path, struct stat *st, char *err, size_t errlen) 
   return fd;
 }
 
+/* Why a file whose first 8 bytes are neither magic is refused: a zstd
+ * frame (or skippable frame) is named, since a *.zst of another program
+ * (a dataset shard) is the usual stranger in a dump directory. */
+static const char *not_ours(const unsigned char *b) {
+  if (memcmp(b, "\x28\xb5\x2f\xfd", 4) == 0)
+    return "not a nccltrace dump: a zstd frame of another program (a dump starts with the nccltrace preamble)";
+  if ((b[0] & 0xf0) == 0x50 && memcmp(b + 1, "\x2a\x4d\x18", 3) == 0)
+    return "not a nccltrace dump: a zstd skippable frame of another program";
+  return "bad magic: not a nccltrace ring file or dump";
+}
+
 /* Magic and version of the input's first 12 bytes (len >= 12). */
 static int check_magic(const unsigned char *b, size_t len, const char *name, int *dump, char *err, size_t errlen) {
   if (len < 8)
@@ -503,7 +530,7 @@ static int check_magic(const unsigned char *b, size_t len, const char *name, int
   int ring = memcmp(b, NTR_RING_MAGIC, 8) == 0;
   *dump = memcmp(b, NTR_DUMP_MAGIC, 8) == 0;
   if (!ring && !*dump)
-    return ntt_fail(err, errlen, name, "bad magic: not a nccltrace ring file or dump");
+    return ntt_fail(err, errlen, name, "%s", not_ours(b));
   if (len < 12)
     return ntt_fail(err, errlen, name, "truncated: file has %zu bytes, no format version", len);
   uint32_t version;
@@ -685,6 +712,14 @@ int ntt_image_probe(const char *path, struct ntr_ring_header *hdr, uint64_t *nee
       rc = ntt_header_sanitize(hdr, 1, why, sizeof why);
       /* Two windows of slots and the records kept (at most the file). */
       *need = 2 * len + 2 * NTT_WIN_SLOTS * sizeof(struct ntr_record);
+    }
+    /* Neither magic: not ours, whatever follows (a dataset shard of
+     * gigabytes named *.zst).  Nothing more is read, and a load reads no
+     * more than its magic: that is all it may take. */
+    if (memcmp(buf, NTR_DUMP_MAGIC, 8) != 0 && memcmp(buf, NTR_RING_MAGIC, 8) != 0) {
+      *need = 64u << 10;
+      snprintf(why, sizeof why, "%s", not_ours(buf));
+      break;
     }
     if (rc == 0 || want >= len || want >= NTT_PEEK_MAX)
       break;

@@ -12,6 +12,7 @@
 #define NTT_READER_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "recorder/format.h"
 
 struct ntt_image {
@@ -74,6 +75,13 @@ int ntt_image_peek(const char *path, struct ntr_ring_header *hdr, char *err, siz
  * budget memory before loading.  Set (to the file size) even when the
  * header cannot be read. */
 int ntt_image_probe(const char *path, struct ntr_ring_header *hdr, uint64_t *need, char *err, size_t errlen);
+
+/* The file the calling thread's next opens must be (device and inode, as
+ * a directory listing saw it; NULL: any).  A caller that judged a file by
+ * its stat (analyze: its owner) makes the reader refuse another file put
+ * under the same name in between.  Thread-local: set before, cleared
+ * after, on the thread that reads. */
+void ntt_input_expect(dev_t dev, ino_t ino, int on);
 
 /* A buffer a caller keeps across loads (one per thread, per image it
  * holds at once) so that a dump is decompressed in one call straight into

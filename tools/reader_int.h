@@ -18,8 +18,11 @@
 #define NTT_MAX_PAYLOAD (4ull << 30)
 /* A dump is read into memory whole: at most a stored (raw) 4 GiB payload. */
 #define NTT_READ_MAX (NTT_MAX_PAYLOAD + (1ull << 20))
-/* ntt_image_peek reads at most this much of a file to find its header. */
-#define NTT_PEEK_MAX (1ull << 30)
+/* ntt_image_peek reads at most this much of a file to find its header:
+ * a dump's HEADER section is the payload's first (docs/dump-format.md),
+ * inside the frame's first block (128 KiB at most); reading on would
+ * only cost memory outside analyze's budget. */
+#define NTT_PEEK_MAX (1ull << 20)
 
 /* Open an input for reading without blocking on a FIFO or device: anything
  * but a regular file is refused with a reason naming what it is.

@@ -734,7 +734,7 @@ def t_files():
     # NCCL_*, CUDA_* and the launcher's rank variables (recorder/env.c), nothing else
     allowed = re.compile(r"^(NCCL_|CUDA_)|^(RANK|LOCAL_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_RANK|OMPI_COMM_WORLD_\w+|"
                          r"PMI_RANK|PMI_SIZE|PMI_LOCAL_RANK|PMIX_RANK|SLURM_PROCID|SLURM_LOCALID|SLURM_NTASKS|"
-                         r"SLURM_NODEID)$")
+                         r"SLURM_NODEID|TORCHELASTIC_RESTART_COUNT|SLURM_RESTART_COUNT)$")
     for k in d["env"]:
         check(allowed.search(k), "environment variable %s recorded" % k)
     for k in ("NCCL_DEBUG", "NCCL_PROTO", "CUDA_VISIBLE_DEVICES"):

@@ -17,6 +17,11 @@ One CASE per meson test:
             truncating and extending: no run dies of a signal
   escape    header fields with ESC [2J and newlines, and a file name with
             ESC, reach no output of decode, analyze or status raw
+  foreign   a 200 MiB zstd file of another program (a dataset shard) next
+            to a dump: analyze names it in one line and its peak RSS stays
+            under --max-memory 64M (the magic is checked before reading on)
+  deep      a dump 40 directories down: the directory past the 32-level
+            limit is named in one line, the dump at the top still analyzed
 
 Exit 0 pass, 1 fail, 77 skip.
 """
@@ -93,7 +98,7 @@ def case_bomb(d):
     run(MKFIX, "dump", os.path.join(good, "r1.zst"), "--rank", "1", "--pid", "4243")
     # 1 GiB of empty records in a 33 KB file, from a ring of 64 slots.
     geo = os.path.join(good, "bomb.zst")
-    run(MKFIX, "bomb", geo, "--zeros", str((1 << 30) // 128), "--pid", "999")
+    run(MKFIX, "bomb", geo, "--zeros", str((1 << 30) // 128), "--pid", "999", "--rank", "2")  # its own rank
     check(os.path.getsize(geo) < 100000, "the bomb is small: %d bytes" % os.path.getsize(geo))
     t = time.time()
     p = timed(NT, "decode", geo, timeout=20)
@@ -189,6 +194,63 @@ def case_escape(d):
         no_raw_control(p.stdout, "%s stdout" % args[0])
         no_raw_control(p.stderr, "%s stderr" % args[0])
         check(p.returncode in (0, 2) and p.stdout + p.stderr, "%s ran: %d" % (args[0], p.returncode))
+
+
+def zstd_frame(path, mib):
+    """A valid zstd frame of mib MiB of zeros in raw blocks: as large on disk
+    as a real shard, written in a fraction of a second."""
+    block = 128 << 10
+    hdr = (block << 3).to_bytes(3, "little")  # raw block, not last
+    last = ((block << 3) | 1).to_bytes(3, "little")
+    zeros = bytes(block)
+    n = (mib << 20) // block
+    with open(path, "wb") as f:
+        f.write(b"\x28\xb5\x2f\xfd\x00\x38")  # magic; no content size; 128 KiB window
+        for i in range(n):
+            f.write(last if i == n - 1 else hdr)
+            f.write(zeros)
+
+
+def run_rss(*args):
+    """Run a command; @return (exit status, stdout, stderr, peak RSS in KiB)."""
+    with tempfile.TemporaryFile() as o, tempfile.TemporaryFile() as e:
+        p = subprocess.Popen(list(args), stdout=o, stderr=e)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        o.seek(0)
+        e.seek(0)
+        return p.returncode, o.read().decode(errors="replace"), e.read().decode(errors="replace"), ru.ru_maxrss
+
+
+def case_foreign(d):
+    run(MKFIX, "dump", os.path.join(d, "r0.zst"))
+    shard = os.path.join(d, "shard-00001.zst")
+    zstd_frame(shard, 200)
+    if shutil.which("zstd"):
+        check(subprocess.run(["zstd", "-tq", shard]).returncode == 0, "the shard is a valid zstd frame")
+    rc, out, err, rss = run_rss(NT, "analyze", "--max-memory", "64M", d)
+    lines = [ln for ln in err.splitlines() if "shard-00001.zst" in ln]
+    check(rc == 2 and len(lines) == 1 and "zstd" in lines[0] and "not a nccltrace" in lines[0],
+          "one line names the foreign zstd file: %d %r" % (rc, err))
+    check("inputs: 2 files, 1 process" in out, "the dump next to it is analyzed: %r" % out[-300:])
+    check(rss < 64 * 1024, "peak RSS %d KiB stays under --max-memory 64M" % rss)
+
+
+def case_deep(d):
+    run(MKFIX, "dump", os.path.join(d, "r0.zst"))
+    deep = d
+    for i in range(40):
+        deep = os.path.join(deep, "l%d" % i)
+    os.makedirs(deep)
+    run(MKFIX, "dump", os.path.join(deep, "r1.zst"), "--rank", "1", "--pid", "4243")
+    p = timed(NT, "analyze", d, timeout=15)
+    if p:
+        lines = [ln for ln in p.stderr.splitlines() if "deep" in ln]
+        cut = os.path.join(d, *["l%d" % i for i in range(33)])
+        check(len(lines) == 1 and lines[0].startswith("nccltrace: %s: " % cut),
+              "one line names the directory past the depth limit (%s): %r" % (cut, p.stderr))
+        check(p.returncode == 2, "evidence left unread makes the exit status 2: %d" % p.returncode)
+        check("inputs: 1 file, 1 process" in p.stdout, "the dump at the top is analyzed: %r" % p.stdout[-300:])
 
 
 def users():

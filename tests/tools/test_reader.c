@@ -7,11 +7,15 @@
  * of a ring and of a dump is refused (strict) or salvaged without a crash;
  * thousands of random corruptions never crash and always leave terminated
  * header strings and in-range counts (run under ASan+UBSan in the sanitize
- * suite).  Exit 0 pass, 1 fail.
+ * suite); a file replaced under its name after it was listed
+ * (ntt_input_expect) is refused by the probe and the load.  Exit 0 pass,
+ * 1 fail.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "fixture.h"
 #include "tools/reader.h"
 #include "tests/nt_test.h"
@@ -141,6 +145,35 @@ static void test_flips(const unsigned char *orig, size_t len, size_t span, int i
   free(buf);
 }
 
+/* What analyze judged by its owner is what it reads: a file renamed over
+ * the listed one (a group member in a team directory) is refused. */
+static void test_replaced(const unsigned char *dump, size_t dlen) {
+  char dir[] = "/tmp/ntt-replaced-XXXXXX", a[64], b[64], err[256];
+  if (!mkdtemp(dir)) {
+    NT_CHECK(0, "mkdtemp");
+    return;
+  }
+  snprintf(a, sizeof a, "%s/a.zst", dir);
+  snprintf(b, sizeof b, "%s/b.zst", dir);
+  struct stat listed, now;
+  NT_CHECK(fx_write(a, dump, dlen) == 0 && stat(a, &listed) == 0, "write a");
+  NT_CHECK(fx_write(b, dump, dlen) == 0 && rename(b, a) == 0 && stat(a, &now) == 0, "replace a");
+  struct ntr_ring_header h;
+  struct ntt_image img;
+  uint64_t need;
+  ntt_input_expect(listed.st_dev, listed.st_ino, 1);
+  NT_CHECK(ntt_image_probe(a, &h, &need, err, sizeof err) != 0 && strstr(err, "replaced since it was listed"),
+           "probe of a replaced file refused: %s", err);
+  NT_CHECK(ntt_image_load(a, 1, &img, err, sizeof err) != 0 && strstr(err, "replaced since it was listed"),
+           "load of a replaced file refused: %s", err);
+  ntt_input_expect(now.st_dev, now.st_ino, 1);
+  NT_CHECK(ntt_image_load(a, 0, &img, err, sizeof err) == 0, "the file listed loads: %s", err);
+  ntt_image_free(&img);
+  ntt_input_expect(0, 0, 0);
+  unlink(a);
+  rmdir(dir);
+}
+
 int main(void) {
   test_merge_and_torn();
 
@@ -149,6 +182,7 @@ int main(void) {
   size_t rlen = fx_build_ring(&o, &ring);
   size_t dlen = fx_build_dump(&o, &dump);
   NT_CHECK(rlen && dlen, "fixtures built");
+  test_replaced(dump, dlen);
   test_prefixes(dump, dlen, "dump", 1);
   test_prefixes(ring, rlen, "ring", 61);
   /* Dumps: anywhere.  Rings: the header (where the hostile fields are) and

@@ -15,7 +15,8 @@
  * records are freed before the next (docs/analyze.md "Scale").
  *
  * Pipeline, one file per stage:
- *   load.c     inputs -> process groups -> worker threads; job choice
+ *   load.c     inputs (owners checked) -> process groups -> worker threads;
+ *              job choice; jobs.c: attempt choice, duplicate launcher ranks
  *   merge.c    which image is latest; the union of a process's records by
  *              position (walked, not copied); the arena
  *   reduce.c   one process's union -> compact per-(comm, rank) calls
@@ -198,6 +199,7 @@ struct nta_proc {
   int own_img;                  /* img was allocated by load.c and goes with the process */
   int in_arena;                 /* md[].pk and .boff live in an nta_arena, not malloc */
   char job[64];                 /* job id of its images */
+  int attempt;                  /* restart attempt of its images (nta_hdr_attempt) */
   uint64_t latest_ns;           /* latest record or trigger over its images (picks the job) */
   uint64_t nrecs;               /* records in the union of its images */
   struct ntr_record *keep;      /* the records findings quote (exits, signals, tracer events, aborts), by position */
@@ -375,6 +377,21 @@ struct nta_event {              /* one line of the evidence chain */
 struct nta_input_error {
   char path[4096];
   char reason[256];
+  long uid;                     /* left_out: the file's owner; unreadable: -1 */
+};
+
+/* A launcher rank of the analyzed job and attempt that more than one
+ * process claims (load.c): never merged; the claimant with the latest
+ * evidence is analyzed, the others are left out and listed. */
+#define NTA_DUP_SHOWN 8         /* claimants listed per rank */
+struct nta_dup {
+  int rank;
+  int n;                        /* claimants; the first min(n, NTA_DUP_SHOWN) are listed */
+  struct {
+    char host[64];
+    int pid, nfiles, analyzed;
+    uint64_t latest_ns;
+  } p[NTA_DUP_SHOWN];
 };
 
 #define NTA_MAX_WORKERS 8       /* loading threads at most (load.c) */
@@ -407,7 +424,20 @@ struct nta_job {
   char (*other_jobs)[64];
   int nother_jobs;
   int job_chosen;               /* 1 when picked by --job */
+  int attempt;                  /* restart attempt analyzed (nta_hdr_attempt) */
+  int *other_attempts;          /* the job's other attempts present, ascending */
+  int nother_attempts;
+  struct nta_input_error *left_out; /* files of other owners, not read (load.c "trust") */
+  int nleft_out;
+  struct nta_dup *dups;         /* launcher ranks claimed by several processes */
+  int ndups;
+  /* what to read (set before nta_load) */
   uint64_t max_memory;          /* --max-memory: bytes of evidence loaded at once (0: nta_default_memory) */
+  int want_attempt;             /* --attempt N: 1, with the attempt in attempt_wanted */
+  int attempt_wanted;
+  int any_owner;                /* --any-owner: read files of every owner */
+  long *allow_uids;             /* --allow-owner: owners read besides you and the directory's */
+  int nallow_uids;
   struct nta_arena arenas[NTA_MAX_WORKERS]; /* the loading threads' (load.c) */
 };
 
@@ -417,6 +447,22 @@ struct nta_job {
  * The chosen job's processes end up in job->procs; the rest are freed.
  * @return 0, or -1 when no input could be read at all (errors recorded). */
 int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *job_id);
+/* jobs.c.  The restart attempt a header's environment names:
+ * TORCHELASTIC_RESTART_COUNT, else SLURM_RESTART_COUNT, else 0 (the first
+ * run sets neither). */
+int nta_hdr_attempt(const struct ntr_ring_header *h);
+/* job->attempt (--attempt, else the highest of v) and job->other_attempts
+ * from v[0..n), the attempts of job id's processes; takes v.  @return 0, or
+ * -1 when --attempt names one that is not there (an input error). */
+int nta_pick_attempt(struct nta_job *job, int *v, int n, const char *id);
+/* With several attempts: keep the exit statuses of nccltrace run whose
+ * command ran while the analyzed attempt's processes did. */
+void nta_keep_attempt_runexits(struct nta_job *job);
+/* One process per launcher rank of job->procs (the latest evidence); every
+ * rank claimed twice goes to job->dups.  @return 0 or -1 (out of memory). */
+int nta_dedupe_ranks(struct nta_job *job);
+/* Append (path, reason, uid) to an input list (unreadable, left out). */
+void nta_input_add(struct nta_input_error **v, int *n, const char *path, const char *reason, long uid);
 /* The default memory budget of a load: a quarter of the physical memory,
  * or of the cgroup's limit (memory.max) when that is lower. */
 uint64_t nta_default_memory(void);

@@ -26,11 +26,16 @@
  * before they are loaded.  A file that would take the budget past its
  * limit even alone is refused with its reason; the others wait for memory
  * to be given back (a thread holding memory never waits, so none deadlock).
+ * Only files of trusted owners are opened (see "trust" below), and each
+ * open checks that the file is still the one the listing judged.  Which
+ * attempt of the chosen job is kept, and one process per launcher rank:
+ * jobs.c.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,11 +61,16 @@ static int workers(void) {
 struct entry {
   char *path;
   int is_file;                  /* counts in inputs.files */
-  char *error;                  /* NULL, or why it was unreadable */
+  char *error;                  /* NULL, or why it was unreadable (left: why it was left out) */
+  int left;                     /* of an owner not trusted: never opened */
+  long uid;                     /* its owner, when the listing saw it */
+  dev_t dev;                    /* what the listing saw: a load of anything else is refused */
+  ino_t ino;
   int peeked;                   /* its header was read */
   uint64_t need;                /* bytes its load may take (ntt_image_probe) */
   char job[64], host[64];
   int pid;
+  int attempt;                  /* restart attempt (nta_hdr_attempt) */
   int group;                    /* index of its process group */
 };
 
@@ -83,10 +93,70 @@ static struct entry *entry_add(struct entries *l, const char *path, int is_file,
   e->path = strdup(path);
   e->is_file = is_file;
   e->error = error ? strdup(error) : NULL;
+  e->uid = -1;
   if (!e->path)
     return NULL;
   l->n++;
   return e;
+}
+
+/* ------------------------------------------------------------- trust -- */
+
+/* Whose files are read (docs/analyze.md "Whose files are read"): yours,
+ * those of the owner of the directory you named (a file named alone: of
+ * its directory), and the owners --allow-owner adds; --any-owner reads
+ * all.  In a group-writable team directory a group member can put files
+ * in, but cannot make them yours or the directory owner's: so a planted
+ * dump, exit-status file or job is left out with its reason, and the
+ * verdict says so.  Root is the invoker like anyone: its own files, the
+ * directory owner's, the allowed ones. */
+struct trust {
+  const struct nta_job *job;
+  long me;
+};
+
+static int trusted(const struct trust *t, long uid, long dir_owner) {
+  if (t->job->any_owner || uid == t->me || uid == dir_owner)
+    return 1;
+  for (int i = 0; i < t->job->nallow_uids; i++)
+    if (t->job->allow_uids[i] == uid)
+      return 1;
+  return 0;
+}
+
+static void left_out(struct entries *l, const char *path, const struct stat *st, const struct trust *t,
+                     long dir_owner) {
+  char who[64] = "", why[256];
+  struct passwd *pw = getpwuid(st->st_uid);
+  if (pw && pw->pw_name)
+    snprintf(who, sizeof who, " (%.40s)", pw->pw_name);
+  snprintf(why, sizeof why,
+           "owned by uid %ld%s, not by you (uid %ld) or the directory's owner (uid %ld); "
+           "--allow-owner %ld or --any-owner reads it",
+           (long)st->st_uid, who, t->me, dir_owner, (long)st->st_uid);
+  struct entry *e = entry_add(l, path, 1, why);
+  if (e) {
+    e->left = 1;
+    e->uid = (long)st->st_uid;
+  }
+}
+
+/* The owner of the directory a named path is judged by: the path itself
+ * when it is a directory, else the directory holding it. */
+static long named_dir_owner(const char *path, const struct trust *t) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return (long)st.st_uid;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    snprintf(dir, sizeof dir, ".");
+  else if (slash == dir)
+    dir[1] = 0;
+  else
+    *slash = 0;
+  return stat(dir, &st) == 0 ? (long)st.st_uid : t->me;
 }
 
 static int has_suffix(const char *s, const char *suf) {
@@ -101,7 +171,10 @@ static int cmp_name(const void *a, const void *b) {
 /* seen: every directory entered and file listed so far, by (dev, ino), as
  * find -L tells them apart: a link loop (a/up -> .., b/up -> ..) or a file
  * named twice is visited once. */
-static void walk(struct entries *l, const char *path, int depth, struct ntt_seen *seen) {
+#define NTA_MAX_DEPTH 32
+
+static void walk(struct entries *l, const char *path, int depth, struct ntt_seen *seen, const struct trust *t,
+                 long dir_owner) {
   struct stat st;
   if (stat(path, &st) != 0) {
     entry_add(l, path, 1, strerror(errno));
@@ -110,11 +183,24 @@ static void walk(struct entries *l, const char *path, int depth, struct ntt_seen
   if (ntt_seen_add(seen, &st) == 0)
     return; /* entered or listed already */
   if (!S_ISDIR(st.st_mode)) {
-    entry_add(l, path, 1, NULL);
+    if (S_ISREG(st.st_mode) && !trusted(t, (long)st.st_uid, dir_owner)) {
+      left_out(l, path, &st, t, dir_owner);
+      return;
+    }
+    struct entry *e = entry_add(l, path, 1, NULL);
+    if (e && S_ISREG(st.st_mode)) {
+      e->uid = (long)st.st_uid;
+      e->dev = st.st_dev;
+      e->ino = st.st_ino;
+    }
     return;
   }
-  if (depth > 32)
-    return; /* a symlink loop or an absurd tree: stop, do not recurse forever */
+  if (depth > NTA_MAX_DEPTH) {
+    /* An absurd tree (a link loop ends at the seen set): stop, and say
+     * what was not read. */
+    entry_add(l, path, 0, "not read: more than 32 directories deep below the path given");
+    return;
+  }
   DIR *d = opendir(path);
   if (!d) {
     entry_add(l, path, 0, strerror(errno));
@@ -146,10 +232,10 @@ static void walk(struct entries *l, const char *path, int depth, struct ntt_seen
     if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", path, names[i]) < sizeof(sub)) {
       struct stat s2;
       if (stat(sub, &s2) == 0 && S_ISDIR(s2.st_mode))
-        walk(l, sub, depth + 1, seen);
+        walk(l, sub, depth + 1, seen, t, dir_owner);
       else if (has_suffix(names[i], ".zst") || has_suffix(names[i], ".ring") ||
                has_suffix(names[i], NTR_RUNEXIT_SUFFIX))
-        walk(l, sub, depth + 1, seen); /* listed once; a FIFO or a dangling link is refused by its load */
+        walk(l, sub, depth + 1, seen, t, dir_owner); /* listed once; a FIFO or a dangling link is refused by its load */
     }
     free(names[i]);
   }
@@ -255,14 +341,20 @@ static struct ntt_image *load_one(struct entry *e, struct ntt_loadbuf *lb, int *
     return NULL;
   }
   char err[256] = "";
-  if (ntt_image_load_buf(e->path, img, lb, borrowed, err, sizeof(err)) == 0)
+  ntt_input_expect(e->dev, e->ino, e->uid >= 0);
+  int rc = ntt_image_load_buf(e->path, img, lb, borrowed, err, sizeof(err));
+  ntt_input_expect(0, 0, 0);
+  if (rc == 0)
     return img;
   set_error(e, err);
   ntt_image_free(img);
   memset(img, 0, sizeof(*img));
   ntt_loadbuf_free(lb); /* the salvage below takes what the budget counted for it */
   char err2[256];
-  if (ntt_image_load(e->path, 1, img, err2, sizeof(err2)) == 0)
+  ntt_input_expect(e->dev, e->ino, e->uid >= 0);
+  rc = ntt_image_load(e->path, 1, img, err2, sizeof(err2));
+  ntt_input_expect(0, 0, 0);
+  if (rc == 0)
     return img;
   ntt_image_free(img);
   free(img);
@@ -378,12 +470,15 @@ static void *worker(void *arg) {
         continue;
       struct ntr_ring_header *h = malloc(sizeof(*h));
       char err[256];
+      ntt_input_expect(e->dev, e->ino, e->uid >= 0);
       if (h && ntt_image_probe(e->path, h, &e->need, err, sizeof(err)) == 0) {
         e->peeked = 1;
         snprintf(e->job, sizeof(e->job), "%s", h->job_id);
         snprintf(e->host, sizeof(e->host), "%s", h->host);
         e->pid = h->pid;
+        e->attempt = nta_hdr_attempt(h);
       }
+      ntt_input_expect(0, 0, 0);
       free(h);
     } else {
       if (i >= w->ng)
@@ -417,7 +512,7 @@ static void run_phase(struct work *w, int phase) {
 }
 
 static uint64_t key_hash(const struct entry *e) {
-  uint64_t h = 1469598103934665603ull ^ (uint64_t)(uint32_t)e->pid;
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)(uint32_t)e->pid ^ ((uint64_t)(uint32_t)e->attempt << 32);
   for (const char *p = e->host; *p; p++)
     h = (h ^ (unsigned char)*p) * 1099511628211ull;
   h = (h ^ 0xff) * 1099511628211ull;
@@ -427,10 +522,10 @@ static uint64_t key_hash(const struct entry *e) {
 }
 
 static int same_key(const struct entry *a, const struct entry *b) {
-  return a->pid == b->pid && !strcmp(a->host, b->host) && !strcmp(a->job, b->job);
+  return a->pid == b->pid && a->attempt == b->attempt && !strcmp(a->host, b->host) && !strcmp(a->job, b->job);
 }
 
-/* Files of one process (same job, host and pid), in input order; a file
+/* Files of one process (same job, attempt, host and pid), in input order; a file
  * whose header could not be read is a group of its own.  A hash of the key
  * to the group's first entry: linear in the number of files. */
 static int make_groups(struct work *w) {
@@ -501,14 +596,19 @@ void nta_phase(const char *what) {
           (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9, what);
 }
 
-static void add_error(struct nta_job *job, const char *path, const char *reason) {
-  struct nta_input_error *e = realloc(job->unreadable, (size_t)(job->nunreadable + 1) * sizeof(*e));
+void nta_input_add(struct nta_input_error **v, int *n, const char *path, const char *reason, long uid) {
+  struct nta_input_error *e = realloc(*v, (size_t)(*n + 1) * sizeof(*e));
   if (!e)
     return;
-  job->unreadable = e;
-  e = &job->unreadable[job->nunreadable++];
+  *v = e;
+  e = &e[(*n)++];
   snprintf(e->path, sizeof(e->path), "%s", path);
   snprintf(e->reason, sizeof(e->reason), "%s", reason);
+  e->uid = uid;
+}
+
+static void add_error(struct nta_job *job, const char *path, const char *reason) {
+  nta_input_add(&job->unreadable, &job->nunreadable, path, reason, -1);
 }
 
 /* Exit-status files of `nccltrace run` (runexit.c): a few small files, read
@@ -557,8 +657,9 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   struct entries in = {0};
   struct ntt_seen seen = {0};
+  struct trust t = {job, (long)geteuid()};
   for (int i = 0; i < npaths; i++)
-    walk(&in, paths[i], 0, &seen);
+    walk(&in, paths[i], 0, &seen, &t, named_dir_owner(paths[i], &t));
   ntt_seen_free(&seen);
   read_runexits(job, &in);
   struct budget mem = {.limit = job->max_memory ? job->max_memory : nta_default_memory()};
@@ -578,7 +679,9 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   pthread_cond_destroy(&mem.cv);
   for (int i = 0; i < in.n; i++) {
     job->nfiles += in.v[i].is_file;
-    if (in.v[i].error)
+    if (in.v[i].left)
+      nta_input_add(&job->left_out, &job->nleft_out, in.v[i].path, in.v[i].error, in.v[i].uid);
+    else if (in.v[i].error)
       add_error(job, in.v[i].path, in.v[i].error);
   }
   /* The processes that loaded, in the order of their first readable file. */
@@ -662,12 +765,27 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
         rc = -1;
     }
   }
+  /* The job's attempts: the latest (highest restart count) unless
+   * --attempt names one. */
+  if (rc == 0) {
+    int *v = malloc((size_t)np * sizeof *v), n = 0;
+    for (int gi = 0; v && gi < np; gi++)
+      if (strcmp(w.g[gi].proc.job, ids[pick]) == 0)
+        v[n++] = w.g[gi].proc.attempt;
+    if (!v || nta_pick_attempt(job, v, n, ids[pick]) != 0)
+      rc = -1;
+  }
   for (int gi = 0; gi < np; gi++) {
-    if (rc == 0 && strcmp(w.g[gi].proc.job, ids[pick]) == 0)
+    if (rc == 0 && strcmp(w.g[gi].proc.job, ids[pick]) == 0 && w.g[gi].proc.attempt == job->attempt)
       job->procs[job->nprocs++] = w.g[gi].proc; /* moves: its pointers stay valid */
     else
       nta_proc_free(&w.g[gi].proc);
     free(w.g[gi].files);
+  }
+  if (rc == 0) {
+    nta_keep_attempt_runexits(job);
+    if (nta_dedupe_ranks(job) != 0)
+      rc = -1;
   }
   free(w.g);
   for (int i = 0; i < in.n; i++) {

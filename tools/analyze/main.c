@@ -1,9 +1,15 @@
-/* main.c -- `nccltrace analyze PATH... [--json] [--job ID]`.
- * Exit status: 0 when the analysis ran on readable input; 2 when some input
- * was unreadable (one `nccltrace: FILE: reason` line each on stderr; the rest
- * is still analyzed and the verdict says evidence was missing) or on a usage
- * error.
+/* main.c -- `nccltrace analyze PATH... [--json] [--job ID] [--attempt N]
+ * [--max-memory SIZE] [--allow-owner USER] [--any-owner]`.
+ * Exit status: 0 when the analysis ran on all the input; 2 when some input
+ * was unreadable or left out (files of other owners: one `nccltrace: FILE:
+ * reason` line each on stderr; the rest is still analyzed and the verdict
+ * says evidence was missing) or on a usage error.  Other jobs and attempts
+ * present do not change it (docs/analyze.md "Exit status").
+ *
+ * Thread-safety: one call at a time (nta_load starts and joins its own
+ * threads).  Not signal-safe.
  */
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +19,18 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: nccltrace analyze PATH... [--json] [--job ID] [--max-memory SIZE]\n"
+          "usage: nccltrace analyze PATH... [--json] [--job ID] [--attempt N] [--max-memory SIZE]\n"
+          "                         [--allow-owner USER]... [--any-owner]\n"
           "  PATH     dumps (*.zst), ring files (*.ring) or directories (searched recursively)\n"
           "  --json   print one JSON object (docs/analyze.md)\n"
           "  --job ID analyze job ID instead of the most recent job found\n"
+          "  --attempt N  analyze restart attempt N of the job (TORCHELASTIC_RESTART_COUNT,\n"
+          "           SLURM_RESTART_COUNT) instead of the latest\n"
           "  --max-memory SIZE  evidence held in memory at once (K, M, G, T suffixes; default a quarter\n"
-          "           of physical memory): a file past it is refused with a line\n");
+          "           of physical memory): a file past it is refused with a line\n"
+          "  --allow-owner USER  also read files of USER (a name or uid); by default only yours and\n"
+          "           those of the named directory's owner are read, the others left out with a line\n"
+          "  --any-owner  read files of every owner\n");
 }
 
 /* "512M", "2G", "1048576": bytes (suffixes are powers of 1024).
@@ -49,13 +61,45 @@ static int parse_size(const char *s, uint64_t *out) {
   return 0;
 }
 
+/* "1001" or a user name: the uid.  @return 0, or -1. */
+static int parse_owner(const char *s, long *uid) {
+  char *end;
+  if (!s || !*s)
+    return -1;
+  long v = strtol(s, &end, 10);
+  if (!*end && v >= 0 && s[0] != '-') {
+    *uid = v;
+    return 0;
+  }
+  struct passwd *pw = getpwnam(s);
+  if (!pw)
+    return -1;
+  *uid = (long)pw->pw_uid;
+  return 0;
+}
+
+static int parse_attempt(const char *s, int *out) {
+  char *end;
+  if (!s || !*s || *s == '-')
+    return -1;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 0 || v > 100000000)
+    return -1;
+  *out = (int)v;
+  return 0;
+}
+
 int nta_main(int argc, char **argv) {
   int json = 0;
-  const char *job_id = NULL, *maxmem = NULL;
+  const char *job_id = NULL, *maxmem = NULL, *attempt = NULL;
   char **paths = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*paths));
-  int npaths = 0;
-  if (!paths)
+  char **owners = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*owners));
+  int npaths = 0, nowners = 0, any_owner = 0;
+  if (!paths || !owners) {
+    free(paths);
+    free(owners);
     return 2;
+  }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       json = 1;
@@ -67,14 +111,26 @@ int nta_main(int argc, char **argv) {
       maxmem = argv[++i];
     } else if (strncmp(argv[i], "--max-memory=", 13) == 0) {
       maxmem = argv[i] + 13;
+    } else if (strcmp(argv[i], "--attempt") == 0 && i + 1 < argc) {
+      attempt = argv[++i];
+    } else if (strncmp(argv[i], "--attempt=", 10) == 0) {
+      attempt = argv[i] + 10;
+    } else if (strcmp(argv[i], "--allow-owner") == 0 && i + 1 < argc) {
+      owners[nowners++] = argv[++i];
+    } else if (strncmp(argv[i], "--allow-owner=", 14) == 0) {
+      owners[nowners++] = argv[i] + 14;
+    } else if (strcmp(argv[i], "--any-owner") == 0) {
+      any_owner = 1;
     } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       usage(stdout);
       free(paths);
+      free(owners);
       return 0;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "nccltrace: analyze: unknown option %s\n", argv[i]);
       usage(stderr);
       free(paths);
+      free(owners);
       return 2;
     } else {
       paths[npaths++] = argv[i];
@@ -83,26 +139,56 @@ int nta_main(int argc, char **argv) {
   if (npaths == 0) {
     usage(stderr);
     free(paths);
+    free(owners);
     return 2;
   }
   struct nta_job job;
   memset(&job, 0, sizeof(job));
+  char shown[64];
+  const char *bad = NULL;
   if (maxmem && parse_size(maxmem, &job.max_memory) != 0) {
-    char shown[64];
     fprintf(stderr, "nccltrace: analyze: --max-memory wants a size such as 512M or 4G, not '%s'\n",
             ntt_esc(maxmem, shown, sizeof shown));
+    bad = maxmem;
+  } else if (attempt && parse_attempt(attempt, &job.attempt_wanted) != 0) {
+    fprintf(stderr, "nccltrace: analyze: --attempt wants a restart count such as 0 or 1, not '%s'\n",
+            ntt_esc(attempt, shown, sizeof shown));
+    bad = attempt;
+  }
+  job.want_attempt = attempt != NULL;
+  job.any_owner = any_owner;
+  job.allow_uids = calloc((size_t)(nowners ? nowners : 1), sizeof(*job.allow_uids));
+  for (int i = 0; !bad && job.allow_uids && i < nowners; i++) {
+    if (parse_owner(owners[i], &job.allow_uids[job.nallow_uids]) == 0) {
+      job.nallow_uids++;
+      continue;
+    }
+    fprintf(stderr, "nccltrace: analyze: --allow-owner wants a user name or uid, not '%s'\n",
+            ntt_esc(owners[i], shown, sizeof shown));
+    bad = owners[i];
+  }
+  free(owners);
+  if (bad || !job.allow_uids) {
     free(paths);
+    nta_job_free(&job);
     return 2;
   }
   int lrc = nta_load(&job, paths, npaths, job_id);
   free(paths);
+  for (int i = 0; i < job.nleft_out; i++) {
+    char p[sizeof job.left_out[i].path], r[sizeof job.left_out[i].reason];
+    fprintf(stderr, "nccltrace: %s: left out: %s\n", ntt_esc(job.left_out[i].path, p, sizeof p),
+            ntt_esc(job.left_out[i].reason, r, sizeof r));
+  }
   for (int i = 0; i < job.nunreadable; i++) {
     char p[sizeof job.unreadable[i].path], r[sizeof job.unreadable[i].reason];
     fprintf(stderr, "nccltrace: %s: %s\n", ntt_esc(job.unreadable[i].path, p, sizeof p),
             ntt_esc(job.unreadable[i].reason, r, sizeof r));
   }
   if (lrc != 0) {
-    if (job.nunreadable == 0)
+    if (job.nunreadable == 0 && job.nleft_out)
+      fprintf(stderr, "nccltrace: analyze: every input was left out (other owners: --allow-owner or --any-owner)\n");
+    else if (job.nunreadable == 0)
       fprintf(stderr, "nccltrace: analyze: no dumps or ring files found in the given paths\n");
     nta_job_free(&job);
     return 2;
@@ -119,7 +205,7 @@ int nta_main(int argc, char **argv) {
     nta_report_text(&job, stdout);
   fflush(stdout);
   nta_phase("report written");
-  if (job.nunreadable)
+  if (job.nunreadable || job.nleft_out)
     rc = 2;
   nta_job_free(&job);
   nta_phase("freed");

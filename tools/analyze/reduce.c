@@ -577,6 +577,7 @@ int nta_reduce_proc(struct nta_proc *p, struct ntt_image **imgs, int n, struct n
   free(R.fh);
   p->lost = p->img->lost;
   p->lrank = p->img->hdr.rank;
+  p->attempt = nta_hdr_attempt(&p->img->hdr);
   p->first_path = p->img->path;
   if (rc == 0)
     rc = nta_py_keep(p, imgs, n);

@@ -231,6 +231,38 @@ int nta_report_json(const struct nta_job *job, FILE *out) {
   for (int i = 0; i < job->nother_jobs; i++)
     json_array_append_new(oj, str(job->other_jobs[i], sizeof(job->other_jobs[i])));
   json_object_set_new(in, "other_jobs", oj);
+  json_object_set_new(in, "attempt", json_integer(job->attempt));
+  json_t *oa = json_array();
+  for (int i = 0; i < job->nother_attempts; i++)
+    json_array_append_new(oa, json_integer(job->other_attempts[i]));
+  json_object_set_new(in, "other_attempts", oa);
+  json_t *lo = json_array();
+  for (int i = 0; i < job->nleft_out; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "file", str(job->left_out[i].path, sizeof(job->left_out[i].path)));
+    json_object_set_new(x, "reason", str(job->left_out[i].reason, sizeof(job->left_out[i].reason)));
+    json_object_set_new(x, "uid", json_integer(job->left_out[i].uid));
+    json_array_append_new(lo, x);
+  }
+  json_object_set_new(in, "left_out", lo);
+  json_t *du = json_array();
+  for (int i = 0; i < job->ndups; i++) {
+    const struct nta_dup *d = &job->dups[i];
+    json_t *x = json_object(), *ps = json_array();
+    json_object_set_new(x, "rank", json_integer(d->rank));
+    json_object_set_new(x, "claims", json_integer(d->n));
+    for (int k = 0; k < d->n && k < NTA_DUP_SHOWN; k++) {
+      json_t *q = json_object();
+      json_object_set_new(q, "host", str(d->p[k].host, sizeof(d->p[k].host)));
+      json_object_set_new(q, "pid", json_integer(d->p[k].pid));
+      json_object_set_new(q, "files", json_integer(d->p[k].nfiles));
+      json_object_set_new(q, "analyzed", json_boolean(d->p[k].analyzed));
+      json_array_append_new(ps, q);
+    }
+    json_object_set_new(x, "processes", ps);
+    json_array_append_new(du, x);
+  }
+  json_object_set_new(in, "duplicate_ranks", du);
   json_object_set_new(root, "inputs", in);
   int rc = json_dumpf(root, out, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   fputc('\n', out);

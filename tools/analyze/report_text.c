@@ -199,6 +199,15 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
   fprintf(out, "\nnext: %s\n", ntt_esc(v->next, e1, sizeof(e1)));
   fprintf(out, "inputs: %d file%s, %d process%s, job %s", job->nfiles, job->nfiles == 1 ? "" : "s",
           job->nprocs, job->nprocs == 1 ? "" : "es", ntt_esc(job->job_id, e1, sizeof(e1)));
+  if (job->attempt || job->nother_attempts) {
+    fprintf(out, ", attempt %d", job->attempt);
+    if (job->nother_attempts) {
+      fprintf(out, " (other attempts:");
+      for (int i = 0; i < job->nother_attempts; i++)
+        fprintf(out, " %d", job->other_attempts[i]);
+      fprintf(out, ")");
+    }
+  }
   if (job->nother_jobs) {
     fprintf(out, " (other jobs:");
     for (int i = 0; i < job->nother_jobs; i++)
@@ -206,6 +215,20 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
     fprintf(out, ")");
   }
   fprintf(out, "\n");
+  for (int i = 0; i < job->ndups; i++) {
+    const struct nta_dup *d = &job->dups[i];
+    fprintf(out, "duplicate rank %d: claimed by %d processes:", d->rank, d->n);
+    for (int k = 0; k < d->n && k < NTA_DUP_SHOWN; k++)
+      fprintf(out, "%s pid %d on %s (%d file%s, %s)", k ? "," : "", d->p[k].pid,
+              ntt_esc(d->p[k].host, e1, sizeof(e1)), d->p[k].nfiles, d->p[k].nfiles == 1 ? "" : "s",
+              d->p[k].analyzed ? "analyzed: the latest evidence" : "left out");
+    if (d->n > NTA_DUP_SHOWN)
+      fprintf(out, " and %d more", d->n - NTA_DUP_SHOWN);
+    fprintf(out, "\n");
+  }
+  for (int i = 0; i < job->nleft_out; i++)
+    fprintf(out, "left out: %s: %s\n", ntt_esc(job->left_out[i].path, e1, sizeof(e1)),
+            ntt_esc(job->left_out[i].reason, e2, sizeof(e2)));
   for (int i = 0; i < job->nunreadable; i++)
     fprintf(out, "unreadable: %s: %s\n", ntt_esc(job->unreadable[i].path, e1, sizeof(e1)),
             ntt_esc(job->unreadable[i].reason, e2, sizeof(e2)));

@@ -268,6 +268,38 @@ static void shared_process_note(struct nta_verdict *v) {
   }
 }
 
+/* What the verdict line says about evidence it did not use: files of
+ * other owners left out, launcher ranks claimed twice, other attempts and
+ * other jobs in the inputs (load.c).  None of them changes the verdict;
+ * each is said, so that a planted or stale job cannot pass unseen. */
+static void other_evidence(const struct nta_job *job, struct nta_verdict *v) {
+  size_t o = strlen(v->summary), cap = sizeof(v->summary);
+  if (job->nleft_out && o + 96 < cap)
+    o += (size_t)snprintf(v->summary + o, cap - o, " [%d input%s left out: owned by other users]", job->nleft_out,
+                          job->nleft_out > 1 ? "s" : "");
+  if (job->ndups && o + 128 < cap) {
+    char list[64] = "";
+    size_t l = 0;
+    for (int i = 0; i < job->ndups && l + 16 < sizeof list; i++)
+      l += (size_t)snprintf(list + l, sizeof list - l, "%s%d", i ? "," : "", job->dups[i].rank);
+    o += (size_t)snprintf(v->summary + o, cap - o,
+                          " [duplicate launcher rank%s %s%s: claimed by several processes, the latest of each analyzed]",
+                          job->ndups > 1 ? "s" : "", list, l + 16 >= sizeof list ? ",..." : "");
+  }
+  if (job->nother_attempts && o + 96 < cap) {
+    char list[64] = "";
+    size_t l = 0;
+    for (int i = 0; i < job->nother_attempts && l + 16 < sizeof list; i++)
+      l += (size_t)snprintf(list + l, sizeof list - l, "%s%d", i ? "," : "", job->other_attempts[i]);
+    o += (size_t)snprintf(v->summary + o, cap - o, " [restart attempt %d%s; attempt%s %s also present: --attempt N]",
+                          job->attempt, job->want_attempt ? "" : ", the latest", job->nother_attempts > 1 ? "s" : "",
+                          list);
+  }
+  if (job->nother_jobs && o + 96 < cap)
+    snprintf(v->summary + o, cap - o, " [%d other job%s in the inputs, not analyzed: --job ID]", job->nother_jobs,
+             job->nother_jobs > 1 ? "s" : "");
+}
+
 void nta_decide(struct nta_job *job) {
   struct nta_verdict *v = &job->v;
   memset(v, 0, sizeof(*v));
@@ -438,6 +470,7 @@ void nta_decide(struct nta_job *job) {
   if (job->nunreadable && o + 64 < sizeof(v->summary))
     snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
              job->nunreadable, job->nunreadable > 1 ? "s" : "");
+  other_evidence(job, v);
   if (v->cls == NTA_RANK_EXIT && v->exit_code == 127)
     snprintf(v->next, sizeof(v->next),
              "read that rank's stderr for 'symbol lookup error' or 'error while loading shared libraries': "
@@ -534,6 +567,10 @@ void nta_job_free(struct nta_job *job) {
   free(job->unreadable);
   free(job->runexits);
   free(job->other_jobs);
+  free(job->other_attempts);
+  free(job->left_out);
+  free(job->dups);
+  free(job->allow_uids);
   for (int i = 0; i < NTA_MAX_WORKERS; i++)
     nta_arena_free(&job->arenas[i]);
   memset(job, 0, sizeof(*job));
