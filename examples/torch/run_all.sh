@@ -65,6 +65,12 @@ for c in $cases; do
   # (lazy_skip waits in communicator init, which no work timeout covers).
   # shellcheck disable=SC2086
   tag=$$-$c
+  # PyTorch's Flight Recorder on (TORCH_NCCL_TRACE_BUFFER_SIZE or
+  # TORCH_FR_BUFFER_SIZE): its dumps of this case go next to ours.
+  if [ -n "${TORCH_NCCL_TRACE_BUFFER_SIZE:-}${TORCH_FR_BUFFER_SIZE:-}" ]; then
+    mkdir -p "$d/torch-fr"
+    export TORCH_FR_DUMP_TEMP_FILE="$d/torch-fr/rank_"
+  fi
   NCCLTRACE_RUN_ALL_TAG=$tag timeout -k 10 "$deadline" "$nccltrace" run --timeout "$trace_timeout" \
     --dir "$d/dumps" --ring-dir "$d/rings" -- \
     $wrap torchrun --nproc-per-node "$nproc" --master-port "$port" "$here/faults.py" "$c" --pg-timeout "$pg_timeout" \

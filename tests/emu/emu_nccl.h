@@ -172,6 +172,10 @@ struct emu_op {
 ncclResult_t emu_comm_init(struct ncclComm **out, int nranks, const char *name, int rank,
                            const ncclConfig_t *config, int inherit_blocking);
 void emu_comm_put(struct ncclComm *c);
+/* The inits this thread deferred inside its group, run by the outermost
+ * ncclGroupEnd: ncclSuccess, ncclInProgress (a nonblocking one among them:
+ * they finish on a thread) or the first init's error. */
+ncclResult_t emu_group_run_inits(void);
 bool emu_comm_valid(const struct ncclComm *c);
 void emu_comm_bell(struct ncclComm *c);
 int emu_comm_cancelled(const struct ncclComm *c);

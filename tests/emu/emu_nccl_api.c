@@ -402,6 +402,9 @@ static ncclResult_t emu_group_end(bool simulate)
   }
   if (--emu_group_depth > 0)
     return ncclSuccess;
+  ncclResult_t inits = simulate ? ncclSuccess : emu_group_run_inits();
+  if (inits != ncclSuccess && inits != ncclInProgress && emu_group_error == ncclSuccess)
+    emu_group_error = inits;
   ncclResult_t reg = emu_reg_group_end();
   ncclResult_t rc = emu_group_error != ncclSuccess ? emu_group_error : reg;
   emu_group_error = ncclSuccess;
@@ -414,6 +417,8 @@ static ncclResult_t emu_group_end(bool simulate)
   emu_group_head = NULL;
   emu_group_tail = &emu_group_head;
   if (ops && emu_nb_defer(ops))
+    return ncclInProgress;
+  if (inits == ncclInProgress && !ops)
     return ncclInProgress;
   if (ops) {
     struct ncclComm **held;

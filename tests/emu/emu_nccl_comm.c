@@ -336,7 +336,8 @@ static bool emu_all_joined(struct ncclComm *c, void *arg)
   return atomic_load_explicit(&c->shm->joined, memory_order_acquire) >= (uint32_t)c->nranks;
 }
 
-static ncclResult_t emu_comm_join(struct ncclComm *c)
+/* The first half of NCCL's bootstrap: map the segment and post this rank. */
+static ncclResult_t emu_comm_post(struct ncclComm *c)
 {
   size_t size = emu_shm_size(c->nranks);
   emu_sweep_stale_segments();
@@ -371,7 +372,12 @@ static ncclResult_t emu_comm_join(struct ncclComm *c)
   emu_comm_bell(c);
   if (before + 1 == (uint32_t)c->nranks)
     emu_forget_name(c);   /* everyone has it mapped: the name is no longer needed */
-  /* As NCCL's bootstrap: wait for every rank, with no timeout. */
+  return ncclSuccess;
+}
+
+/* The second half: as NCCL's bootstrap, wait for every rank, with no timeout. */
+static ncclResult_t emu_comm_wait_joined(struct ncclComm *c)
+{
   if (emu_wait_bell(c, emu_all_joined, NULL) != 0) {
     emu_forget_name(c);
     return ncclInvalidUsage;
@@ -379,6 +385,89 @@ static ncclResult_t emu_comm_join(struct ncclComm *c)
   atomic_store(&c->ready, 1);
   emu_mon_add(c);
   return ncclSuccess;
+}
+
+static ncclResult_t emu_comm_join(struct ncclComm *c)
+{
+  ncclResult_t rc = emu_comm_post(c);
+  return rc != ncclSuccess ? rc : emu_comm_wait_joined(c);
+}
+
+/* Inits called inside a group (ncclGroupStart ... ncclCommInitRank ...
+ * ncclGroupEnd), as NCCL defers them: the call only creates the handle;
+ * the outermost ncclGroupEnd runs every deferred init of the thread
+ * together (NCCL's ncclAsyncJob list, joined in groupLaunch), so one
+ * thread can init several ranks of one communicator, one per device, as
+ * nccl-tests -g does.  Per thread, in call order. */
+#define EMU_MAX_GROUP_INITS 64
+static __thread struct ncclComm *emu_group_inits[EMU_MAX_GROUP_INITS];
+static __thread int emu_ngroup_inits;
+
+/* All deferred inits of one group: post every rank first, then wait for
+ * each, so ranks of one communicator initialized by one thread meet. */
+struct emu_init_batch {
+  int n;
+  struct ncclComm *c[EMU_MAX_GROUP_INITS];
+};
+
+static ncclResult_t emu_batch_run(struct emu_init_batch *b)
+{
+  ncclResult_t first = ncclSuccess;
+  ncclResult_t rcs[EMU_MAX_GROUP_INITS];
+  for (int i = 0; i < b->n; i++)
+    rcs[i] = emu_comm_post(b->c[i]);
+  for (int i = 0; i < b->n; i++) {
+    if (rcs[i] == ncclSuccess)
+      rcs[i] = emu_comm_wait_joined(b->c[i]);
+    if (rcs[i] != ncclSuccess && first == ncclSuccess)
+      first = rcs[i];
+    int expect = ncclInProgress;
+    atomic_compare_exchange_strong(&b->c[i]->async_err, &expect, rcs[i]);
+    if (rcs[i] != ncclSuccess)
+      atomic_store(&b->c[i]->async_err, rcs[i]);
+  }
+  return first;
+}
+
+static void *emu_batch_thread(void *arg)
+{
+  struct emu_init_batch *b = arg;
+  (void)emu_batch_run(b);
+  for (int i = 0; i < b->n; i++)
+    emu_comm_put(b->c[i]);
+  free(b);
+  return NULL;
+}
+
+ncclResult_t emu_group_run_inits(void)
+{
+  if (emu_ngroup_inits == 0)
+    return ncclSuccess;
+  struct emu_init_batch *b = calloc(1, sizeof *b);
+  int nonblocking = 0;
+  for (int i = 0; i < emu_ngroup_inits; i++) {
+    nonblocking |= !emu_group_inits[i]->blocking;
+    if (b)
+      b->c[b->n++] = emu_group_inits[i];
+  }
+  emu_ngroup_inits = 0;
+  if (!b)
+    return ncclSystemError;
+  if (nonblocking) {
+    /* A group holding a nonblocking init returns ncclInProgress; each comm
+     * says ncclInProgress until its init finished. */
+    for (int i = 0; i < b->n; i++) {
+      atomic_store(&b->c[i]->async_err, ncclInProgress);
+      atomic_fetch_add(&b->c[i]->refs, 1);
+    }
+    if (emu_thread_start(NULL, emu_batch_thread, b, 1) == 0)
+      return ncclInProgress;
+    for (int i = 0; i < b->n; i++)
+      emu_comm_put(b->c[i]);
+  }
+  ncclResult_t rc = emu_batch_run(b);
+  free(b);
+  return rc;
 }
 
 static struct ncclComm *emu_comm_alloc(int nranks, int rank, const ncclConfig_t *config, int inherit_blocking)
@@ -475,6 +564,18 @@ ncclResult_t emu_comm_init(struct ncclComm **out, int nranks, const char *name, 
   if (emu_parse_faults(c) != 0) {
     emu_comm_put(c);
     return ncclInvalidArgument;
+  }
+  if (emu_group_depth_now() > 0) {
+    if (emu_ngroup_inits == EMU_MAX_GROUP_INITS) {
+      emu_set_last_error(c, "ncclCommInitRank: more than %d inits in one group (emulator limit)", EMU_MAX_GROUP_INITS);
+      emu_comm_put(c);
+      return ncclInvalidUsage;
+    }
+    emu_group_inits[emu_ngroup_inits++] = c;
+    if (!c->blocking)
+      atomic_store(&c->async_err, ncclInProgress);
+    *out = c;
+    return c->blocking ? ncclSuccess : ncclInProgress;
   }
   return emu_start_join(c, out);
 }

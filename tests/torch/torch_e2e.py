@@ -99,8 +99,8 @@ def case_faults(tmp):
     e.update({"WRAP": E["NTT_EMU_RUN"], "NCCLTRACE": E["NTT_NCCLTRACE"], "NPROC": "4", "OUT": tmp,
               "PG_TIMEOUT": "20", "DEADLINE": "60", "TIMEOUT": "8",
               # PyTorch's Flight Recorder, on at the same time, dumping on timeout
-              "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-              "TORCH_FR_DUMP_TEMP_FILE": tmp + "/fr_", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": tmp + "/fr_"})
+              # (run_all.sh puts each case's dumps in CASE/torch-fr/)
+              "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"})
     p = subprocess.run(["bash", os.path.join(E["NTT_SRC"], "examples/torch/run_all.sh")], env=e,
                        capture_output=True, text=True, timeout=1500)
     print(p.stdout)
@@ -110,7 +110,7 @@ def case_faults(tmp):
         "op": line_of(faults, "dist.broadcast(x, src=0)", 'a.case == "op"'),
         "shape": line_of(faults, "dist.all_reduce(torch.ones(8", 'a.case == "shape"'),
         "order": line_of(faults, "dist.broadcast(x, src=0)", 'a.case == "order"'),
-        "exit42": line_of(faults, "os._exit(42)"),
+        "exit42": line_of(faults, "os._exit(42)", 'a.case == "exit42"'),
     }
     for c, line in sites.items():
         v = analyze(os.path.join(tmp, c, "dumps")).get("verdict", {})
@@ -120,13 +120,15 @@ def case_faults(tmp):
                   for s in v.get("stack", [])), "%s: verdict.stack holds faults.py:%d" % (c, line))
     # PyTorch's Flight Recorder dumped on its watchdog timeout, beside ours;
     # the verdict stays ours (run_all.sh checked it with FR on).
-    fr = sorted(f for f in os.listdir(tmp) if f.startswith("fr_"))
-    check(len(fr) >= 3, "Flight Recorder dumps written on timeout: %d (%s)" % (len(fr), ", ".join(fr[:6])))
-    keep = os.environ.get("NTT_KEEP_FR")
-    if keep:
-        os.makedirs(keep, exist_ok=True)
-        for f in fr:
-            shutil.copy(os.path.join(tmp, f), keep)
+    for c in ("op", "shape", "order", "skip"):
+        d = os.path.join(tmp, c, "torch-fr")
+        fr = sorted(os.listdir(d)) if os.path.isdir(d) else []
+        check(len(fr) >= 3, "%s: Flight Recorder dumps written on timeout: %d (%s)" % (c, len(fr), ", ".join(fr)))
+        keep = os.environ.get("NTT_KEEP_FR")
+        if keep and fr:
+            os.makedirs(os.path.join(keep, c), exist_ok=True)
+            for f in fr:
+                shutil.copy(os.path.join(d, f), os.path.join(keep, c))
     # Fault -> first live report of ours, and -> PyTorch's watchdog line.
     print("case        to nccltrace's first live report   to PyTorch's watchdog")
     for c in ["op", "shape", "order", "skip", "exit42", "app_error", "abort"]:
@@ -139,7 +141,7 @@ def case_faults(tmp):
             wd = watchdog_time(open(os.path.join(tmp, c, "job.log")).read())
         except OSError:
             wd = None
-        f = lambda t: "-" if t is None or t0 is None else "%.2f s" % (t - t0 / 1e9)
+        f = lambda t: "-" if t is None or t0 is None else "%.3f s" % (t - t0 / 1e9)
         print("%-11s %-34s %s" % (c, f(live / 1e9 if live else None), f(wd)))
 
 
