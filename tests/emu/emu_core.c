@@ -403,14 +403,17 @@ static int emu_empty_launch(struct CUgraphNode_st *n, struct CUstream_st *s)
 static void emu_node_free(struct CUgraphNode_st *n) { free(n); }
 
 /* Waits across a capture boundary, as CUDA rules them (cuda.h, enum
- * CUresult): waiting inside a capture on an event of the same capture is
- * in-stream order here (single-stream captures), an empty node; on an
- * event of another capture it would merge two captures
+ * CUresult; cudaStreamBeginCapture on cross-stream dependencies): waiting
+ * inside a capture on an event of the same capture is an empty node (the
+ * graph is a list in submission order, which respects every dependency)
+ * and joins the recording stream back up to that record; on an event of
+ * another capture it would merge two captures
  * (CUDA_ERROR_STREAM_CAPTURE_MERGE); on an event recorded outside it the
  * dependency would cross the boundary (CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
  * both invalidate the capture.  A stream that is not capturing and waits
- * on a captured event would join the capture in CUDA (a fork): not
- * modeled, refused with EMU_E_NOT_SUPPORTED. */
+ * on a captured event joins the capture (a fork, emu_capture_fork): its
+ * work becomes nodes of the same graph until the capture ends, which
+ * needs it joined back first. */
 EMU_API int emu_stream_wait_event(struct CUstream_st *s, struct CUevent_st *ev)
 {
   s = emu_stream_resolve(s);
@@ -423,6 +426,7 @@ EMU_API int emu_stream_wait_event(struct CUstream_st *s, struct CUevent_st *ev)
       emu_capture_invalidate(s);
       return ecap ? EMU_E_CAPTURE_MERGE : EMU_E_CAPTURE_ISOLATION;
     }
+    emu_capture_join_back(s, ev);
     struct CUgraphNode_st *n = calloc(1, sizeof *n);
     if (!n)
       return EMU_E_NOMEM;
@@ -432,7 +436,7 @@ EMU_API int emu_stream_wait_event(struct CUstream_st *s, struct CUevent_st *ev)
     return emu_capture_add(s, n);
   }
   if (ecap)
-    return EMU_E_NOT_SUPPORTED;
+    return emu_capture_fork(s, ecap);
   struct CUstream_st *es = atomic_load_explicit(&ev->stream, memory_order_acquire);
   uint64_t t = atomic_load_explicit(&ev->target, memory_order_acquire);
   if (!es || t == 0)
@@ -559,9 +563,13 @@ EMU_API int emu_event_record(struct CUevent_st *ev, struct CUstream_st *s)
   r->ev = ev;
   atomic_fetch_add_explicit(&ev->refs, 1, memory_order_relaxed);
   uint64_t id = emu_capture_id(s);
-  int rc = emu_capture_add(s, &r->n);
-  if (rc == EMU_OK)
+  uint32_t seq = 0;
+  int rc = emu_capture_add_at(s, &r->n, &seq);
+  if (rc == EMU_OK) {
+    atomic_store_explicit(&ev->cap_stream, s, memory_order_relaxed);
+    atomic_store_explicit(&ev->cap_seq, seq, memory_order_relaxed);
     atomic_store_explicit(&ev->cap_id, id, memory_order_release);
+  }
   return rc;
 }
 

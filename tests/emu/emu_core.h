@@ -91,6 +91,10 @@ struct CUevent_st {
   /* Id of the capture that holds this event's last record, 0 when the last
    * record ran on a stream (CUDA_ERROR_CAPTURED_EVENT for queries). */
   _Atomic uint64_t cap_id;
+  /* That record's stream and its node count in the capture after the
+   * record (a wait on the event joins that stream back: emu_graph.c). */
+  _Atomic(struct CUstream_st *) cap_stream;
+  _Atomic uint32_t cap_seq;
 };
 
 /* CUDA error numbers the model returns.  cudaError_t and CUresult agree on
@@ -107,6 +111,7 @@ enum {
   EMU_E_CAPTURE_INVALIDATED = 901,
   EMU_E_CAPTURE_MERGE = 902,
   EMU_E_CAPTURE_UNMATCHED = 903,
+  EMU_E_CAPTURE_UNJOINED = 904,
   EMU_E_CAPTURE_ISOLATION = 905,
   EMU_E_CAPTURE_IMPLICIT = 906,
   EMU_E_CAPTURED_EVENT = 907,
@@ -218,6 +223,16 @@ static inline int emu_stream_capturing(struct CUstream_st *s)
  * EMU_E_CAPTURE_INVALIDATED when that capture was invalidated,
  * EMU_E_ILLEGAL_STATE when s stopped capturing meanwhile. */
 EMU_API int emu_capture_add(struct CUstream_st *s, struct CUgraphNode_st *n);
+/* The same; *seq gets s's node count in the capture after n. */
+EMU_API int emu_capture_add_at(struct CUstream_st *s, struct CUgraphNode_st *n, uint32_t *seq);
+/* Cross-stream capture, as cudaStreamBeginCapture documents it: a stream
+ * that is not capturing and waits on an event recorded in capture CAP_ID
+ * joins that capture (a fork); EMU_E_CAPTURED_EVENT when the capture is
+ * over, EMU_E_NOT_SUPPORTED past EMU_CAP_MAX_STREAMS streams. */
+EMU_API int emu_capture_fork(struct CUstream_st *s, uint64_t cap_id);
+/* A capturing stream waits on EV of its own capture: the stream that
+ * recorded EV is joined back up to that record. */
+EMU_API void emu_capture_join_back(struct CUstream_st *s, struct CUevent_st *ev);
 /* A use of stream s that must not happen while it captures (sync, query),
  * or of the legacy stream while a blocking stream of its device captures:
  * EMU_OK, or the error after invalidating the capture(s) in the way. */

@@ -27,6 +27,7 @@ _Static_assert((int)EMU_E_INVALID_VALUE == (int)cudaErrorInvalidValue && (int)EM
                (int)EMU_E_CAPTURE_INVALIDATED == (int)cudaErrorStreamCaptureInvalidated &&
                (int)EMU_E_CAPTURE_MERGE == (int)cudaErrorStreamCaptureMerge &&
                (int)EMU_E_CAPTURE_UNMATCHED == (int)cudaErrorStreamCaptureUnmatched &&
+               (int)EMU_E_CAPTURE_UNJOINED == (int)cudaErrorStreamCaptureUnjoined &&
                (int)EMU_E_CAPTURE_ISOLATION == (int)cudaErrorStreamCaptureIsolation &&
                (int)EMU_E_CAPTURE_IMPLICIT == (int)cudaErrorStreamCaptureImplicit &&
                (int)EMU_E_CAPTURED_EVENT == (int)cudaErrorCapturedEvent &&
@@ -449,6 +450,8 @@ static const struct {
   { cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
     "operation failed due to a previous error during capture" },
   { cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences" },
+  { cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "the capture was not initiated in this stream" },
+  { cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined", "the capture sequence contains a fork that was not joined to the primary stream" },
   { cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
     "dependency created on uncaptured work in another stream" },
   { cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",

@@ -26,9 +26,22 @@
 #define EMU_MAX_DEVICES 64
 #define EMU_STREAM_NON_BLOCKING 0x1u
 
+/* The streams of one capture: [0] the origin, then those forked into it.
+ * nnodes: work nodes the stream added (not waits or event records);
+ * joined: how many of them the origin side has waited for (an event
+ * recorded after them, waited on inside the capture).  The capture may end
+ * only when every fork is joined back. */
+#define EMU_CAP_MAX_STREAMS 16
+struct emu_cap_member {
+  struct CUstream_st *stream;
+  uint32_t nnodes, joined;
+};
+
 struct emu_capture {
   struct emu_capture *next;      /* emu_caps, under emu_cap_mu */
   struct CUstream_st *stream;
+  struct emu_cap_member mem[EMU_CAP_MAX_STREAMS];   /* under emu_cap_mu */
+  int nmem;
   uint64_t id;
   int mode;                      /* the mode it was begun with */
   int blocking;                  /* its stream synchronizes with the legacy one */
@@ -123,6 +136,8 @@ EMU_API int emu_capture_begin(struct CUstream_st *s, int mode)
     return EMU_E_NOMEM;
   }
   c->stream = s;
+  c->mem[0].stream = s;
+  c->nmem = 1;
   c->mode = mode;
   c->blocking = !(s->flags & EMU_STREAM_NON_BLOCKING);
   c->device = s->device;
@@ -160,7 +175,56 @@ static void emu_capture_unlink(struct emu_capture *c)
     atomic_fetch_sub_explicit(&emu_ncap_global, 1, memory_order_release);
   if (c->blocking)
     atomic_fetch_sub_explicit(&emu_ncap_blocking[c->device], 1, memory_order_release);
-  atomic_store_explicit(&c->stream->cap, NULL, memory_order_release);
+  for (int i = 0; i < c->nmem; i++)
+    atomic_store_explicit(&c->mem[i].stream->cap, NULL, memory_order_release);
+}
+
+/* Under emu_cap_mu: s's entry in c, or NULL. */
+static struct emu_cap_member *emu_cap_member(struct emu_capture *c, struct CUstream_st *s)
+{
+  for (int i = 0; i < c->nmem; i++)
+    if (c->mem[i].stream == s)
+      return &c->mem[i];
+  return NULL;
+}
+
+EMU_API int emu_capture_fork(struct CUstream_st *s, uint64_t cap_id)
+{
+  s = emu_stream_resolve(s);
+  if ((uintptr_t)s <= 2 || s->legacy)
+    return EMU_E_CAPTURE_IMPLICIT;   /* the legacy stream cannot join a capture */
+  pthread_mutex_lock(&emu_cap_mu);
+  struct emu_capture *c = emu_caps;
+  while (c && c->id != cap_id)
+    c = c->next;
+  int rc = EMU_OK;
+  if (!c)
+    rc = EMU_E_CAPTURED_EVENT;   /* the capture that recorded it is over */
+  else if (atomic_load_explicit(&s->cap, memory_order_relaxed))
+    rc = EMU_E_CAPTURE_MERGE;
+  else if (c->nmem == EMU_CAP_MAX_STREAMS)
+    rc = EMU_E_NOT_SUPPORTED;
+  else {
+    c->mem[c->nmem].stream = s;
+    c->mem[c->nmem].nnodes = c->mem[c->nmem].joined = 0;
+    c->nmem++;
+    atomic_store_explicit(&s->cap, c, memory_order_release);
+  }
+  pthread_mutex_unlock(&emu_cap_mu);
+  return rc;
+}
+
+EMU_API void emu_capture_join_back(struct CUstream_st *s, struct CUevent_st *ev)
+{
+  s = emu_stream_resolve(s);
+  struct CUstream_st *from = atomic_load_explicit(&ev->cap_stream, memory_order_relaxed);
+  uint32_t seq = atomic_load_explicit(&ev->cap_seq, memory_order_relaxed);
+  pthread_mutex_lock(&emu_cap_mu);
+  struct emu_capture *c = atomic_load_explicit(&s->cap, memory_order_relaxed);
+  struct emu_cap_member *m = c && from != s ? emu_cap_member(c, from) : NULL;
+  if (m && seq > m->joined)
+    m->joined = seq;
+  pthread_mutex_unlock(&emu_cap_mu);
 }
 
 EMU_API int emu_capture_end(struct CUstream_st *s, struct CUgraph_st **out)
@@ -176,18 +240,33 @@ EMU_API int emu_capture_end(struct CUstream_st *s, struct CUgraph_st **out)
     pthread_mutex_unlock(&emu_cap_mu);
     return EMU_E_ILLEGAL_STATE;   /* not capturing */
   }
+  if (c->stream != s) {
+    pthread_mutex_unlock(&emu_cap_mu);
+    return EMU_E_CAPTURE_UNMATCHED;   /* "the capture was not initiated in this stream" */
+  }
   if (c->mode != EMU_MODE_RELAXED && !pthread_equal(c->owner, pthread_self())) {
     pthread_mutex_unlock(&emu_cap_mu);
     return EMU_E_CAPTURE_WRONG_THREAD;
   }
+  /* Every stream forked into the capture must be joined back into the
+   * origin stream (CUDA_ERROR_STREAM_CAPTURE_UNJOINED), which ends its
+   * capture too. */
+  int unjoined = 0;
+  for (int i = 1; i < c->nmem; i++)
+    if (c->mem[i].joined < c->mem[i].nnodes) {
+      unjoined = 1;
+      if (getenv("NCCLEMU_VERBOSE"))
+        emu_log("capture %llu: stream %p forked into it has %u nodes, %u joined back", (unsigned long long)c->id,
+                (void *)c->mem[i].stream, c->mem[i].nnodes, c->mem[i].joined);
+    }
   emu_capture_unlink(c);
   pthread_mutex_unlock(&emu_cap_mu);
   if (pthread_equal(c->owner, pthread_self()))
     emu_own_count(c, -1);
   int rc = EMU_OK;
-  if (c->invalidated) {
+  if (c->invalidated || unjoined) {
     emu_graph_put(c->graph);
-    rc = EMU_E_CAPTURE_INVALIDATED;
+    rc = c->invalidated ? EMU_E_CAPTURE_INVALIDATED : EMU_E_CAPTURE_UNJOINED;
   } else {
     *out = c->graph;
   }
@@ -254,6 +333,11 @@ EMU_API void emu_capture_invalidate(struct CUstream_st *s)
 
 EMU_API int emu_capture_add(struct CUstream_st *s, struct CUgraphNode_st *n)
 {
+  return emu_capture_add_at(s, n, NULL);
+}
+
+EMU_API int emu_capture_add_at(struct CUstream_st *s, struct CUgraphNode_st *n, uint32_t *seq)
+{
   n->next = NULL;
   pthread_mutex_lock(&emu_cap_mu);
   struct emu_capture *c = atomic_load_explicit(&s->cap, memory_order_relaxed);
@@ -263,6 +347,13 @@ EMU_API int emu_capture_add(struct CUstream_st *s, struct CUgraphNode_st *n)
     c->graph->tail = &n->next;
     c->graph->nnodes++;
     c->last = n;
+    /* A wait or an event record is no work of its own that a join must
+     * cover (in CUDA they add edges, not nodes). */
+    struct emu_cap_member *m = emu_cap_member(c, s);
+    if (m && n->type != EMU_NODE_EMPTY && n->type != EMU_NODE_EVENT_RECORD)
+      m->nnodes++;
+    if (m && seq)
+      *seq = m->nnodes;
   }
   pthread_mutex_unlock(&emu_cap_mu);
   if (rc != EMU_OK)

@@ -21,6 +21,14 @@
  *   api            begin/end/is-capturing/capture-info edge cases
  *   driver         the driver API names (cuda.h maps them to _v2/_v3,
  *                  WithFlags): the same rules
+ *   fork           cross-stream capture: a stream that waits on an event
+ *                  recorded in a capture joins it (fork), its work becomes
+ *                  nodes of the same graph, and it must be joined back
+ *                  (an event of it waited on by the origin) before the
+ *                  capture ends, else cudaErrorStreamCaptureUnjoined;
+ *                  ending it from the forked stream is
+ *                  cudaErrorStreamCaptureUnmatched (PyTorch's side-stream
+ *                  collectives, async_op=True, are captured this way)
  * Single process; the prober runs in a second thread. */
 #include "emu_test.h"
 
@@ -478,10 +486,68 @@ static int case_driver(void)
   return 0;
 }
 
+static int case_fork(void)
+{
+  int *src, *dst;
+  T_CUDA(cudaMalloc((void **)&src, N * sizeof(int)));
+  T_CUDA(cudaMalloc((void **)&dst, N * sizeof(int)));
+  int host[N];
+  for (int i = 0; i < N; i++)
+    host[i] = 7;
+  T_CUDA(cudaMemcpy(src, host, sizeof host, cudaMemcpyHostToDevice));
+  T_CUDA(cudaMemset(dst, 0, N * sizeof(int)));
+  T_CUDA(cudaDeviceSynchronize());
+  cudaEvent_t fork_ev, join_ev;
+  T_CUDA(cudaEventCreateWithFlags(&fork_ev, cudaEventDisableTiming));
+  T_CUDA(cudaEventCreateWithFlags(&join_ev, cudaEventDisableTiming));
+  cudaGraph_t g;
+  enum cudaStreamCaptureStatus st;
+  /* fork and join back: both streams' work is in the graph */
+  T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
+  T_CUDA(cudaMemsetAsync(dst, 0, N * sizeof(int), cap_s));
+  T_CUDA(cudaEventRecord(fork_ev, cap_s));
+  T_CUDA(cudaStreamWaitEvent(nb_s, fork_ev, 0));
+  T_CUDA(cudaStreamIsCapturing(nb_s, &st));
+  NT_RET_CHECK(st == cudaStreamCaptureStatusActive, "the forked stream is not capturing (%d)", (int)st);
+  T_CUDA(cudaMemcpyAsync(dst, src, N * sizeof(int), cudaMemcpyDeviceToDevice, nb_s));
+  NT_RET_CHECK(cudaStreamEndCapture(nb_s, &g) == cudaErrorStreamCaptureUnmatched,
+               "ending the capture from the forked stream must be cudaErrorStreamCaptureUnmatched");
+  T_CUDA(cudaEventRecord(join_ev, nb_s));
+  T_CUDA(cudaStreamWaitEvent(cap_s, join_ev, 0));
+  T_CUDA(cudaStreamEndCapture(cap_s, &g));
+  NT_RET_CHECK(g != NULL, "no graph");
+  T_CUDA(cudaStreamIsCapturing(nb_s, &st));
+  NT_RET_CHECK(st == cudaStreamCaptureStatusNone, "the forked stream still captures after the end (%d)", (int)st);
+  NT_RET_CHECK(dst[0] == 0, "captured work ran at capture time");
+  cudaGraphExec_t x;
+  T_CUDA(cudaGraphInstantiateWithFlags(&x, g, 0));
+  T_CUDA(cudaGraphLaunch(x, other_s));
+  T_CUDA(cudaStreamSynchronize(other_s));
+  NT_RET_CHECK(dst[0] == 7 && dst[N - 1] == 7, "the forked stream's copy did not run at launch: %d", dst[0]);
+  T_CUDA(cudaGraphExecDestroy(x));
+  T_CUDA(cudaGraphDestroy(g));
+  /* fork without the join: the end fails and the fork's capture ends too */
+  T_CUDA(cudaStreamBeginCapture(cap_s, cudaStreamCaptureModeGlobal));
+  T_CUDA(cudaEventRecord(fork_ev, cap_s));
+  T_CUDA(cudaStreamWaitEvent(nb_s, fork_ev, 0));
+  T_CUDA(cudaMemsetAsync(dst, 0, N * sizeof(int), nb_s));
+  cudaError_t e = cudaStreamEndCapture(cap_s, &g);
+  NT_RET_CHECK(e == cudaErrorStreamCaptureUnjoined && g == NULL, "unjoined fork: %d, want %d",
+               (int)e, (int)cudaErrorStreamCaptureUnjoined);
+  T_CUDA(cudaStreamIsCapturing(nb_s, &st));
+  NT_RET_CHECK(st == cudaStreamCaptureStatusNone, "the unjoined stream still captures (%d)", (int)st);
+  (void)cudaGetLastError();
+  /* a fork from a capture that is over: the event was last recorded in it */
+  e = cudaStreamWaitEvent(nb_s, fork_ev, 0);
+  NT_RET_CHECK(e == cudaErrorCapturedEvent, "wait on an event of an ended capture: %d", (int)e);
+  (void)cudaGetLastError();
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2) {
-    fprintf(stderr, "usage: %s tl_prober|global_prober|relaxed|own|event|replay|api|driver\n", argv[0]);
+    fprintf(stderr, "usage: %s tl_prober|global_prober|relaxed|own|event|replay|api|driver|fork\n", argv[0]);
     return 2;
   }
   T_CUDA(cudaSetDevice(0));
@@ -500,6 +566,7 @@ int main(int argc, char **argv)
            : !strcmp(c, "replay")        ? case_replay()
            : !strcmp(c, "api")           ? case_api()
            : !strcmp(c, "driver")        ? case_driver()
+           : !strcmp(c, "fork")          ? case_fork()
                                          : 2;
   if (rc == 0)
     printf("ok: %s\n", c);

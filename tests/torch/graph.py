@@ -1,6 +1,10 @@
-"""graph.py -- torch.cuda.graph (global capture mode) around an all_reduce,
-replayed REPLAYS times (default 20), under torchrun.  Prints one line per
-rank: "graph: rank R replays N ok"."""
+"""graph.py [REPLAYS [sync|async]] -- torch.cuda.graph (global capture
+mode) around an all_reduce, replayed REPLAYS times (default 20), under
+torchrun.  sync: all_reduce(x), which ProcessGroupNCCL issues on the
+capturing stream; async: all_reduce(x, async_op=True).wait(), issued on
+its own NCCL stream, which forks into the capture through an event and is
+joined back by the wait (cross-stream capture).  Prints one line per rank:
+"graph: rank R replays N ok"."""
 import os
 import sys
 
@@ -10,6 +14,7 @@ import torch.distributed as dist
 
 def main():
     replays = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    mode = sys.argv[2] if len(sys.argv) > 2 else "sync"
     rank = int(os.environ["RANK"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     dev = torch.device("cuda", local)
@@ -23,7 +28,10 @@ def main():
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         with torch.cuda.graph(g, capture_error_mode="global"):
-            dist.all_reduce(x)
+            if mode == "async":
+                dist.all_reduce(x, async_op=True).wait()
+            else:
+                dist.all_reduce(x)
     torch.cuda.current_stream().wait_stream(s)
     for _ in range(replays):
         g.replay()

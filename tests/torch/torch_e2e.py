@@ -11,8 +11,9 @@ project's venv, scripts/torch-env.sh) on the CPU emulator, under nccltrace.
   train   examples/torch/train.py (--model scale), 2 ranks: exit status and
           output traced are those untraced; the verdict is healthy
   graph   tests/torch/graph.py: torch.cuda.graph (global mode) around an
-          all_reduce, 20 replays: nothing invalidated, 20 replays per rank
-          in decode, healthy
+          all_reduce, sync (on the capturing stream) and async_op=True (on
+          the NCCL stream, a cross-stream capture), 20 replays: nothing
+          invalidated, 20 replays per rank in decode, healthy
   groups  tests/torch/groups.py split|fresh: new_group by ncclCommSplit and
           by fresh init, a barrier: the comms have the right members
 
@@ -161,16 +162,18 @@ def case_train(tmp):
 
 
 def case_graph(tmp):
-    p = torchrun(2, port(), os.path.join(E["NTT_SRC"], "tests/torch/graph.py"), ["20"], tmp)
-    check(p.returncode == 0, "graph.py exits 0 traced (%d): %s" % (p.returncode, p.stderr[-400:]))
-    check(p.stdout.count("replays 20 ok") == 2, "both ranks replayed 20 times: %r" % p.stdout)
-    check("nvalidat" not in p.stderr, "no capture invalidated")
-    for f in sorted(x for x in os.listdir(tmp + "/dumps") if x.endswith(".zst")):
-        d = subprocess.run([E["NTT_NCCLTRACE"], "decode", os.path.join(tmp, "dumps", f)], capture_output=True, text=True).stdout
-        n = len(re.findall(r"GraphLaunch\(graph \d+ replay \d+: AllReduce", d))
-        check(n == 20 and "captured" in d, "%s: 20 replays in decode (%d), the captured AllReduce shown" % (f, n))
-    v = analyze(tmp + "/dumps")["verdict"]
-    check(v["class"] == "healthy", "graph: healthy (%s)" % v.get("summary"))
+    for mode in ("sync", "async"):
+        d = os.path.join(tmp, mode)
+        p = torchrun(2, port() + (mode == "async"), os.path.join(E["NTT_SRC"], "tests/torch/graph.py"), ["20", mode], d)
+        check(p.returncode == 0, "graph.py %s exits 0 traced (%d): %s" % (mode, p.returncode, p.stderr[-400:]))
+        check(p.stdout.count("replays 20 ok") == 2, "%s: both ranks replayed 20 times: %r" % (mode, p.stdout))
+        check("nvalidat" not in p.stderr and "not joined" not in p.stderr, "%s: no capture invalidated" % mode)
+        for f in sorted(x for x in os.listdir(d + "/dumps") if x.endswith(".zst")):
+            out = subprocess.run([E["NTT_NCCLTRACE"], "decode", os.path.join(d, "dumps", f)], capture_output=True, text=True).stdout
+            n = len(re.findall(r"GraphLaunch\(graph \d+ replay \d+: AllReduce", out))
+            check(n == 20 and "captured" in out, "%s %s: 20 replays in decode (%d), the captured AllReduce shown" % (mode, f, n))
+        v = analyze(d + "/dumps")["verdict"]
+        check(v["class"] == "healthy", "graph %s: healthy (%s)" % (mode, v.get("summary")))
 
 
 def case_groups(tmp):
