@@ -103,7 +103,7 @@ struct ntr_ring {
   int own_dir;                   /* 1: dir is a private directory made for this process */
   /* Empty, or one line (without "nccltrace: ") saying which fallback was
    * taken and why: a smaller ring, another directory, anonymous memory. */
-  char note[640];
+  char note[1024];
   /* Hash index into stacks[]: bucket -> table index + 1, written by CAS
    * (stack.c).  Process-local, not in the file: readers only need stacks[]
    * in allocation order.  Zeroed with the ring (open, fork child). */

@@ -184,6 +184,103 @@ def t_ring_cut():
     check(len(lines(e, "cut")) == 1, "want one line about the cut ring: %s" % e)
 
 
+def start_all(n, env):
+    # n processes that hold their rings open: all "ready" before any goes on
+    procs = [start("wait", 10, env) for _ in range(n)]
+    for p in procs:
+        check(p.stdout.readline().strip() == "ready", "pid %d did not start" % p.pid)
+    return procs
+
+
+def go_all(procs):
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return [finish(p, timeout=120) for p in procs]
+
+
+def t_shm_budget():
+    # Round two, item 3: without LOCAL_WORLD_SIZE, 8 and then 24 ranks on a
+    # 64 MiB tmpfs.  All rings in the directory share one budget, a third of
+    # the file system (docs/reliability.md): the tmpfs is never more than a
+    # third full while every ring is held, and every rank exits 0.
+    need_root()
+    shm = os.path.join(TMP, "shm")
+    mount_tmpfs(shm, "64m")
+    total = os.statvfs(shm).f_blocks * os.statvfs(shm).f_frsize
+    for n in (8, 24):
+        procs = start_all(n, base_env(NCCLTRACE_RING_DIR=os.path.join(shm, "rings")))
+        used = used_bytes(shm)
+        rings = glob.glob(os.path.join(shm, "rings", "*.ring"))
+        res = go_all(procs)
+        print("%d ranks: tmpfs %.1f%% full with %d rings in it (%.1f MiB of %.1f)" %
+              (n, 100.0 * used / total, len(rings), used / 1048576.0, total / 1048576.0))
+        for p, (rc, o, e) in zip(procs, res):
+            check(rc == 0, "%d ranks: pid %d exited %d: %s" % (n, p.pid, rc, e))
+            check(len(fallback_lines(e)) <= 1, "pid %d: more than one line: %s" % (p.pid, e))
+        check(used <= total // 3, "%d ranks filled the tmpfs to %.1f%%, past the budget of a third" %
+              (n, 100.0 * used / total))
+        check(rings, "%d ranks: no ring at all on the tmpfs" % n)
+        check(not os.listdir(os.path.join(shm, "rings")), "clean exits left rings behind")
+
+
+def t_shm_dead():
+    # Round two, item 3: the ring of a SIGKILLed process stays (it is
+    # evidence, `collect` has not taken it); it counts against the budget,
+    # the next process says so in its one line, and nothing deletes it.
+    need_root()
+    shm = os.path.join(TMP, "shm")
+    mount_tmpfs(shm, "64m")
+    ringdir = os.path.join(shm, "rings")
+    env = base_env(NCCLTRACE_RING_DIR=ringdir)
+    victim = start_all(1, env)[0]
+    victim.kill()
+    victim.communicate()
+    dead = glob.glob(os.path.join(ringdir, "*.ring"))
+    check(len(dead) == 1, "the killed process left no ring: %s" % os.listdir(ringdir))
+    p = start("fill", 10, env)
+    rc, o, e = finish(p)
+    check(rc == 0, "exited %d: %s" % (rc, e))
+    fl = fallback_lines(e)
+    check(len(fl) == 1 and "dead" in fl[0] and "collect" in fl[0] and ringdir in fl[0],
+          "want one line naming the dead process's ring and `collect`: %s" % e)
+    check(os.path.exists(dead[0]), "the dead process's ring was removed")
+    c = subprocess.run([E["tool"], "collect", "--rings", ringdir, "--dir", os.path.join(TMP, "coll")],
+                       capture_output=True, text=True, timeout=60)
+    check(c.returncode == 0 and not os.path.exists(dead[0]), "collect: %s %s" % (c.stdout, c.stderr))
+    print(fl[0])
+
+
+def t_collect_fallback():
+    # Round two, item 17: a ring directory too small for any ring sends the
+    # ring to $TMPDIR; after a SIGKILL, `collect --rings DIR` (the user
+    # guide's recovery command) must find it there, never say "nothing".
+    need_root()
+    shm = os.path.join(TMP, "tiny")
+    mount_tmpfs(shm, "1m")
+    ringdir = os.path.join(shm, "rings")
+    env = base_env(NCCLTRACE_RING_DIR=ringdir)
+    victim = start_all(1, env)[0]
+    victim.kill()
+    victim.communicate()
+    moved = glob.glob(os.path.join(env["TMPDIR"], "nccltrace-*", "*.ring"))
+    check(len(moved) == 1, "the ring did not fall back to $TMPDIR: %s" % os.listdir(env["TMPDIR"]))
+    coll = os.path.join(TMP, "coll")
+    tenv = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    c = subprocess.run([E["tool"], "collect", "--rings", ringdir, "--dir", coll], capture_output=True,
+                       text=True, timeout=60, env=tenv)
+    print(c.stdout.strip())
+    check("nothing" not in c.stdout, "collect said nothing while a ring was in $TMPDIR: %s" % c.stdout)
+    check(c.returncode == 0, "collect exited %d: %s" % (c.returncode, c.stderr))
+    got = glob.glob(os.path.join(coll, "nccltrace-*-%d-*.zst" % victim.pid))
+    check(len(got) == 1 and not os.path.exists(moved[0]), "the ring in $TMPDIR was not collected: %s" % c.stdout)
+    # and with nothing anywhere, the places looked at are named
+    c = subprocess.run([E["tool"], "collect", "--rings", ringdir, "--dir", coll], capture_output=True,
+                       text=True, timeout=60, env=tenv)
+    check("nothing" in c.stdout and env["TMPDIR"] in c.stdout,
+          "an empty collect does not name the fallback place: %s" % c.stdout)
+
+
 def t_planted_dirs():
     # Item 6: another user pre-created the ring and dump directories, mode
     # 0777: the tracer records into private directories instead.
