@@ -119,6 +119,7 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
 
   struct ntr_ring_header *h = map;
   fill_identity(h, cfg->job_id);
+  h->ring_place = ring->place;
   h->slot_count = slots;
   h->comm_offset = tmp.comm_offset;
   h->stack_offset = tmp.stack_offset;

@@ -101,6 +101,7 @@ struct ntr_ring {
   char dir[1024];                /* directory of the ring file (for set_job); "" when anonymous */
   int anon;                      /* 1: anonymous memory, no file (recorder/ring_place.c) */
   int own_dir;                   /* 1: dir is a private directory made for this process */
+  uint32_t place;                /* enum ntr_ring_place: where ring_place.c put it (hdr->ring_place) */
   /* Empty, or one line (without "nccltrace: ") saying which fallback was
    * taken and why: a smaller ring, another directory, anonymous memory. */
   char note[1024];

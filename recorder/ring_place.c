@@ -264,8 +264,10 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
       return rc;
     rc = try_file(&pl, &d, cfg->dir, *slots, map);
     close(d.fd);
-    if (!rc)
+    if (!rc) {
       ntr_strlcpy(ring->dir, cfg->dir, sizeof ring->dir);
+      ring->place = NTR_PLACE_DIR;
+    }
     return rc;
   }
 
@@ -281,6 +283,7 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
     close(d.fd);
     first = pl.bud;
     if (!rc) {
+      ring->place = ring->own_dir ? NTR_PLACE_SIBLING : NTR_PLACE_DIR;
       if (*slots < pl.want) {
         ntr_sb_str(&pl.note, share_cut ? "ring of " : "too little free space in ");
         if (share_cut) {
@@ -346,6 +349,7 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
       rc = try_dir(&pl, &d, ring->dir, slots, map, &share_cut);
     close(d.fd);
     if (!rc) {
+      ring->place = NTR_PLACE_FALLBACK;
       ntr_sb_str(&pl.note, "; a ring of ");
       say_ring(&pl.note, *slots);
       ntr_sb_str(&pl.note, " is in ");
@@ -364,6 +368,7 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
   if (*map == MAP_FAILED)
     return -ENOMEM;
   ring->anon = 1;
+  ring->place = NTR_PLACE_ANON;
   ntr_sb_str(&pl.note, "; nor in ");
   ntr_sb_str(&pl.note, other);
   ntr_sb_str(&pl.note, ": the ring is in anonymous memory, so recording and dumps work but the "

@@ -45,6 +45,7 @@ void ntt_rec_text(const struct ntr_record *r, char *buf, size_t len);
 const char *ntt_signal_name(int signo, char *buf, size_t len);
 const char *ntt_lifecycle_name(unsigned lifecycle);      /* "ready", ... */
 const char *ntt_proc_state_name(unsigned state);         /* "running", ... */
+const char *ntt_ring_place_name(unsigned place);         /* enum ntr_ring_place: "dir", ..., "anonymous" */
 /* Trigger kind for docs/decode-json.md: "exit", "sigterm", "timeout", ... */
 const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len);
 /* Copy a fixed-size char field up to its first NUL, printable ASCII only:

@@ -20,6 +20,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 E = {}
 TMP = None
@@ -281,6 +282,50 @@ def t_collect_fallback():
           "an empty collect does not name the fallback place: %s" % c.stdout)
 
 
+def t_anon_kill():
+    # Round two, item 10: rings in anonymous memory (neither the ring
+    # directory nor $TMPDIR can hold a file), rank 1 SIGKILLed while rank 0
+    # waits for it.  Rank 0's dump says where its ring was, and analyze
+    # says that rank 1's ring could not survive the kill instead of
+    # calling it a missing collective (a code bug).
+    nofile = os.path.join(TMP, "not-a-dir")
+    open(nofile, "w").close()
+    env = base_env(NCCLTRACE_RING_DIR=os.path.join(nofile, "rings"), TMPDIR=nofile, NCCLTRACE_TIMEOUT="1")
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+    procs = []
+    for r in range(2):
+        e = dict(env, RANK=str(r), WORLD_SIZE="2")
+        procs.append(subprocess.Popen([E["rank"], "hang", str(r), "2", iddir], env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    try:
+        for p in procs:
+            check(p.stdout.readline().strip() == "issued", "pid %d did not issue" % p.pid)
+        procs[1].kill()
+        procs[1].wait()
+        dumpdir = os.path.join(TMP, "dumps")
+        f = None
+        for _ in range(100):
+            f = glob.glob(os.path.join(dumpdir, "nccltrace-*-%d-*-timeout.zst" % procs[0].pid))
+            if f:
+                break
+            time.sleep(0.2)
+        check(f, "no timeout dump from rank 0")
+        time.sleep(0.3)  # renamed into place complete
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    hdr = json.loads(decode(f[0]))["header"]
+    check(hdr.get("ring_place") == "anonymous", "rank 0's dump does not say its ring was anonymous: %s" %
+          hdr.get("ring_place"))
+    a = subprocess.run([E["tool"], "analyze", dumpdir], capture_output=True, text=True, timeout=60)
+    print(a.stdout)
+    check("rank 1 left no evidence; its ring could not survive a kill" in a.stdout,
+          "analyze does not say rank 1's ring could not survive a kill: %s %s" % (a.stdout, a.stderr))
+    check("missing collective" not in a.stdout, "analyze still calls it a missing collective: %s" % a.stdout)
+
+
 def t_planted_dirs():
     # Item 6: another user pre-created the ring and dump directories, mode
     # 0777: the tracer records into private directories instead.
@@ -409,7 +454,7 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
         print("usage: hostile_e2e.py {%s}" % ",".join(sorted(TESTS)), file=sys.stderr)
         return 1
-    for k in ("lib", "emu", "tool", "hostile"):
+    for k in ("lib", "emu", "tool", "hostile", "rank"):
         E[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
     E["prog"] = E["hostile"]
     if os.environ.get("NTI_TEST_SANITIZED", "none") not in ("", "none"):
