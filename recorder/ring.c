@@ -155,6 +155,13 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   return 0;
 }
 
+uint64_t ntr_ring_bytes(uint32_t slots) {
+  struct ntr_ring_header t;
+  memset(&t, 0, sizeof t);
+  ntr_ring_layout(&t, slots);
+  return t.file_size;
+}
+
 int ntr_ring_open(struct ntr_ring *ring, const struct ntr_ring_config *cfg) {
   return ring_create(ring, cfg, NULL);
 }

@@ -153,6 +153,9 @@ int ntr_ring_reopen_child(struct ntr_ring *ring, const struct ntr_ring_config *c
  * @return 0 or -errno (the ring keeps working either way). */
 int ntr_ring_set_job(struct ntr_ring *ring, const char *job_id);
 
+/* Bytes of a ring of slots records (its file, or its anonymous mapping). */
+uint64_t ntr_ring_bytes(uint32_t slots);
+
 /* Unmap; the file stays unless remove is set. */
 void ntr_ring_close(struct ntr_ring *ring, int remove);
 

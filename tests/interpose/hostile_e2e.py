@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import pwd
+import resource
 import shutil
 import stat
 import subprocess
@@ -324,6 +325,72 @@ def t_anon_kill():
     check("rank 1 left no evidence; its ring could not survive a kill" in a.stdout,
           "analyze does not say rank 1's ring could not survive a kill: %s %s" % (a.stdout, a.stderr))
     check("missing collective" not in a.stdout, "analyze still calls it a missing collective: %s" % a.stdout)
+
+
+# The tracer's address space on top of an untraced rank (docs/reliability.md,
+# round two, item 8): ring and dump buffers, small thread stacks, its heap.
+TRACER_AS_BUDGET = 64 << 20
+
+
+def run_vm_job(env, limit=None):
+    # 2 ranks of rank.c "vm"; each prints its VmPeak (kB) before exit 0
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+
+    def lim():
+        if limit:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    procs = [subprocess.Popen([E["rank"], "vm", str(r), "2", iddir], env=dict(env, RANK=str(r), WORLD_SIZE="2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lim)
+             for r in range(2)]
+    out = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+        peak = [int(ln.split()[1]) for ln in o.splitlines() if ln.startswith("vmpeak ")]
+        out.append((p.returncode, peak[0] * 1024 if peak else None, e))
+    return out
+
+
+def t_ulimit_v():
+    # Round two, item 8: a traced 2-rank job (watchdog, exchange client,
+    # coordinator) costs at most TRACER_AS_BUDGET of address space more than
+    # the untraced one; under `ulimit -v` = the untraced peak + that budget
+    # it runs with tracing whole; and under a limit so tight that the
+    # untraced job barely runs, the traced job runs too (a smaller ring, or
+    # tracing off, one line), never a failed ncclCommInitRank.
+    env = base_env(NCCLTRACE_CHECK="async", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
+    plain = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    base = run_vm_job(plain)
+    for rc, peak, e in base:
+        check(rc == 0 and peak, "untraced rank failed (%s): %s" % (rc, e))
+    untraced = max(pk for _, pk, _ in base)
+    free = run_vm_job(env)
+    print("VmPeak untraced %.1f MiB, traced %s MiB (no limit)" %
+          (untraced / 1048576.0, ["%.1f" % (pk / 1048576.0) if pk else "-" for _, pk, _ in free]))
+    for r, (rc, peak, e) in enumerate(free):
+        check(rc == 0 and peak, "traced rank %d failed (%s): %s" % (r, rc, e))
+        check(peak <= untraced + TRACER_AS_BUDGET, "traced rank %d: VmPeak %.1f MiB, more than the untraced %.1f "
+              "MiB + the tracer's %d MiB" % (r, peak / 1048576.0, untraced / 1048576.0, TRACER_AS_BUDGET >> 20))
+    limit = untraced + TRACER_AS_BUDGET
+    for r, (rc, peak, e) in enumerate(run_vm_job(env, limit)):
+        check(rc == 0, "rank %d exited %s under ulimit -v %d kB: %s" % (r, rc, limit // 1024, e))
+        check(not fallback_lines(e), "rank %d under ulimit -v %d kB: tracing not whole: %s" %
+              (r, limit // 1024, fallback_lines(e)))
+    print("under ulimit -v %d kB (untraced peak + %d MiB): both ranks exit 0, tracing whole" %
+          (limit // 1024, TRACER_AS_BUDGET >> 20))
+    for tight in (40 << 20, 48 << 20):
+        if any(rc != 0 for rc, _, _ in run_vm_job(plain, tight)):
+            print("ulimit -v %d kB: the untraced job does not fit here either; not a case" % (tight // 1024))
+            continue
+        for r, (rc, peak, e) in enumerate(run_vm_job(env, tight)):
+            check(rc == 0, "rank %d exited %s under ulimit -v %d kB where the untraced job runs: %s" %
+                  (r, rc, tight // 1024, e))
+            fl = fallback_lines(e)
+            check(len(fl) <= 1, "rank %d: more than one line: %s" % (r, fl))
+            print("ulimit -v %d kB: rank %d exit 0; %s" % (tight // 1024, r, fl))
 
 
 def t_planted_dirs():
