@@ -20,8 +20,13 @@
  * inherited by the child's tracer: NCCL comms cannot be used across fork.
  * A fork+exec child thus leaves no ring behind.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "interpose/nti.h"
 #include "interpose/resolve.h"
@@ -32,6 +37,7 @@
 #include "interpose/pyframes.h"
 #include "recorder/diag.h"
 #include "recorder/dump.h"
+#include "recorder/thread.h"
 
 struct nti_global nti_proc;
 /* A comm no handle matches (registry.c: nti_comm_none): the cache of the
@@ -57,6 +63,50 @@ static struct ntr_ring_config ring_config(void) {
   struct ntr_ring_config rc = {
       .dir = nti_cfg.ring_dir, .job_id = nti_cfg.job, .slots = nti_cfg.ring_slots, .fallback = 1};
   return rc;
+}
+
+/* The tracer's address space for a ring of slots records: the ring, the
+ * dump buffers, four thread stacks (recorder/thread.h, with room for the C
+ * library's static TLS) and a chunk of the threads' heap
+ * (recorder/heap.h). */
+static uint64_t as_cost(uint32_t slots) {
+  return ntr_ring_bytes(slots) + ntr_dump_bytes(slots) + 4u * (NTR_THREAD_STACK + (64u << 10)) + (1u << 20);
+}
+
+/* Under a finite RLIMIT_AS (`ulimit -v`) the tracer takes at most half of
+ * the address space left when it starts; the rest stays the application's
+ * (NCCL's init among it): a ring that fits, else none.  @return the ring
+ * size to use (want when there is no limit), 0 for tracing off; *line
+ * receives what to say ("" for nothing). */
+static uint32_t as_fit(uint32_t want, char *line, size_t cap) {
+  line[0] = '\0';
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return want;
+  char buf[64] = "";
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0)
+    close(fd);
+  if (n <= 0)
+    return want; /* cannot tell what is used: as without a limit */
+  buf[n] = '\0';
+  uint64_t used = strtoull(buf, NULL, 10) * (uint64_t)sysconf(_SC_PAGESIZE);
+  uint64_t left = (uint64_t)rl.rlim_cur > used ? (uint64_t)rl.rlim_cur - used : 0, allow = left / 2;
+  uint32_t s = want;
+  while (s > 64 && as_cost(s) > allow)
+    s /= 2;
+  if (as_cost(s) > allow) {
+    snprintf(line, cap, "ulimit -v leaves %.1f MiB of address space; the tracer's smallest ring, dump buffers "
+             "and threads need %.1f MiB, more than half of it: tracing is off, the job runs as untraced",
+             (double)left / 1048576.0, (double)as_cost(s) / 1048576.0);
+    return 0;
+  }
+  if (s < want)
+    snprintf(line, cap, "ring of %u records instead of %u: ulimit -v leaves %.1f MiB of address space and the "
+             "tracer takes at most half of it (%.1f MiB with its dump buffers and threads)",
+             s, want, (double)left / 1048576.0, (double)as_cost(s) / 1048576.0);
+  return s;
 }
 
 static pthread_mutex_t activate_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -95,8 +145,14 @@ void nti_activate(void) {
   pthread_mutex_lock(&activate_lock);
   if (!activate_tried) {
     struct ntr_ring_config rc = ring_config();
-    int r = ntr_ring_open(&nti_proc.ring, &rc);
-    if (r < 0) {
+    char asline[320];
+    rc.slots = as_fit(rc.slots, asline, sizeof asline);
+    if (asline[0])
+      nti_say("%s", asline);
+    int r = rc.slots ? ntr_ring_open(&nti_proc.ring, &rc) : -ENOMEM;
+    if (!rc.slots) {
+      /* said above */
+    } else if (r < 0) {
       nti_say("cannot create the ring in %s (%s); tracing is off", nti_cfg.ring_dir, strerror(-r));
     } else {
       nti_say_route_on(); /* lines fd 2 cannot take go to the ring from now on */

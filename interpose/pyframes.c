@@ -630,17 +630,26 @@ static int validate_listed(void) {
 /* @return 1 when decided, 0 when there is no running Python yet. */
 static int setup_locked(void);
 
-void nti_py_setup(void) {
-  pthread_mutex_lock(&setup_lock);
-  if (!__atomic_load_n(&py_decided, __ATOMIC_RELAXED) && setup_locked())
-    __atomic_store_n(&py_decided, 1, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&setup_lock);
-}
-
 static int count_adds(struct dl_phdr_info *info, size_t size, void *arg) {
   (void)size;
   *(unsigned long long *)arg = info->dlpi_adds;
   return 1; /* the first object carries the process-wide count */
+}
+
+static int find_libpython(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  (void)arg;
+  return info->dlpi_name && strstr(info->dlpi_name, "libpython") != NULL;
+}
+
+void nti_py_setup(void) {
+  pthread_mutex_lock(&setup_lock);
+  if (!__atomic_load_n(&py_decided, __ATOMIC_RELAXED) && setup_locked())
+    __atomic_store_n(&py_decided, 1, __ATOMIC_RELEASE);
+  unsigned long long adds = 0;
+  dl_iterate_phdr(count_adds, &adds);
+  seen_adds = adds; /* the watchdog looks again only after a dlopen */
+  pthread_mutex_unlock(&setup_lock);
 }
 
 void nti_py_poll(void) {
@@ -649,8 +658,12 @@ void nti_py_poll(void) {
     return;
   unsigned long long adds = 0;
   dl_iterate_phdr(count_adds, &adds);
-  /* A new object was loaded, or Python is loaded and not initialized yet. */
-  if ((adds != seen_adds || py_initialized) && setup_locked())
+  /* Python is loaded and not initialized yet, or a new object was loaded
+   * and it is a libpython: only then dlsym, which on a miss allocates its
+   * error text, and a malloc on the watchdog's thread costs it a glibc
+   * arena (recorder/heap.h).  A Python linked into the program is found by
+   * nti_py_setup on the application's thread. */
+  if ((py_initialized || (adds != seen_adds && dl_iterate_phdr(find_libpython, NULL))) && setup_locked())
     __atomic_store_n(&py_decided, 1, __ATOMIC_RELEASE);
   seen_adds = adds;
   pthread_mutex_unlock(&setup_lock);

@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "interpose/nti.h"
+#include "recorder/thread.h"
 #include "interpose/resolve.h"
 #include "interpose/comm.h"
 #include "interpose/record.h"
@@ -511,7 +512,12 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     c->pend_head = h + 1;
   }
   if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE)) {
-    ev_fill(c, 16);
+    /* Only when the pool runs low (more than 3/8 of the queue in flight at
+     * once), then back to half: a driver's cuEventCreate may allocate, and
+     * a malloc on this thread costs it a glibc arena, 64 MiB of address
+     * space (recorder/heap.h); the init fill covers ordinary depths. */
+    if (c->ev_free_tail - __atomic_load_n(&c->ev_free_head, __ATOMIC_ACQUIRE) < NTI_EVQ / 8)
+      ev_fill(c, NTI_EVQ / 2);
   } else if (c->pend_head == __atomic_load_n(&c->pend_tail, __ATOMIC_ACQUIRE)) {
     /* Destroyed and drained: its events go back to the driver. */
     void *ev;
@@ -774,6 +780,11 @@ static void *watchdog_main(void *arg) {
 
 void nti_watchdog_start(void) {
   pthread_once(&cu_once, load_driver);
+  /* Looked up here, not on our thread: a dlsym that misses allocates its
+   * error text, and a malloc there costs the thread a glibc arena
+   * (recorder/heap.h). */
+  if (!__atomic_load_n(&nti_real_ncclCommGetAsyncError, __ATOMIC_ACQUIRE))
+    (void)nti_resolve(NTI_FN_ncclCommGetAsyncError);
   pthread_mutex_lock(&wd_lock);
   if (!wd_running) {
     wd_stop = 0;
@@ -782,7 +793,7 @@ void nti_watchdog_start(void) {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&wd_thread, NULL, watchdog_main, NULL);
+    int rc = ntr_thread_create(&wd_thread, watchdog_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0)
       wd_running = 1;

@@ -181,6 +181,11 @@ static int dump_dirfd(void) {
   return d.fd;
 }
 
+size_t ntr_dump_bytes(uint32_t slots) {
+  size_t pay = payload_bytes(slots), out = ZSTD_compressBound(pay);
+  return ZSTD_estimateCCtxSize(1) + pay + (ZSTD_isError(out) ? pay : out) + EXTRA_MAX * sizeof(struct ntr_record);
+}
+
 int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
   if (!ring || !ring->hdr || !dir || !*dir)
     return -EINVAL;

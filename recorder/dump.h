@@ -25,6 +25,11 @@
  * @return 0 or -errno (-ENAMETOOLONG for a dir over 900 bytes). */
 int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode);
 
+/* Bytes of anonymous memory ntr_dump_init maps for a ring of slots records
+ * (compression context, payload, output, extra records): part of the
+ * tracer's address space (docs/reliability.md, round two, item 8). */
+size_t ntr_dump_bytes(uint32_t slots);
+
 /* "" or the one line (without "nccltrace: ") saying which dump directory
  * was refused at init, why, and where dumps go instead. */
 const char *ntr_dump_note(void);

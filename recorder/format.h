@@ -325,6 +325,18 @@ enum ntr_py_state {
   NTR_PY_DISABLED = 3,    /* NCCLTRACE_PYSTACKS=0 */
 };
 
+/* Where a process's ring was placed (ring header ring_place;
+ * recorder/ring_place.c).  Only a file survives the process: after a
+ * SIGKILL, an anonymous ring is gone, and readers must not take the missing
+ * evidence for a rank that never came. */
+enum ntr_ring_place {
+  NTR_PLACE_UNKNOWN = 0,  /* written before the field existed (the reserved word was 0) */
+  NTR_PLACE_DIR = 1,      /* a file in NCCLTRACE_RING_DIR */
+  NTR_PLACE_SIBLING = 2,  /* a file in a private sibling <dir>-XXXXXX (the directory was refused) */
+  NTR_PLACE_FALLBACK = 3, /* a file in $TMPDIR (else /tmp)/nccltrace-<uid> or its private sibling */
+  NTR_PLACE_ANON = 4,     /* anonymous memory: gone with the process */
+};
+
 /* The ring file: [header 16 KiB][comm table][stack table][strings][block words][slots].  Offsets are
  * absolute file offsets; readers validate each against file_size. */
 struct ntr_ring_header {
@@ -363,7 +375,8 @@ struct ntr_ring_header {
 
   /* fatal-signal backtrace of the faulting thread, written by the handler */
   uint32_t bt_depth, bt_signo;
-  uint32_t bt_tid, reserved0;
+  uint32_t bt_tid;
+  uint32_t ring_place;      /* enum ntr_ring_place: where this ring lived (0: a writer before the field) */
   uint64_t bt_ip[NTR_BT_DEPTH];
   char bt_sym[NTR_BT_DEPTH][NTR_SYM_BYTES]; /* "func+0xoff" */
 

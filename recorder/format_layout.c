@@ -62,7 +62,7 @@ NTR_LAYOUT(ntr_ring_header, tsc_hz, 456, 8);
 NTR_LAYOUT(ntr_ring_header, bt_depth, 464, 4);
 NTR_LAYOUT(ntr_ring_header, bt_signo, 468, 4);
 NTR_LAYOUT(ntr_ring_header, bt_tid, 472, 4);
-NTR_LAYOUT(ntr_ring_header, reserved0, 476, 4);
+NTR_LAYOUT(ntr_ring_header, ring_place, 476, 4);
 NTR_LAYOUT(ntr_ring_header, bt_ip, 480, 384);
 NTR_LAYOUT(ntr_ring_header, bt_sym, 864, 3072);
 NTR_LAYOUT(ntr_ring_header, env_len, 3936, 4);

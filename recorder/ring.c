@@ -119,6 +119,7 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
 
   struct ntr_ring_header *h = map;
   fill_identity(h, cfg->job_id);
+  h->ring_place = ring->place;
   h->slot_count = slots;
   h->comm_offset = tmp.comm_offset;
   h->stack_offset = tmp.stack_offset;
@@ -152,6 +153,13 @@ static int ring_create(struct ntr_ring *ring, const struct ntr_ring_config *cfg,
   ring->block_shift = (uint32_t)__builtin_ctz(ring->block);
   ring->map_size = h->file_size;
   return 0;
+}
+
+uint64_t ntr_ring_bytes(uint32_t slots) {
+  struct ntr_ring_header t;
+  memset(&t, 0, sizeof t);
+  ntr_ring_layout(&t, slots);
+  return t.file_size;
 }
 
 int ntr_ring_open(struct ntr_ring *ring, const struct ntr_ring_config *cfg) {

@@ -101,9 +101,10 @@ struct ntr_ring {
   char dir[1024];                /* directory of the ring file (for set_job); "" when anonymous */
   int anon;                      /* 1: anonymous memory, no file (recorder/ring_place.c) */
   int own_dir;                   /* 1: dir is a private directory made for this process */
+  uint32_t place;                /* enum ntr_ring_place: where ring_place.c put it (hdr->ring_place) */
   /* Empty, or one line (without "nccltrace: ") saying which fallback was
    * taken and why: a smaller ring, another directory, anonymous memory. */
-  char note[640];
+  char note[1024];
   /* Hash index into stacks[]: bucket -> table index + 1, written by CAS
    * (stack.c).  Process-local, not in the file: readers only need stacks[]
    * in allocation order.  Zeroed with the ring (open, fork child). */
@@ -151,6 +152,9 @@ int ntr_ring_reopen_child(struct ntr_ring *ring, const struct ntr_ring_config *c
  * writes hdr->job_id and renames the file to the name with that job.
  * @return 0 or -errno (the ring keeps working either way). */
 int ntr_ring_set_job(struct ntr_ring *ring, const char *job_id);
+
+/* Bytes of a ring of slots records (its file, or its anonymous mapping). */
+uint64_t ntr_ring_bytes(uint32_t slots);
 
 /* Unmap; the file stays unless remove is set. */
 void ntr_ring_close(struct ntr_ring *ring, int remove);

@@ -11,11 +11,13 @@
  *   1. the configured directory; if it is refused (a symlink, another
  *      user's, writable by group or others: recorder/safedir.h), a fresh
  *      private directory next to it (<dir>-XXXXXX, same file system);
- *   2. in that directory, a smaller ring: at most the job's share of the
- *      file system (half of its size, split between the local ranks; the
- *      other half is left to NCCL's own /dev/shm segments and the
- *      application), at most half of what is free, then halving down to 64
- *      records while the reservation fails for lack of space;
+ *   2. in that directory, a smaller ring: the rings there, of every job,
+ *      share one budget, a third of the file system, and no ring leaves
+ *      less than half of it (at most 4 GiB) free (recorder/ring_budget.h: the rest is NCCL's
+ *      own /dev/shm segments' and the application's); a ring takes its
+ *      local rank's part of the budget (LOCAL_WORLD_SIZE), else half of
+ *      what is left of it, and at least 64 records when those still fit,
+ *      then halving while the reservation fails for lack of space;
  *   3. another directory: $TMPDIR (else /tmp)/nccltrace-<uid>, or a private
  *      directory there if that one is refused, again with smaller rings;
  *   4. anonymous memory: recording and in-process dumps work, but the ring
@@ -32,10 +34,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "recorder/env.h"
+#include "recorder/ring_budget.h"
 #include "recorder/safedir.h"
 #include "recorder/util.h"
 
@@ -66,7 +68,9 @@ struct place {
   uint32_t want;
   int32_t local_ranks;
   struct ntr_sb note;
-  int noted; /* something is in note */
+  int noted;       /* something is in note */
+  int over_budget; /* try_dir: the budget, not the file system, said no */
+  struct ntr_ring_budget bud; /* the last directory's, as try_dir scanned it */
 };
 
 /* Create the file in d (path dir) with slots records, reserve and map it. */
@@ -116,33 +120,60 @@ static int try_file(struct place *pl, const struct ntr_safedir *d, const char *d
   return rc;
 }
 
-/* The job's share of d's file system, what is free there, then halving. */
+/* The ring's share of the rings' budget in d (ring_budget.h), then halving
+ * while the reservation fails for lack of space.  The directory is locked
+ * from the scan to the reservation, so ranks starting at once see each
+ * other's rings.  -ENOSPC with pl->over_budget: even the smallest ring does
+ * not fit what is left of the budget. */
 static int try_dir(struct place *pl, const struct ntr_safedir *d, const char *dir, uint32_t *slots,
                    void **map, int *share_cut) {
   uint32_t s = pl->want;
-  struct statvfs vs;
+  struct ntr_ring_budget *b = &pl->bud;
   *share_cut = 0;
-  if (fstatvfs(d->fd, &vs) == 0 && vs.f_blocks && vs.f_frsize) {
-    uint64_t total = (uint64_t)vs.f_blocks * vs.f_frsize;
-    uint64_t share = total / 2 / (uint64_t)(pl->local_ranks > 0 ? pl->local_ranks : 1);
+  pl->over_budget = 0;
+  int locked = ntr_ring_budget_lock(d->fd);
+  int rc = 0;
+  if (ntr_ring_budget_scan(d->fd, pl->host, b) == 0 && b->total) {
+    /* Known local ranks: each its equal part of the budget.  Unknown: half
+     * of what is left, so however many come, each finds a part. */
+    uint64_t share = pl->local_ranks > 0 ? b->budget / (uint64_t)pl->local_ranks : b->room / 2;
+    if (share > b->room)
+      share = b->room;
     s = fit(s, share);
     *share_cut = s < pl->want;
-    /* and never more than half of what is free: whoever comes after us
-     * (NCCL's segments, the next rank) finds room too */
-    uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize;
-    if (file_bytes(s) > avail / 2)
-      s = fit(s, avail / 2);
+    if (file_bytes(s) > b->room) {
+      pl->over_budget = 1;
+      rc = -ENOSPC;
+    }
   }
-  for (;;) {
-    int rc = try_file(pl, d, dir, s, map);
+  while (!rc) {
+    rc = try_file(pl, d, dir, s, map);
     if (!rc) {
       *slots = s;
-      return 0;
+      break;
     }
     if (!space_error(rc) || s <= MIN_SLOTS)
-      return rc;
+      break;
     s /= 2;
+    rc = 0;
   }
+  if (locked)
+    ntr_ring_budget_unlock(d->fd);
+  return rc;
+}
+
+/* "the rings in a directory may take a third of its file system together
+ * (21.3 MiB; 5 rings hold 19.6 MiB there) and leave 32.0 MiB of it free" */
+static void say_budget(struct ntr_sb *sb, const struct ntr_ring_budget *b) {
+  ntr_sb_str(sb, "the rings in a directory may take a third of its file system together (");
+  ntr_sb_mib(sb, b->budget);
+  ntr_sb_str(sb, "; ");
+  ntr_sb_u64(sb, b->rings);
+  ntr_sb_str(sb, " ring(s) hold ");
+  ntr_sb_mib(sb, b->used);
+  ntr_sb_str(sb, " there) and leave ");
+  ntr_sb_mib(sb, b->reserve);
+  ntr_sb_str(sb, " of it free");
 }
 
 static void say_ring(struct ntr_sb *sb, uint32_t slots) {
@@ -150,6 +181,23 @@ static void say_ring(struct ntr_sb *sb, uint32_t slots) {
   ntr_sb_str(sb, " records (");
   ntr_sb_mib(sb, file_bytes(slots));
   ntr_sb_str(sb, ")");
+}
+
+/* "; D holds 2 ring(s) of dead processes (20.6 MiB) that count against
+ * that budget: `nccltrace collect --rings D` turns them into dumps" */
+static void say_dead(struct ntr_sb *sb, const struct ntr_ring_budget *b, const char *dir) {
+  if (!b->dead)
+    return;
+  if (sb->len)
+    ntr_sb_str(sb, "; ");
+  ntr_sb_str(sb, dir);
+  ntr_sb_str(sb, " holds ");
+  ntr_sb_u64(sb, b->dead);
+  ntr_sb_str(sb, " ring(s) of dead processes (");
+  ntr_sb_mib(sb, b->dead_bytes);
+  ntr_sb_str(sb, ") that count against the rings' budget there: `nccltrace collect --rings ");
+  ntr_sb_str(sb, dir);
+  ntr_sb_str(sb, "` turns them into dumps");
 }
 
 /* "ring directory D is a symlink owned by uid U" and the like. */
@@ -216,20 +264,26 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
       return rc;
     rc = try_file(&pl, &d, cfg->dir, *slots, map);
     close(d.fd);
-    if (!rc)
+    if (!rc) {
       ntr_strlcpy(ring->dir, cfg->dir, sizeof ring->dir);
+      ring->place = NTR_PLACE_DIR;
+    }
     return rc;
   }
 
   /* 1 + 2: the configured directory (or its private sibling) */
   uint64_t first_dev = 0, first_ino = 0;
+  struct ntr_ring_budget first;
+  memset(&first, 0, sizeof first);
   rc = open_dir(&pl, cfg->dir, &d, ring->dir, sizeof ring->dir, 0);
   if (!rc) {
     first_dev = d.dev;
     first_ino = d.ino;
     rc = try_dir(&pl, &d, ring->dir, slots, map, &share_cut);
     close(d.fd);
+    first = pl.bud;
     if (!rc) {
+      ring->place = ring->own_dir ? NTR_PLACE_SIBLING : NTR_PLACE_DIR;
       if (*slots < pl.want) {
         ntr_sb_str(&pl.note, share_cut ? "ring of " : "too little free space in ");
         if (share_cut) {
@@ -238,9 +292,14 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
           say_ring(&pl.note, pl.want);
           ntr_sb_str(&pl.note, " in ");
           ntr_sb_str(&pl.note, ring->dir);
-          ntr_sb_str(&pl.note, ": a ring may take half of that file system, shared by ");
-          ntr_sb_i64(&pl.note, pl.local_ranks > 0 ? pl.local_ranks : 1);
-          ntr_sb_str(&pl.note, " local rank(s) (NCCLTRACE_RING)");
+          ntr_sb_str(&pl.note, ": ");
+          say_budget(&pl.note, &first);
+          if (pl.local_ranks > 0) {
+            ntr_sb_str(&pl.note, ", shared by ");
+            ntr_sb_i64(&pl.note, pl.local_ranks);
+            ntr_sb_str(&pl.note, " local rank(s)");
+          }
+          ntr_sb_str(&pl.note, " (NCCLTRACE_RING)");
         } else {
           ntr_sb_str(&pl.note, ring->dir);
           ntr_sb_str(&pl.note, " for ");
@@ -253,14 +312,21 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
         ntr_sb_str(&pl.note, "the ring is in ");
         ntr_sb_str(&pl.note, ring->dir);
       }
+      say_dead(&pl.note, &first, ring->dir);
       return 0;
     }
     drop_own_dir(ring, ring->dir);
     ntr_sb_str(&pl.note, "no room for a ring in ");
     ntr_sb_str(&pl.note, ring->dir);
-    ntr_sb_str(&pl.note, " (");
-    ntr_sb_errno(&pl.note, rc);
-    ntr_sb_str(&pl.note, ")");
+    if (pl.over_budget) {
+      ntr_sb_str(&pl.note, ": ");
+      say_budget(&pl.note, &first);
+    } else {
+      ntr_sb_str(&pl.note, " (");
+      ntr_sb_errno(&pl.note, rc);
+      ntr_sb_str(&pl.note, ")");
+    }
+    say_dead(&pl.note, &first, ring->dir);
   } else if (!pl.noted) {
     ntr_sb_str(&pl.note, "cannot use ring directory ");
     ntr_sb_str(&pl.note, cfg->dir);
@@ -283,6 +349,7 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
       rc = try_dir(&pl, &d, ring->dir, slots, map, &share_cut);
     close(d.fd);
     if (!rc) {
+      ring->place = NTR_PLACE_FALLBACK;
       ntr_sb_str(&pl.note, "; a ring of ");
       say_ring(&pl.note, *slots);
       ntr_sb_str(&pl.note, " is in ");
@@ -301,6 +368,7 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
   if (*map == MAP_FAILED)
     return -ENOMEM;
   ring->anon = 1;
+  ring->place = NTR_PLACE_ANON;
   ntr_sb_str(&pl.note, "; nor in ");
   ntr_sb_str(&pl.note, other);
   ntr_sb_str(&pl.note, ": the ring is in anonymous memory, so recording and dumps work but the "

@@ -215,16 +215,16 @@ int ntt_collect_main(int argc, char **argv) {
   char **list = NULL, why[512], shown[4096];
   ntt_esc(rings, shown, sizeof shown);
   int n = ntt_list_rings(rings, named, &list, why, sizeof why);
-  if (n < 0) {
-    if (errno == ENOENT) {
-      printf("no ring directory %s: nothing to collect\n", shown);
-      return tmp_rc;
-    }
+  if (n < 0 && errno != ENOENT) {
     fprintf(stderr, "nccltrace: %s: %s\n", shown, why);
     return NTT_EXIT_INPUT;
   }
-  if (n == 0) {
-    printf("no ring files in %s: nothing to collect\n", shown);
+  if (n <= 0) {
+    /* Name every place looked at: a ring the tracer moved elsewhere is
+     * never hidden behind "nothing". */
+    char places[12288];
+    ntt_ring_places(rings, places, sizeof places);
+    printf("no ring files in %s: nothing to collect\n", places);
     return tmp_rc;
   }
   if (mkdir_p(dir) != 0) {

@@ -62,6 +62,10 @@ static void print_header(FILE *out, const struct ntt_image *img) {
   if (h->proc_state == NTR_PROC_SIGNALED)
     fprintf(out, " (%s)", ntt_signal_name(h->signo, sig, sizeof sig));
   fprintf(out, "\n");
+  if (h->ring_place == NTR_PLACE_ANON)
+    fprintf(out, "ring:     anonymous memory (gone with the process: nothing of it survives a SIGKILL)\n");
+  else if (h->ring_place)
+    fprintf(out, "ring:     a file (%s)\n", ntt_ring_place_name(h->ring_place));
   ntt_fmt_time(h->real_base_ns, tb, sizeof tb);
   fprintf(out, "clock:    base %s  %llu ticks/s\n", tb, (unsigned long long)h->tsc_hz);
   fprintf(out, "records:  %llu kept  %llu lost (overwritten)  %llu torn  %llu dropped  %u slots%s\n",

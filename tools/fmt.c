@@ -89,6 +89,11 @@ const char *ntt_proc_state_name(unsigned st) {
   return st < sizeof n / sizeof n[0] ? n[st] : "unknown";
 }
 
+const char *ntt_ring_place_name(unsigned pl) {
+  static const char *const n[] = {"unknown", "dir", "sibling", "fallback", "anonymous"};
+  return pl < sizeof n / sizeof n[0] ? n[pl] : "unknown";
+}
+
 /* SIGTERM/SIGINT dumps are named after the signal ("sigterm"), so a reader
  * sees the launcher's fail-fast kill for what it is. */
 const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len) {

@@ -298,8 +298,8 @@ static int list_one(struct pathlist *plp, const char *dir, int named, char *why,
 
 /* Where the tracer puts rings when dir is refused or full
  * (recorder/ring_place.c): a private sibling "<dir>-XXXXXX", then
- * $TMPDIR (else /tmp)/nccltrace-<euid> and its private siblings (looked at
- * only for the default directory).  Each is listed under the same trust
+ * $TMPDIR (else /tmp)/nccltrace-<euid> and its private siblings (both
+ * $TMPDIR's and /tmp's: the job's TMPDIR may not be ours).  Each is listed under the same trust
  * rule as dir; a missing one is no error. */
 static int is_private_sibling(const char *name, const char *base) {
   size_t n = strlen(base);
@@ -346,6 +346,26 @@ static int list_siblings(struct pathlist *pl, const char *dir) {
   return rc;
 }
 
+int ntt_ring_fallback_dirs(char out[2][4096]) {
+  const char *t = getenv("TMPDIR");
+  int n = 0;
+  if (t && t[0] == '/')
+    snprintf(out[n++], 4096, "%s/nccltrace-%u", t, (unsigned)geteuid());
+  snprintf(out[n], 4096, "/tmp/nccltrace-%u", (unsigned)geteuid());
+  if (!n || strcmp(out[0], out[1]))
+    n++;
+  return n;
+}
+
+void ntt_ring_places(const char *dir, char *buf, size_t len) {
+  char other[2][4096], a[4096], b[4096];
+  int n = ntt_ring_fallback_dirs(other);
+  int k = snprintf(buf, len, "%s (and %s-*)", ntt_esc(dir, a, sizeof a), a);
+  for (int i = 0; i < n && k > 0 && (size_t)k < len; i++)
+    if (strcmp(other[i], dir))
+      k += snprintf(buf + k, len - (size_t)k, ", %s (and %s-*)", ntt_esc(other[i], b, sizeof b), b);
+}
+
 int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t whylen) {
   struct pathlist pl = {0};
   int rc = list_one(&pl, dir, named, why, whylen), err = errno;
@@ -354,15 +374,22 @@ int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t wh
     errno = err;
     return -1;
   }
-  char other[4096], owhy[512];
-  const char *t = getenv("TMPDIR");
-  snprintf(other, sizeof other, "%s/nccltrace-%u", t && t[0] == '/' ? t : "/tmp", (unsigned)geteuid());
-  /* A named directory: it and its siblings only (the user asked for that
-   * place); the default: also the tracer's other place. */
-  int far = !named && strcmp(other, dir);
-  if (list_siblings(&pl, dir) ||
-      (far && list_one(&pl, other, 0, owhy, sizeof owhy) && errno == ENOMEM) ||
-      (far && list_siblings(&pl, other))) {
+  /* The tracer's other places (recorder/ring_place.c): a named directory
+   * too, since rings go there when it is full, and the recovery command of
+   * the user guide names the configured directory. */
+  char other[2][4096], owhy[512];
+  int nother = ntt_ring_fallback_dirs(other);
+  for (int i = 0; i < nother; i++) {
+    if (!strcmp(other[i], dir))
+      continue;
+    if ((list_one(&pl, other[i], 0, owhy, sizeof owhy) && errno == ENOMEM) || list_siblings(&pl, other[i])) {
+      ntt_paths_free(pl.v, pl.n);
+      snprintf(why, whylen, "%s", strerror(ENOMEM));
+      errno = ENOMEM;
+      return -1;
+    }
+  }
+  if (list_siblings(&pl, dir)) {
     ntt_paths_free(pl.v, pl.n);
     snprintf(why, whylen, "%s", strerror(ENOMEM));
     errno = ENOMEM;

@@ -50,6 +50,9 @@ static json_t *header_json(const struct ntt_image *img) {
   set(o, "nccl_version", json_integer(h->nccl_version));
   set(o, "tracer_version", ntt_json_str(h->tracer_version, sizeof h->tracer_version));
   set(o, "proc_state", json_string(ntt_proc_state_name(h->proc_state)));
+  /* absent for writers before the field (0): old dumps decode as they did */
+  if (h->ring_place)
+    set(o, "ring_place", json_string(ntt_ring_place_name(h->ring_place)));
   set(o, "exit_code", json_integer(h->exit_code));
   set(o, "signo", json_integer(h->signo));
   set(o, "lost", ntt_json_u64(img->lost));

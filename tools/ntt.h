@@ -45,6 +45,7 @@ void ntt_rec_text(const struct ntr_record *r, char *buf, size_t len);
 const char *ntt_signal_name(int signo, char *buf, size_t len);
 const char *ntt_lifecycle_name(unsigned lifecycle);      /* "ready", ... */
 const char *ntt_proc_state_name(unsigned state);         /* "running", ... */
+const char *ntt_ring_place_name(unsigned place);         /* enum ntr_ring_place: "dir", ..., "anonymous" */
 /* Trigger kind for docs/decode-json.md: "exit", "sigterm", "timeout", ... */
 const char *ntt_trigger_name(const struct ntr_trigger *t, char *buf, size_t len);
 /* Copy a fixed-size char field up to its first NUL, printable ASCII only:
@@ -121,9 +122,16 @@ void ntt_paths_free(char **paths, int n);
  * was named ($NCCLTRACE_RING_DIR), 0 for the default. */
 int ntt_default_ring_dir(char *buf, size_t len);
 void ntt_default_dump_dir(char *buf, size_t len);
+/* The tracer's fallback ring directories (recorder/ring_place.c):
+ * $TMPDIR/nccltrace-<euid> when TMPDIR is an absolute path, and
+ * /tmp/nccltrace-<euid>.  @return how many (1 or 2) are in out. */
+int ntt_ring_fallback_dirs(char out[2][4096]);
+/* "DIR (and DIR-*), T/nccltrace-U (and ...-*)": every place
+ * ntt_list_rings looks for dir, escaped, for a "nothing found" line. */
+void ntt_ring_places(const char *dir, char *buf, size_t len);
 /* Ring files (*.ring) directly in dir and in the places the tracer falls
- * back to when dir is refused or full (a private sibling <dir>-XXXXXX; for
- * the default dir also $TMPDIR/nccltrace-<euid> and its siblings), sorted:
+ * back to when dir is refused or full (a private sibling <dir>-XXXXXX, then
+ * ntt_ring_fallback_dirs and their siblings), sorted:
  * only a directory that is the
  * caller's alone, and in it only rings its owner wrote that nobody else can
  * write (inputs.c, dir_trust: the rule, and root's); every other ring gets

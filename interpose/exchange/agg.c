@@ -1,5 +1,8 @@
 /* agg.c -- the node-local aggregator (contract: agg.h). */
 #include "interpose/exchange/agg.h"
+#include "recorder/thread.h"
+#include "recorder/heap.h"
+#include "interpose/exchange/addr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -184,7 +187,7 @@ int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *er
       snprintf(err, errlen, "aggregator cannot listen on @%s: %s", cfg->name, strerror(e));
     return -e;
   }
-  struct ntx_agg *a = calloc(1, sizeof *a);
+  struct ntx_agg *a = ntr_heap_calloc(1, sizeof *a);
   if (!a) {
     close(fd);
     snprintf(err, errlen, "out of memory");
@@ -206,9 +209,9 @@ int ntx_agg_listen(struct ntx_agg **out, const struct ntx_agg_cfg *cfg, char *er
   a->up.fd = -1;
   a->wake.r = a->wake.w = -1;
   pthread_mutex_init(&a->lock, NULL);
-  a->locals = calloc(a->cfg.max_local, sizeof *a->locals);
-  a->batch = malloc(NTX_FRAME_MAX_PAYLOAD);
-  a->scratch = malloc(NTX_FRAME_MAX_PAYLOAD);
+  a->locals = ntr_heap_calloc(a->cfg.max_local, sizeof *a->locals);
+  a->batch = ntr_heap_alloc(NTX_FRAME_MAX_PAYLOAD);
+  a->scratch = ntr_heap_alloc(NTX_FRAME_MAX_PAYLOAD);
   a->ep = epoll_create1(EPOLL_CLOEXEC);
   ntx_fd_take(a->ep, &a->epid);
   if (!a->locals || !a->batch || !a->scratch || a->ep < 0 || ntx_wake_open(&a->wake) < 0) {
@@ -267,8 +270,7 @@ static void up_lost(struct ntx_agg *a, double now) {
 }
 
 static void up_connect(struct ntx_agg *a, double now) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  struct addrinfo *ai = NULL;
+  struct ntx_addr ad;
   a->up_next_try = now + (a->up_backoff < 0.05 ? 0.05 : a->up_backoff);
   struct ntx_key key = a->cfg.key;
   if (a->cfg.keys) { /* no key yet: nothing to prove who we are with */
@@ -277,13 +279,13 @@ static void up_connect(struct ntx_agg *a, double now) {
       return;
     ntx_keyring_get(a->cfg.keys, a->up_key_try % nk, &key);
   }
-  if (!a->cfg.up_host || getaddrinfo(a->cfg.up_host, a->cfg.up_port, &hints, &ai) != 0 || !ai)
+  if (!a->cfg.up_host || ntx_addr_get(a->cfg.up_host, a->cfg.up_port, &ad) != 0)
     return;
-  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+  int fd = socket(ad.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd >= 0) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
+    if (connect(fd, (const struct sockaddr *)&ad.sa, ad.len) == 0 || errno == EINPROGRESS) {
       ntx_agg_link_init(&a->up, fd, 0, &key, UP_OUT_MAX);
       a->up.hello_flags = NTX_HELLO_AGG;
       a->up_connecting = 1;
@@ -293,7 +295,6 @@ static void up_connect(struct ntx_agg *a, double now) {
       close(fd);
     }
   }
-  freeaddrinfo(ai);
 }
 
 static void to_local(struct ntx_agg *a, uint32_t i, uint8_t type, const void *p, size_t n) {
@@ -598,7 +599,7 @@ static int on_local_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_fr
   case NTX_MSG_REGISTER: {
     if (a->nregs == a->capregs) {
       uint32_t nc = a->capregs ? 2 * a->capregs : 64;
-      struct reg *p = realloc(a->regs, nc * sizeof *p);
+      struct reg *p = ntr_heap_realloc(a->regs, nc * sizeof *p);
       if (!p)
         return 0;
       a->regs = p;
@@ -614,7 +615,7 @@ static int on_local_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_fr
     r->gen = lc->gen;
     r->live = 1;
     r->env_len = m.u.reg.env_len;
-    r->env = r->env_len ? malloc(r->env_len) : NULL;
+    r->env = r->env_len ? ntr_heap_alloc(r->env_len) : NULL;
     if (r->env)
       memcpy(r->env, m.u.reg.env, r->env_len);
     else
@@ -782,7 +783,7 @@ static void *agg_thread(void *arg) {
 }
 
 int ntx_agg_start(struct ntx_agg *a) {
-  int rc = pthread_create(&a->thread, NULL, agg_thread, a);
+  int rc = ntr_thread_create(&a->thread, agg_thread, a);
   if (rc)
     return -rc;
   a->thread_started = 1;
@@ -836,16 +837,16 @@ void ntx_agg_stop(struct ntx_agg *a) {
       ntx_agg_link_close(&a->locals[i].l);
     }
   for (uint32_t k = 0; k < a->nregs; k++)
-    free(a->regs[k].env);
-  free(a->regs);
-  free(a->locals);
-  free(a->batch);
-  free(a->scratch);
+    ntr_heap_free(a->regs[k].env);
+  ntr_heap_free(a->regs);
+  ntr_heap_free(a->locals);
+  ntr_heap_free(a->batch);
+  ntr_heap_free(a->scratch);
   ntx_fd_close(a->lfd, &a->lid);
   ntx_fd_close(a->ep, &a->epid);
   ntx_wake_close(&a->wake);
   pthread_mutex_destroy(&a->lock);
-  free(a);
+  ntr_heap_free(a);
 }
 
 void ntx_agg_forget_in_child(struct ntx_agg *a) {

@@ -1,5 +1,6 @@
 /* agg_link.c -- a framed wire-protocol connection, either end (agg_link.h). */
 #include "interpose/exchange/agg_link.h"
+#include "recorder/heap.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -34,8 +35,8 @@ void ntx_agg_link_init(struct ntx_agg_link *l, int fd, int server, const struct 
 
 void ntx_agg_link_close(struct ntx_agg_link *l) {
   ntx_fd_close(l->fd, &l->id);
-  free(l->in);
-  free(l->out);
+  ntr_heap_free(l->in);
+  ntr_heap_free(l->out);
   memset(l, 0, sizeof *l);
   l->fd = -1;
 }
@@ -73,7 +74,7 @@ int ntx_agg_link_queue(struct ntx_agg_link *l, uint8_t type, const void *payload
     size_t cap = l->out_cap ? l->out_cap : 8192;
     while (cap < need)
       cap *= 2;
-    uint8_t *p = realloc(l->out, cap);
+    uint8_t *p = ntr_heap_realloc(l->out, cap);
     if (!p) {
       l->dropped++;
       return -ENOMEM;
@@ -101,7 +102,7 @@ int ntx_agg_link_read(struct ntx_agg_link *l, int (*on_frame)(void *ctx, struct 
       if (cap > 2 * NTX_FRAME_MAX)
         cap = 2 * NTX_FRAME_MAX;
       if (cap > l->in_cap) {
-        uint8_t *p = realloc(l->in, cap);
+        uint8_t *p = ntr_heap_realloc(l->in, cap);
         if (!p)
           return -ENOMEM;
         l->in = p;

@@ -1,5 +1,6 @@
 /* check.c -- the coordinator's comparison logic (contract: check.h). */
 #include "interpose/exchange/check_int.h"
+#include "recorder/heap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,19 +42,19 @@ static uint32_t pow2_at_least(uint64_t n) {
 
 struct ntx_check *ntx_check_new(const struct ntx_check_limits *lim, const struct ntx_check_ops *ops,
                                 void *ctx) {
-  struct ntx_check *c = calloc(1, sizeof *c);
+  struct ntx_check *c = ntr_heap_calloc(1, sizeof *c);
   if (!c)
     return NULL;
   c->lim = *lim;
   c->lim.window = pow2_at_least(lim->window < 16 ? 16 : lim->window);
   c->ops = *ops;
   c->ctx = ctx;
-  c->clients = calloc(lim->max_clients, sizeof *c->clients);
-  c->comms = calloc(lim->max_comms, sizeof *c->comms);
+  c->clients = ntr_heap_calloc(lim->max_clients, sizeof *c->clients);
+  c->comms = ntr_heap_calloc(lim->max_comms, sizeof *c->comms);
   c->comm_index_mask = pow2_at_least(2ull * lim->max_comms) - 1;
-  c->comm_index = calloc((size_t)c->comm_index_mask + 1, sizeof *c->comm_index);
+  c->comm_index = ntr_heap_calloc((size_t)c->comm_index_mask + 1, sizeof *c->comm_index);
   c->p2p_mask = pow2_at_least(lim->max_p2p) - 1;
-  c->p2p_hash = calloc(c->p2p_mask + 1, sizeof *c->p2p_hash);
+  c->p2p_hash = ntr_heap_calloc(c->p2p_mask + 1, sizeof *c->p2p_hash);
   if (!c->clients || !c->comms || !c->comm_index || !c->p2p_hash) {
     ntx_check_free(c);
     return NULL;
@@ -65,8 +66,8 @@ void ntx_free_waiters(struct ntx_waiter *w) {
   while (w) {
     struct ntx_waiter *n = w->next;
     if (--w->r->outstanding == 0)
-      free(w->r);
-    free(w);
+      ntr_heap_free(w->r);
+    ntr_heap_free(w);
     w = n;
   }
 }
@@ -79,28 +80,28 @@ void ntx_check_free(struct ntx_check *c) {
     for (struct ntx_p2p *p = cm->p2p_head, *n; p; p = n) {
       n = p->fnext;
       ntx_free_waiters(p->waiters);
-      free(p);
+      ntr_heap_free(p);
     }
     for (uint32_t s = 0; cm->win && s < c->lim.window; s++) {
       ntx_free_waiters(cm->win[s].waiters);
       if (cm->win[s].vs)
-        free(cm->win[s].vs->rank_var);
-      free(cm->win[s].vs);
+        ntr_heap_free(cm->win[s].vs->rank_var);
+      ntr_heap_free(cm->win[s].vs);
     }
-    free(cm->win);
+    ntr_heap_free(cm->win);
     ntx_late_free(cm);
-    free(cm->m);
+    ntr_heap_free(cm->m);
     for (uint32_t d = 0; d < cm->nenv; d++)
-      free(cm->env[d].env);
-    free(cm);
+      ntr_heap_free(cm->env[d].env);
+    ntr_heap_free(cm);
   }
   for (uint32_t i = 0; c->clients && i < c->lim.max_clients; i++)
-    free(c->clients[i].comms);
-  free(c->clients);
-  free(c->comms);
-  free(c->comm_index);
-  free(c->p2p_hash);
-  free(c);
+    ntr_heap_free(c->clients[i].comms);
+  ntr_heap_free(c->clients);
+  ntr_heap_free(c->comms);
+  ntr_heap_free(c->comm_index);
+  ntr_heap_free(c->p2p_hash);
+  ntr_heap_free(c);
 }
 
 const struct ntx_check_stats *ntx_check_get_stats(const struct ntx_check *c) { return &c->st; }
@@ -139,9 +140,9 @@ void ntx_resolve(struct ntx_check *c, struct ntx_waiter *w, int32_t status, cons
     if (--r->outstanding == 0) {
       if (cl->active && cl->gen == r->gen)
         c->ops.reply(c->ctx, r->client, r->req_id, r->status, r->text);
-      free(r);
+      ntr_heap_free(r);
     }
-    free(w);
+    ntr_heap_free(w);
     w = n;
   }
 }
@@ -161,9 +162,9 @@ static struct ntx_comm *comm_create(struct ntx_check *c, uint64_t id, int32_t nr
     c->st.comms_refused++;
     return NULL;
   }
-  struct ntx_comm *cm = calloc(1, sizeof *cm);
-  if (!cm || !(cm->m = calloc((size_t)nranks, sizeof *cm->m))) {
-    free(cm);
+  struct ntx_comm *cm = ntr_heap_calloc(1, sizeof *cm);
+  if (!cm || !(cm->m = ntr_heap_calloc((size_t)nranks, sizeof *cm->m))) {
+    ntr_heap_free(cm);
     c->st.comms_refused++;
     return NULL;
   }
@@ -274,16 +275,16 @@ void ntx_check_client_gone(struct ntx_check *c, uint32_t id, int clean, double n
     snprintf(who, sizeof who, "rank %d (host %s, pid %d)", (int)cl->lrank, cl->host, (int)cl->pid);
   else
     snprintf(who, sizeof who, "a process (host %s, pid %d)", cl->host, (int)cl->pid);
-  const struct ntx_comm **cms = malloc((cl->ncomms + 1) * sizeof *cms);
-  int32_t *ranks = malloc((cl->ncomms + 1) * sizeof *ranks);
+  const struct ntx_comm **cms = ntr_heap_alloc((cl->ncomms + 1) * sizeof *cms);
+  int32_t *ranks = ntr_heap_alloc((cl->ncomms + 1) * sizeof *ranks);
   uint32_t n = 0;
   for (uint32_t i = 0; cms && ranks && i < cl->ncomms && !cl->agg; i++, n++) {
     cms[n] = cl->comms[i].cm;
     ranks[n] = cl->comms[i].rank;
   }
   tell_lost(c, id, who, cl->lrank, cl->pid, cms, ranks, n);
-  free(cms);
-  free(ranks);
+  ntr_heap_free(cms);
+  ntr_heap_free(ranks);
 }
 
 int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t pid, int32_t launcher_rank,
@@ -292,11 +293,11 @@ int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t p
   if (id >= c->lim.max_clients || !c->clients[id].active || !c->clients[id].agg)
     return -1;
   struct ntx_check_client *cl = &c->clients[id];
-  const struct ntx_comm **cms = malloc((n + 1) * sizeof *cms);
-  int32_t *ranks = malloc((n + 1) * sizeof *ranks);
+  const struct ntx_comm **cms = ntr_heap_alloc((n + 1) * sizeof *cms);
+  int32_t *ranks = ntr_heap_alloc((n + 1) * sizeof *ranks);
   if (!cms || !ranks) {
-    free(cms);
-    free(ranks);
+    ntr_heap_free(cms);
+    ntr_heap_free(ranks);
     return 0;
   }
   uint32_t k = 0;
@@ -321,8 +322,8 @@ int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t p
     /* the aggregator told its own processes already */
     tell_lost(c, id, who, launcher_rank, pid, cms, ranks, k);
   }
-  free(cms);
-  free(ranks);
+  ntr_heap_free(cms);
+  ntr_heap_free(ranks);
   return 0;
 }
 
@@ -355,7 +356,7 @@ static uint64_t env_digest(const char *env, uint32_t len, int32_t nccl) {
 static void env_report(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_env_variant *odd,
                        const struct ntx_env_variant *maj, uint32_t *lines) {
   char field[NTX_FIELD + 1], text[NTX_TEXT_MAX], ro[256], rm[256];
-  uint8_t *sel = malloc((size_t)cm->nranks);
+  uint8_t *sel = ntr_heap_alloc((size_t)cm->nranks);
   if (!sel)
     return;
   for (int32_t r = 0; r < cm->nranks; r++)
@@ -364,7 +365,7 @@ static void env_report(struct ntx_check *c, struct ntx_comm *cm, const struct nt
   int no, nm;
   ntx_rank_list(sel, cm->nranks, 1, ro, sizeof ro, &no);
   ntx_rank_list(sel, cm->nranks, 2, rm, sizeof rm, &nm);
-  free(sel);
+  ntr_heap_free(sel);
   if (odd->nccl != maj->nccl && *lines < NTX_MAX_ENV_LINES) {
     snprintf(text, sizeof text, "env differs on comm %08x: NCCL version: rank%s %s %s %d vs rank%s %s %s %d",
              NTX_COMM_SHORT(cm->id), no > 1 ? "s" : "", ro, no > 1 ? "have" : "has", (int)odd->nccl,
@@ -430,7 +431,7 @@ static void env_add(struct ntx_comm *cm, int32_t rank, int32_t nccl, const char 
       return;
     }
   struct ntx_env_variant *v = &cm->env[cm->nenv];
-  if (cm->nenv == NTX_MAX_ENV_VARIANTS || !(v->env = malloc(len ? len : 1))) {
+  if (cm->nenv == NTX_MAX_ENV_VARIANTS || !(v->env = ntr_heap_alloc(len ? len : 1))) {
     cm->nenv_extra++;
     return;
   }
@@ -471,7 +472,7 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
   }
   if (cl->ncomms == cl->capcomms) {
     uint32_t nc = cl->capcomms ? 2 * cl->capcomms : 8;
-    void *p = realloc(cl->comms, nc * sizeof *cl->comms);
+    void *p = ntr_heap_realloc(cl->comms, nc * sizeof *cl->comms);
     if (!p)
       return;
     cl->comms = p;
@@ -621,15 +622,15 @@ static void window_advance(struct ntx_check *c, struct ntx_comm *cm) {
     if (s->seq != cm->base || s->state != NTX_SLOT_DONE)
       return;
     if (s->vs)
-      free(s->vs->rank_var);
-    free(s->vs);
+      ntr_heap_free(s->vs->rank_var);
+    ntr_heap_free(s->vs);
     memset(s, 0, sizeof *s);
     cm->base++;
   }
 }
 
 static struct ntx_slot *slot_get(struct ntx_check *c, struct ntx_comm *cm, uint64_t seq, double now) {
-  if (!cm->win && !(cm->win = calloc(c->lim.window, sizeof *cm->win)))
+  if (!cm->win && !(cm->win = ntr_heap_calloc(c->lim.window, sizeof *cm->win)))
     return NULL;
   if (seq < cm->base) {
     c->st.stale++;
@@ -672,9 +673,9 @@ static void slot_arrive(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slo
     } else if (s->vs || !fp_same(fp, &s->fp0)) {
       struct ntx_varset *vs = s->vs;
       if (!vs) { /* first disagreement on this seq: who had fp0 so far */
-        vs = calloc(1, sizeof *vs);
-        if (!vs || !(vs->rank_var = malloc((size_t)cm->nranks))) {
-          free(vs);
+        vs = ntr_heap_calloc(1, sizeof *vs);
+        if (!vs || !(vs->rank_var = ntr_heap_alloc((size_t)cm->nranks))) {
+          ntr_heap_free(vs);
           return;
         }
         vs->v[0] = s->fp0;

@@ -2,6 +2,7 @@
  * fingerprint, strict requests, and the time-driven reports (contract:
  * check.h). */
 #include "interpose/exchange/check_int.h"
+#include "recorder/heap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static void p2p_unlink(struct ntx_check *c, struct ntx_p2p *p) {
     cm->p2p_tail = p->fprev;
   cm->p2p_pending--;
   c->p2p_total--;
-  free(p);
+  ntr_heap_free(p);
 }
 
 static void p2p_report(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_p2p *a,
@@ -96,7 +97,7 @@ static void p2p_fp(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_fp
     ntx_resolve(c, cm->p2p_head->waiters, NTX_REPLY_UNCHECKED, "");
     p2p_unlink(c, cm->p2p_head);
   }
-  struct ntx_p2p *p = calloc(1, sizeof *p);
+  struct ntx_p2p *p = ntr_heap_calloc(1, sizeof *p);
   if (!p) {
     ntx_resolve(c, w, NTX_REPLY_UNCHECKED, "");
     return;
@@ -136,7 +137,7 @@ void ntx_check_fp(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, dou
 }
 
 static struct ntx_waiter *new_waiter(struct ntx_check *c, struct ntx_req *r) {
-  struct ntx_waiter *w = calloc(1, sizeof *w);
+  struct ntx_waiter *w = ntr_heap_calloc(1, sizeof *w);
   if (!w)
     return NULL;
   w->r = r;
@@ -151,7 +152,7 @@ void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const s
     return;
   struct ntx_check_client *cl = &c->clients[id];
   struct ntx_req *r = NULL;
-  if (cl->waits + n + 1 > c->lim.max_waits || !(r = calloc(1, sizeof *r))) {
+  if (cl->waits + n + 1 > c->lim.max_waits || !(r = ntr_heap_calloc(1, sizeof *r))) {
     /* too much waiting already: compare, but let the caller go unchecked */
     c->st.waits_refused++;
     for (uint32_t i = 0; i < n; i++)
@@ -165,7 +166,7 @@ void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const s
   /* a guard waiter keeps the request open until every entry is placed */
   struct ntx_waiter *guard = new_waiter(c, r);
   if (!guard) {
-    free(r);
+    ntr_heap_free(r);
     c->ops.reply(c->ctx, id, req_id, NTX_REPLY_UNCHECKED, "");
     return;
   }
@@ -189,7 +190,7 @@ static void who(const struct ntx_check *c, const struct ntx_comm *cm, int32_t r,
 }
 
 static void init_wait(struct ntx_check *c, struct ntx_comm *cm, double now) {
-  uint8_t *sel = malloc((size_t)cm->nranks);
+  uint8_t *sel = ntr_heap_alloc((size_t)cm->nranks);
   if (!sel)
     return;
   for (int32_t r = 0; r < cm->nranks; r++)
@@ -206,11 +207,11 @@ static void init_wait(struct ntx_check *c, struct ntx_comm *cm, double now) {
            now - cm->first_reg_t);
   ntx_tell_comm(c, cm, NTX_V_INIT_WAIT, 0, first, n, "init", text);
   cm->init_reported = 1;
-  free(sel);
+  ntr_heap_free(sel);
 }
 
 static void skew(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_slot *s, double now) {
-  uint8_t *sel = malloc((size_t)cm->nranks);
+  uint8_t *sel = ntr_heap_alloc((size_t)cm->nranks);
   if (!sel)
     return;
   int32_t first = -1;
@@ -235,7 +236,7 @@ static void skew(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_slot
              NTX_COMM_SHORT(cm->id), (unsigned long long)s->seq, (unsigned long long)ahead);
     ntx_tell_comm(c, cm, NTX_V_SKEW, s->seq, first, (int64_t)ahead, "skew", text);
   }
-  free(sel);
+  ntr_heap_free(sel);
 }
 
 /* A recv from s that found no send, while s has a send to another rank

@@ -18,6 +18,9 @@
  */
 #include "interpose/exchange.h"
 #include "recorder/diag.h"
+#include "recorder/thread.h"
+#include "recorder/heap.h"
+#include "interpose/exchange/addr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,7 +86,7 @@ void ntx_cl_sreq_drop(struct ntx_sreq **pp) { /* pre: mu held */
   struct ntx_sreq *q = *pp;
   *pp = q->next;
   client->ndetached--;
-  free(q);
+  ntr_heap_free(q);
 }
 
 struct ntx_reg *ntx_cl_reg_find(uint64_t comm_id) { /* pre: mu held */
@@ -363,6 +366,10 @@ void ntx_start(struct ntr_ring *ring) {
   }
   ntx_cagg_init(&client->cagg, &client->key, h->job_id, nti_cfg.agg_host, client->disc.host, client->disc.port, client->launcher_rank,
                 h->world_size, h->local_world_size, nti_cfg.agg);
+  /* Resolved here, on the application's thread: our threads reuse it
+   * (interpose/exchange/addr.h: getaddrinfo would cost them an arena). */
+  struct ntx_addr primed;
+  (void)ntx_addr_get(client->disc.host, client->disc.port, &primed);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -386,7 +393,7 @@ void ntx_start(struct ntr_ring *ring) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&client->thread, NULL, client_thread, NULL);
+  int rc = ntr_thread_create(&client->thread, client_thread, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) {
     ntx_cl_say("cross-rank check off: cannot start its thread: %s", strerror(rc));
@@ -482,7 +489,7 @@ static void send_detached(const struct ntx_fp *fps, uint32_t k) {
     tail = &(*tail)->next;
   for (uint32_t i = 0; i < k && client->ndetached < NTX_DETACHED_MAX; i += NTX_FP_MAX) {
     uint32_t m = k - i < NTX_FP_MAX ? k - i : NTX_FP_MAX;
-    struct ntx_sreq *q = calloc(1, sizeof *q + (size_t)m * sizeof *fps);
+    struct ntx_sreq *q = ntr_heap_calloc(1, sizeof *q + (size_t)m * sizeof *fps);
     if (!q)
       break;
     q->fps = (struct ntx_fp *)(q + 1);
@@ -519,7 +526,7 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
       ntx_cl_say("strict check: no coordinator connection; calls proceed unchecked");
     return 0;
   }
-  struct ntx_fp *fps = calloc((size_t)n, sizeof *fps);
+  struct ntx_fp *fps = ntr_heap_calloc((size_t)n, sizeof *fps);
   char text[NTX_TEXT_MAX + 1] = "";
   if (!fps)
     return 0;
@@ -530,7 +537,7 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
       k++;
     }
   if (k == 0) {
-    free(fps);
+    ntr_heap_free(fps);
     return 0;
   }
   /* The coordinator stopped answering (or strict checking is spent): the
@@ -539,15 +546,15 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
    * REPLY is the round trip that re-arms strict checking. */
   if (off || __atomic_load_n(&client->strict_stalled, __ATOMIC_ACQUIRE)) {
     send_detached(fps, k);
-    free(fps);
+    ntr_heap_free(fps);
     return 0;
   }
   /* One request per NTX_FP_MAX entries (a frame's worth), queued in call
    * order at the tail: the coordinator must see a rank's seqs in order. */
   uint32_t nq = (k + NTX_FP_MAX - 1) / NTX_FP_MAX;
-  struct ntx_sreq *qs = calloc(nq, sizeof *qs);
+  struct ntx_sreq *qs = ntr_heap_calloc(nq, sizeof *qs);
   if (!qs) {
-    free(fps);
+    ntr_heap_free(fps);
     return 0;
   }
   struct timespec dl = deadline_after(nti_cfg.strict_timeout_s);
@@ -588,8 +595,8 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
       status = qs[i].status;
   }
   pthread_mutex_unlock(&client->mu);
-  free(qs);
-  free(fps);
+  ntr_heap_free(qs);
+  ntr_heap_free(fps);
   if (!done) {
     if (!__atomic_load_n(&client->connected, __ATOMIC_ACQUIRE)) {
       __atomic_store_n(&strict_gave_up, 1, __ATOMIC_RELAXED);

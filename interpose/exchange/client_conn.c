@@ -1,5 +1,6 @@
 /* client_conn.c -- the client's way to the checker (contract: client_conn.h). */
 #include "interpose/exchange/client_conn.h"
+#include "interpose/exchange/addr.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -12,21 +13,19 @@
 #include <unistd.h>
 
 int ntx_conn_tcp(const char *host, const char *port) {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  struct addrinfo *ai = NULL;
-  if (getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+  struct ntx_addr a;
+  if (ntx_addr_get(host, port, &a) != 0)
     return -EHOSTUNREACH;
-  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+  int fd = socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int rc = fd < 0 ? -errno : fd;
   if (fd >= 0) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+    if (connect(fd, (const struct sockaddr *)&a.sa, a.len) != 0 && errno != EINPROGRESS) {
       rc = -errno;
       close(fd);
     }
   }
-  freeaddrinfo(ai);
   return rc;
 }
 

@@ -1,5 +1,7 @@
 /* coord.c -- the coordinator server loop (contract: coord.h). */
 #include "interpose/exchange/coord.h"
+#include "recorder/thread.h"
+#include "recorder/heap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,7 +123,7 @@ int ntx_split_hostport(const char *s, char *host, size_t hl, char *port, size_t 
 
 int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, char *err, size_t errlen) {
   *out = NULL;
-  struct ntx_coord *co = calloc(1, sizeof *co);
+  struct ntx_coord *co = ntr_heap_calloc(1, sizeof *co);
   if (!co) {
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -135,7 +137,7 @@ int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, ch
   int rc = getaddrinfo(host, cfg->port, &hints, &ai);
   if (rc) {
     snprintf(err, errlen, "cannot resolve %s:%s: %s", host ? host : "*", cfg->port, gai_strerror(rc));
-    free(co);
+    ntr_heap_free(co);
     return -EINVAL;
   }
   int e = EADDRNOTAVAIL;
@@ -163,7 +165,7 @@ int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, ch
   if (co->lfd < 0) {
     char why[128];
     snprintf(err, errlen, "cannot listen on %s:%s: %s", host ? host : "*", cfg->port, ntx_fd_why(e, why, sizeof why));
-    free(co);
+    ntr_heap_free(co);
     return -e;
   }
   if (!co->cfg.max_pending)
@@ -173,7 +175,7 @@ int ntx_coord_listen(struct ntx_coord **out, const struct ntx_coord_cfg *cfg, ch
   if (!co->cfg.in_total_max)
     co->cfg.in_total_max = (size_t)64 << 20;
   ntx_fd_take(co->lfd, &co->lid);
-  co->conns = calloc(cfg->lim.max_clients, sizeof *co->conns);
+  co->conns = ntr_heap_calloc(cfg->lim.max_clients, sizeof *co->conns);
   co->ep = epoll_create1(EPOLL_CLOEXEC);
   ntx_fd_take(co->ep, &co->epid);
   if (!co->conns || co->ep < 0 || ntx_wake_open(&co->wake) < 0) {
@@ -230,7 +232,7 @@ static void conn_send(struct ntx_coord *co, uint32_t id, uint8_t type, const voi
     size_t cap = c->out_cap ? c->out_cap : 4096;
     while (cap < need)
       cap *= 2;
-    uint8_t *p = realloc(c->out, cap);
+    uint8_t *p = ntr_heap_realloc(c->out, cap);
     if (!p) {
       co->st.out_dropped++;
       return;
@@ -302,8 +304,8 @@ static void conn_close(struct ntx_coord *co, uint32_t id, int lost, const char *
   if (ntx_fd_is(c->fd, &c->id)) /* else: the application's now, left alone */
     epoll_ctl(co->ep, EPOLL_CTL_DEL, c->fd, NULL);
   ntx_fd_close(c->fd, &c->id);
-  free(c->in);
-  free(c->out);
+  ntr_heap_free(c->in);
+  ntr_heap_free(c->out);
   memset(c, 0, sizeof *c);
   c->fd = -1;
 }
@@ -507,7 +509,7 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
   case NTX_MSG_STRICT: {
     /* STRICT entries are decoded into one array (at most NTX_FP_MAX, the
      * decoder checked); FP entries go one by one */
-    struct ntx_fp one, *fps = m.type == NTX_MSG_STRICT ? malloc((m.u.fp.n + 1) * sizeof *fps) : NULL;
+    struct ntx_fp one, *fps = m.type == NTX_MSG_STRICT ? ntr_heap_alloc((m.u.fp.n + 1) * sizeof *fps) : NULL;
     if (!fps) {
       for (uint32_t i = 0; i < m.u.fp.n; i++) {
         ntx_fp_get(m.u.fp.entries, i, &one);
@@ -520,7 +522,7 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     for (uint32_t i = 0; i < m.u.fp.n; i++)
       ntx_fp_get(m.u.fp.entries, i, &fps[i]);
     ntx_check_strict(co->chk, id, m.u.fp.req_id, fps, m.u.fp.n, now);
-    free(fps);
+    ntr_heap_free(fps);
     return 0;
   }
   case NTX_MSG_GONE:
@@ -583,7 +585,7 @@ static int in_grow(struct ntx_coord *co, uint32_t id) {
     conn_close(co, id, 1, "over the coordinator's input memory budget");
     return -1;
   }
-  uint8_t *p = realloc(c->in, need);
+  uint8_t *p = ntr_heap_realloc(c->in, need);
   if (!p) {
     conn_close(co, id, 1, "out of memory");
     return -1;
@@ -644,7 +646,7 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
       c->partial_since = now;
     if (!c->in_len && c->in_cap > IN_KEEP) { /* an idle client keeps no large buffer */
       co->in_total -= c->in_cap;
-      free(c->in);
+      ntr_heap_free(c->in);
       c->in = NULL;
       c->in_cap = 0;
     }
@@ -734,7 +736,7 @@ static void *coord_thread(void *arg) {
 }
 
 int ntx_coord_start(struct ntx_coord *co) {
-  int rc = pthread_create(&co->thread, NULL, coord_thread, co);
+  int rc = ntr_thread_create(&co->thread, coord_thread, co);
   if (rc)
     return -rc;
   co->thread_started = 1;
@@ -785,9 +787,9 @@ void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
   ntx_fd_close(co->ep, &co->epid);
   ntx_wake_close(&co->wake);
   ntx_check_free(co->chk);
-  free(co->conns);
+  ntr_heap_free(co->conns);
   pthread_mutex_destroy(&co->lock);
-  free(co);
+  ntr_heap_free(co);
 }
 
 void ntx_coord_get_stats(struct ntx_coord *co, struct ntx_coord_stats *st, struct ntx_check_stats *cst) {

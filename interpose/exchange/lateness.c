@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "interpose/exchange/check_int.h"
+#include "recorder/heap.h"
 
 #define MIN_JUDGE 50 /* complete seqs before a window is judged */
 
@@ -48,15 +49,15 @@ struct ntx_late {
 static struct ntx_late *late_get(struct ntx_check *c, struct ntx_comm *cm) {
   if (cm->late)
     return cm->late;
-  struct ntx_late *l = calloc(1, sizeof *l);
+  struct ntx_late *l = ntr_heap_calloc(1, sizeof *l);
   if (!l)
     return NULL;
   l->window = c->lim.straggler_window ? c->lim.straggler_window : 200;
   size_t nr = (size_t)cm->nranks;
-  l->rank = calloc(l->window, sizeof *l->rank);
-  l->late_us = calloc(l->window, sizeof *l->late_us);
-  l->last_cnt = calloc(nr, sizeof *l->last_cnt);
-  l->med_us = calloc(nr, sizeof *l->med_us);
+  l->rank = ntr_heap_calloc(l->window, sizeof *l->rank);
+  l->late_us = ntr_heap_calloc(l->window, sizeof *l->late_us);
+  l->last_cnt = ntr_heap_calloc(nr, sizeof *l->last_cnt);
+  l->med_us = ntr_heap_calloc(nr, sizeof *l->med_us);
   if (!l->rank || !l->late_us || !l->last_cnt || !l->med_us) {
     cm->late = l;
     ntx_late_free(cm);
@@ -71,11 +72,11 @@ void ntx_late_free(struct ntx_comm *cm) {
   struct ntx_late *l = cm->late;
   if (!l)
     return;
-  free(l->rank);
-  free(l->late_us);
-  free(l->last_cnt);
-  free(l->med_us);
-  free(l);
+  ntr_heap_free(l->rank);
+  ntr_heap_free(l->late_us);
+  ntr_heap_free(l->last_cnt);
+  ntr_heap_free(l->med_us);
+  ntr_heap_free(l);
   cm->late = NULL;
 }
 
@@ -134,9 +135,36 @@ static void who(const struct ntx_check *c, const struct ntx_comm *cm, int32_t ra
     snprintf(b, len, "%s, pid %d", cl->host, cl->pid);
 }
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
+/* The k-th smallest of v[0..n) (k < n), reordering v: quickselect, in
+ * place.  Not qsort: the coordinator's thread must not malloc (glibc's
+ * qsort may, recorder/heap.h says why). */
+static uint32_t select_kth(uint32_t *v, uint32_t n, uint32_t k) {
+  uint32_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    uint32_t pivot = v[lo + (hi - lo) / 2], i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot)
+        i++;
+      while (v[j] > pivot)
+        j--;
+      if (i <= j) {
+        uint32_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+        i++;
+        if (j == 0)
+          break;
+        j--;
+      }
+    }
+    if (k <= j)
+      hi = j;
+    else if (k >= i)
+      lo = i;
+    else
+      break;
+  }
+  return v[k];
 }
 
 /* The median margin of rank r over the window's entries it was last at. */
@@ -147,8 +175,7 @@ static uint32_t median_margin(const struct ntx_late *l, int32_t r) {
       v[k++] = l->late_us[i];
   if (!k)
     return 0;
-  qsort(v, k, sizeof *v, cmp_u32);
-  return v[k / 2];
+  return select_kth(v, k, k / 2);
 }
 
 static uint64_t uncert_of(const struct ntx_check *c, const struct ntx_comm *cm, int32_t r) {

@@ -17,11 +17,13 @@ import glob
 import json
 import os
 import pwd
+import resource
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 E = {}
 TMP = None
@@ -184,6 +186,213 @@ def t_ring_cut():
     rc, o, e = finish(p)
     check(rc == 0, "exited %d after its ring was cut: %s" % (rc, e))
     check(len(lines(e, "cut")) == 1, "want one line about the cut ring: %s" % e)
+
+
+def start_all(n, env):
+    # n processes that hold their rings open: all "ready" before any goes on
+    procs = [start("wait", 10, env) for _ in range(n)]
+    for p in procs:
+        check(p.stdout.readline().strip() == "ready", "pid %d did not start" % p.pid)
+    return procs
+
+
+def go_all(procs):
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return [finish(p, timeout=120) for p in procs]
+
+
+def t_shm_budget():
+    # Round two, item 3: without LOCAL_WORLD_SIZE, 8 and then 24 ranks on a
+    # 64 MiB tmpfs.  All rings in the directory share one budget, a third of
+    # the file system (docs/reliability.md): the tmpfs is never more than a
+    # third full while every ring is held, and every rank exits 0.
+    need_root()
+    shm = os.path.join(TMP, "shm")
+    mount_tmpfs(shm, "64m")
+    total = os.statvfs(shm).f_blocks * os.statvfs(shm).f_frsize
+    for n in (8, 24):
+        procs = start_all(n, base_env(NCCLTRACE_RING_DIR=os.path.join(shm, "rings")))
+        used = used_bytes(shm)
+        rings = glob.glob(os.path.join(shm, "rings", "*.ring"))
+        res = go_all(procs)
+        print("%d ranks: tmpfs %.1f%% full with %d rings in it (%.1f MiB of %.1f)" %
+              (n, 100.0 * used / total, len(rings), used / 1048576.0, total / 1048576.0))
+        for p, (rc, o, e) in zip(procs, res):
+            check(rc == 0, "%d ranks: pid %d exited %d: %s" % (n, p.pid, rc, e))
+            check(len(fallback_lines(e)) <= 1, "pid %d: more than one line: %s" % (p.pid, e))
+        check(used <= total // 3, "%d ranks filled the tmpfs to %.1f%%, past the budget of a third" %
+              (n, 100.0 * used / total))
+        check(rings, "%d ranks: no ring at all on the tmpfs" % n)
+        check(not os.listdir(os.path.join(shm, "rings")), "clean exits left rings behind")
+
+
+def t_shm_dead():
+    # Round two, item 3: the ring of a SIGKILLed process stays (it is
+    # evidence, `collect` has not taken it); it counts against the budget,
+    # the next process says so in its one line, and nothing deletes it.
+    need_root()
+    shm = os.path.join(TMP, "shm")
+    mount_tmpfs(shm, "64m")
+    ringdir = os.path.join(shm, "rings")
+    env = base_env(NCCLTRACE_RING_DIR=ringdir)
+    victim = start_all(1, env)[0]
+    victim.kill()
+    victim.communicate()
+    dead = glob.glob(os.path.join(ringdir, "*.ring"))
+    check(len(dead) == 1, "the killed process left no ring: %s" % os.listdir(ringdir))
+    p = start("fill", 10, env)
+    rc, o, e = finish(p)
+    check(rc == 0, "exited %d: %s" % (rc, e))
+    fl = fallback_lines(e)
+    check(len(fl) == 1 and "dead" in fl[0] and "collect" in fl[0] and ringdir in fl[0],
+          "want one line naming the dead process's ring and `collect`: %s" % e)
+    check(os.path.exists(dead[0]), "the dead process's ring was removed")
+    c = subprocess.run([E["tool"], "collect", "--rings", ringdir, "--dir", os.path.join(TMP, "coll")],
+                       capture_output=True, text=True, timeout=60)
+    check(c.returncode == 0 and not os.path.exists(dead[0]), "collect: %s %s" % (c.stdout, c.stderr))
+    print(fl[0])
+
+
+def t_collect_fallback():
+    # Round two, item 17: a ring directory too small for any ring sends the
+    # ring to $TMPDIR; after a SIGKILL, `collect --rings DIR` (the user
+    # guide's recovery command) must find it there, never say "nothing".
+    need_root()
+    shm = os.path.join(TMP, "tiny")
+    mount_tmpfs(shm, "1m")
+    ringdir = os.path.join(shm, "rings")
+    env = base_env(NCCLTRACE_RING_DIR=ringdir)
+    victim = start_all(1, env)[0]
+    victim.kill()
+    victim.communicate()
+    moved = glob.glob(os.path.join(env["TMPDIR"], "nccltrace-*", "*.ring"))
+    check(len(moved) == 1, "the ring did not fall back to $TMPDIR: %s" % os.listdir(env["TMPDIR"]))
+    coll = os.path.join(TMP, "coll")
+    tenv = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    c = subprocess.run([E["tool"], "collect", "--rings", ringdir, "--dir", coll], capture_output=True,
+                       text=True, timeout=60, env=tenv)
+    print(c.stdout.strip())
+    check("nothing" not in c.stdout, "collect said nothing while a ring was in $TMPDIR: %s" % c.stdout)
+    check(c.returncode == 0, "collect exited %d: %s" % (c.returncode, c.stderr))
+    got = glob.glob(os.path.join(coll, "nccltrace-*-%d-*.zst" % victim.pid))
+    check(len(got) == 1 and not os.path.exists(moved[0]), "the ring in $TMPDIR was not collected: %s" % c.stdout)
+    # and with nothing anywhere, the places looked at are named
+    c = subprocess.run([E["tool"], "collect", "--rings", ringdir, "--dir", coll], capture_output=True,
+                       text=True, timeout=60, env=tenv)
+    check("nothing" in c.stdout and env["TMPDIR"] in c.stdout,
+          "an empty collect does not name the fallback place: %s" % c.stdout)
+
+
+def t_anon_kill():
+    # Round two, item 10: rings in anonymous memory (neither the ring
+    # directory nor $TMPDIR can hold a file), rank 1 SIGKILLed while rank 0
+    # waits for it.  Rank 0's dump says where its ring was, and analyze
+    # says that rank 1's ring could not survive the kill instead of
+    # calling it a missing collective (a code bug).
+    nofile = os.path.join(TMP, "not-a-dir")
+    open(nofile, "w").close()
+    env = base_env(NCCLTRACE_RING_DIR=os.path.join(nofile, "rings"), TMPDIR=nofile, NCCLTRACE_TIMEOUT="1")
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+    procs = []
+    for r in range(2):
+        e = dict(env, RANK=str(r), WORLD_SIZE="2")
+        procs.append(subprocess.Popen([E["rank"], "hang", str(r), "2", iddir], env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    try:
+        for p in procs:
+            check(p.stdout.readline().strip() == "issued", "pid %d did not issue" % p.pid)
+        procs[1].kill()
+        procs[1].wait()
+        dumpdir = os.path.join(TMP, "dumps")
+        f = None
+        for _ in range(100):
+            f = glob.glob(os.path.join(dumpdir, "nccltrace-*-%d-*-timeout.zst" % procs[0].pid))
+            if f:
+                break
+            time.sleep(0.2)
+        check(f, "no timeout dump from rank 0")
+        time.sleep(0.3)  # renamed into place complete
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    hdr = json.loads(decode(f[0]))["header"]
+    check(hdr.get("ring_place") == "anonymous", "rank 0's dump does not say its ring was anonymous: %s" %
+          hdr.get("ring_place"))
+    a = subprocess.run([E["tool"], "analyze", dumpdir], capture_output=True, text=True, timeout=60)
+    print(a.stdout)
+    check("rank 1 left no evidence; its ring could not survive a kill" in a.stdout,
+          "analyze does not say rank 1's ring could not survive a kill: %s %s" % (a.stdout, a.stderr))
+    check("missing collective" not in a.stdout, "analyze still calls it a missing collective: %s" % a.stdout)
+
+
+# The tracer's address space on top of an untraced rank (docs/reliability.md,
+# round two, item 8): ring and dump buffers, small thread stacks, its heap.
+TRACER_AS_BUDGET = 64 << 20
+
+
+def run_vm_job(env, limit=None):
+    # 2 ranks of rank.c "vm"; each prints its VmPeak (kB) before exit 0
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+
+    def lim():
+        if limit:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    procs = [subprocess.Popen([E["rank"], "vm", str(r), "2", iddir], env=dict(env, RANK=str(r), WORLD_SIZE="2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lim)
+             for r in range(2)]
+    out = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+        peak = [int(ln.split()[1]) for ln in o.splitlines() if ln.startswith("vmpeak ")]
+        out.append((p.returncode, peak[0] * 1024 if peak else None, e))
+    return out
+
+
+def t_ulimit_v():
+    # Round two, item 8: a traced 2-rank job (watchdog, exchange client,
+    # coordinator) costs at most TRACER_AS_BUDGET of address space more than
+    # the untraced one; under `ulimit -v` = the untraced peak + that budget
+    # it runs with tracing whole; and under a limit so tight that the
+    # untraced job barely runs, the traced job runs too (a smaller ring, or
+    # tracing off, one line), never a failed ncclCommInitRank.
+    env = base_env(NCCLTRACE_CHECK="async", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
+    plain = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    base = run_vm_job(plain)
+    for rc, peak, e in base:
+        check(rc == 0 and peak, "untraced rank failed (%s): %s" % (rc, e))
+    untraced = max(pk for _, pk, _ in base)
+    free = run_vm_job(env)
+    print("VmPeak untraced %.1f MiB, traced %s MiB (no limit)" %
+          (untraced / 1048576.0, ["%.1f" % (pk / 1048576.0) if pk else "-" for _, pk, _ in free]))
+    for r, (rc, peak, e) in enumerate(free):
+        check(rc == 0 and peak, "traced rank %d failed (%s): %s" % (r, rc, e))
+        check(peak <= untraced + TRACER_AS_BUDGET, "traced rank %d: VmPeak %.1f MiB, more than the untraced %.1f "
+              "MiB + the tracer's %d MiB" % (r, peak / 1048576.0, untraced / 1048576.0, TRACER_AS_BUDGET >> 20))
+    limit = untraced + TRACER_AS_BUDGET
+    for r, (rc, peak, e) in enumerate(run_vm_job(env, limit)):
+        check(rc == 0, "rank %d exited %s under ulimit -v %d kB: %s" % (r, rc, limit // 1024, e))
+        check(not fallback_lines(e), "rank %d under ulimit -v %d kB: tracing not whole: %s" %
+              (r, limit // 1024, fallback_lines(e)))
+    print("under ulimit -v %d kB (untraced peak + %d MiB): both ranks exit 0, tracing whole" %
+          (limit // 1024, TRACER_AS_BUDGET >> 20))
+    for tight in (40 << 20, 48 << 20):
+        if any(rc != 0 for rc, _, _ in run_vm_job(plain, tight)):
+            print("ulimit -v %d kB: the untraced job does not fit here either; not a case" % (tight // 1024))
+            continue
+        for r, (rc, peak, e) in enumerate(run_vm_job(env, tight)):
+            check(rc == 0, "rank %d exited %s under ulimit -v %d kB where the untraced job runs: %s" %
+                  (r, rc, tight // 1024, e))
+            fl = fallback_lines(e)
+            check(len(fl) <= 1, "rank %d: more than one line: %s" % (r, fl))
+            print("ulimit -v %d kB: rank %d exit 0; %s" % (tight // 1024, r, fl))
 
 
 def t_planted_dirs():
@@ -462,7 +671,7 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
         print("usage: hostile_e2e.py {%s}" % ",".join(sorted(TESTS)), file=sys.stderr)
         return 1
-    for k in ("lib", "emu", "tool", "hostile", "diag"):
+    for k in ("lib", "emu", "tool", "hostile", "diag", "rank"):
         E[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
     E["prog"] = E["hostile"]
     if os.environ.get("NTI_TEST_SANITIZED", "none") not in ("", "none"):

@@ -28,6 +28,8 @@
  *            NCCL's enqueue late), "nb issued", 300 ms, then _exit(0)
  *   uid      no communicator: one ncclGetUniqueId, exit 0 (what "exec"
  *            runs when it execs this program)
+ *   vm       5 collectives, destroy, print "vmpeak KB" (VmPeak of
+ *            /proc/self/status), exit 0
  *   usr1storm 5 collectives, then raise(SIGUSR1) 40 times (each one asks
  *            for a dump, synchronously), "storm done", exit 0
  *
@@ -329,6 +331,17 @@ int main(int argc, char **argv) {
     crash_here((volatile int *)(uintptr_t)(argc - 5)); /* NULL, opaque to the compiler */
   if (!strcmp(mode, "exit42"))
     _exit(42);
+  if (!strcmp(mode, "vm")) {
+    NCCL(ncclCommDestroy(c.comm));
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+      if (!strncmp(line, "VmPeak:", 7))
+        printf("vmpeak %ld\n", atol(line + 7));
+    if (f)
+      fclose(f);
+    return 0;
+  }
   if (!strcmp(mode, "usr1storm")) {
     for (int i = 0; i < 40; i++)
       raise(SIGUSR1);

@@ -321,6 +321,7 @@ struct nta_verdict {
   const struct ntt_image *stack_img;     /* or, for a death, the Python stack of the thread that */
   const struct ntr_pythread *stack_thread; /* exited or crashed, from its last dump (stack_id 0) */
   char summary[1024];
+  int silent;                   /* as in nta_cand */
   char next[512];               /* what to do next, one line */
   const struct nta_strag *strag; /* class straggler: its finding */
 };
@@ -363,6 +364,9 @@ struct nta_cand {
                                  * a cause, and the deaths after that failed init are its effects */
   const struct nta_proc *stack_proc; /* as in nta_verdict */
   uint32_t stack_id;
+  int silent;                   /* missing_collective of ranks that left nothing at all: 1 the
+                                 * evidence cannot tell why; 2 a peer's ring was in anonymous
+                                 * memory, so theirs likely were: lost to a kill, not a code path */
   char summary[1024];
 };
 

@@ -320,8 +320,22 @@ out:
 
 /* ----------------------------------------------- missing collective -- */
 
+/* A member of c whose ring was in anonymous memory (ring header
+ * ring_place), NULL when none: then ranks of c that left nothing at all
+ * likely had theirs there too (the same directories were full for them),
+ * and a SIGKILL or the OOM killer leaves nothing of such a ring. */
+static const struct nta_member *anon_ring_member(const struct nta_comm *c) {
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_proc *p = c->ranked[i]->proc;
+    if (p->img && p->img->hdr.ring_place == NTR_PLACE_ANON)
+      return c->ranked[i];
+  }
+  return NULL;
+}
+
 /* Every rank with evidence agrees and waits at seq lo, but some ranks of the
- * comm left no evidence at all: they are the ones that never came. */
+ * comm left no evidence at all: they are the ones that never came, or, when
+ * a peer's ring was in anonymous memory, ranks whose rings were lost. */
 static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_t issued) {
   uint64_t maxdone = 0;
   int absent[NTA_MAX_VRANKS], na, proof = 0;
@@ -360,6 +374,20 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
       }
   }
   nta_rank_list(absent, na, rl, sizeof(rl));
+  const struct nta_member *anon = anon_ring_member(c);
+  if (anon) {
+    /* The evidence cannot tell a skipped collective from a lost ring, and a
+     * lost ring is what it shows: say that, not a code bug. */
+    k->silent = 2;
+    snprintf(k->summary, sizeof(k->summary),
+             "%s %s left no evidence; %s could not survive a kill (rank %d's ring on %.64s was in anonymous "
+             "memory: no room in the ring directory nor in $TMPDIR) while every other rank issued %s on "
+             "comm %s seq %llu and waited",
+             nta_plural(na), rl, na > 1 ? "their rings" : "its ring", anon->rank, anon->proc->img->hdr.host, d,
+             hex, (unsigned long long)s);
+    return;
+  }
+  k->silent = 1;
   snprintf(k->summary, sizeof(k->summary),
            "missing collective on comm %s seq %llu: %s %s left no evidence at all while every other "
            "rank issued %s and waited",

@@ -94,6 +94,8 @@ static json_t *verdict_json(const struct nta_job *job) {
   json_t *st = nta_verdict_stack_json(v);
   if (st)
     json_object_set_new(o, "stack", st);
+  if (v->silent == 2)
+    json_object_set_new(o, "ring_lost", json_true());
   json_object_set_new(o, "next", json_string(v->next));
   return o;
 }

@@ -430,6 +430,7 @@ void nta_decide(struct nta_job *job) {
       v->stack_proc = pick->stack_proc;
       v->stack_id = pick->stack_id;
       v->nranks = pick->nranks;
+      v->silent = pick->silent;
     }
     if (pick->cls == NTA_RANK_EXIT) {
       v->has_exit = 1;
@@ -480,6 +481,16 @@ void nta_decide(struct nta_job *job) {
     snprintf(v->next, sizeof(v->next),
              "find who sent signal %d: the kernel log of that host (dmesg: the OOM killer), then the "
              "scheduler's and the launcher's logs; the peers' errors are effects", v->signo);
+  else if (v->cls == NTA_MISSING_COLL && v->silent == 1)
+    snprintf(v->next, sizeof(v->next),
+             "those ranks left no ring and no dump, so the evidence cannot tell a skipped collective from "
+             "a lost rank: run `nccltrace collect` on their hosts or copy their dumps here; if they left "
+             "nothing because they never got there, find the branch that made them skip it");
+  else if (v->cls == NTA_MISSING_COLL && v->silent == 2)
+    snprintf(v->next, sizeof(v->next),
+             "find how those ranks ended: their stderr and exit status, the kernel log (dmesg: the OOM "
+             "killer) and the scheduler's logs for a SIGKILL; give the tracer room for ring files "
+             "(NCCLTRACE_RING_DIR, docs/reliability.md) so the next run keeps their evidence");
   else if (v->cls == NTA_INIT_HANG && v->field[0])
     snprintf(v->next, sizeof(v->next),
              "make every rank of the communicator call nccl%s in the same order: it is collective, "
