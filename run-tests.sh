@@ -68,6 +68,9 @@ build_only() { # builddir, meson setup args...
 # The pinned PyTorch CUDA wheel for suite 'torch' (once: scripts/torch-env.sh).
 # A failed install is a failure here, and every torch test fails saying why.
 scripts/torch-env.sh >/dev/null || { echo "torch-env: FAILED: the torch suite cannot run"; failed=$((failed+1)); }
+# The newest NCCL release, whose exports symbol_agreement and emu_symbols
+# compare against (once: scripts/nccl-newest.sh); a failed fetch fails them.
+scripts/nccl-newest.sh >/dev/null || { echo "nccl-newest: FAILED: the symbol tests cannot run"; failed=$((failed+1)); }
 
 mkdir -p build
 run_suite default build --

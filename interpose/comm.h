@@ -54,6 +54,7 @@ struct __attribute__((aligned(64))) nti_comm {
                             records the change (atomic exchange; others skip) */
   uint32_t nsplit;       /* splits of this parent on this rank (NCCL's childCount) */
   uint32_t nshrink;
+  uint32_t ngrow;        /* grows of this comm on this rank (docs/identity.md "Grow") */
   uint64_t *p2p_seq;     /* [2 * nranks]: send seq per peer, then recv seq per peer */
   int np2p;
   /* completion tracking (watchdog.c) */

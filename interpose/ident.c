@@ -81,6 +81,19 @@ uint64_t nti_id_shrink(uint64_t parent, int nth, const int *excl, int nexcl) {
   return digest(acc);
 }
 
+uint64_t nti_id_grow(uint64_t parent, int nth) {
+  /* The fallback of an existing rank that passed no unique id and could
+   * not ask NCCL for the grown comm's hash: (parent, n-th grow) is what
+   * every such rank shares; the ranks holding the id use its hash instead
+   * (docs/identity.md "Grow"), so this id names the comm for these only. */
+  uint64_t acc[2] = {1, 1};
+  int tag = 0x67726f77; /* "grow": never the id of a split or shrink of the same parent and n */
+  eat(acc, &parent, sizeof parent);
+  eat(acc, &nth, sizeof nth);
+  eat(acc, &tag, sizeof tag);
+  return digest(acc);
+}
+
 uint64_t nti_id_init_all(int nth) {
   /* ncclCommInitAll creates every rank in this process: (host, pid, n-th
    * call) is unique and needs no agreement with anyone. */

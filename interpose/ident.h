@@ -14,6 +14,7 @@ uint64_t nti_hash_bytes(const void *p, size_t n);     /* NCCL getHash() */
 uint64_t nti_id_split(uint64_t parent, int nth, int color);
 uint64_t nti_id_shrink(uint64_t parent, int nth, const int *excl, int nexcl);
 uint64_t nti_id_init_all(int nth);
+uint64_t nti_id_grow(uint64_t parent, int nth);
 uint64_t nti_id_scalable(const ncclUniqueId *ids, int n);
 /* Called once the first comm id is known: derive the job id if none. */
 void nti_job_from_comm(uint64_t comm_id);

@@ -1,6 +1,6 @@
 /* lifecycle.c -- the hand-written NT_LIFE wrappers: unique ids, inits,
- * split/shrink, finalize/destroy/abort/revoke, ncclCommGetAsyncError,
- * window registration and device communicators.
+ * split/shrink/grow, finalize/destroy/abort/revoke, suspend/resume,
+ * ncclCommGetAsyncError, window registration and device communicators.
  *
  * Thread-safety: any thread.  Registry changes and the watchdog's use of
  * comm handles are serialized by nti_life_lock (never held across a real
@@ -539,5 +539,110 @@ NTI_EXPORT ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const 
   LIFE_PROLOGUE(ncclDevCommDestroy, (comm, devComm));
   struct reg_args a = {.real = (void *)real, .comm = comm, .cdev = devComm};
   ncclResult_t res = comm_reg_call(NTR_KIND_DEV_COMM_DESTROY, comm, 0, call_dev_destroy, &a, &nti_errno);
+  LIFE_EPILOGUE(res);
+}
+
+/* ------------------------------------------- added after NCCL 2.28 -- */
+
+/* The unique id a grow consumes, made by the grown comm's root from its
+ * comm: recorded on that comm; aux = the id the grown comm gets from it. */
+NTI_EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId) {
+  LIFE_PROLOGUE(ncclCommGetUniqueId, (comm, uniqueId));
+  struct life l = {.kind = NTR_KIND_COMM_GET_UNIQUE_ID, .c = nti_comm_lookup(comm)};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, uniqueId));
+  if (res == ncclSuccess && uniqueId) {
+    l.aux = nti_hash_bytes(uniqueId, sizeof *uniqueId);
+    ntx_keys_learn_uid(uniqueId, sizeof *uniqueId);
+  }
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+/* NCCL's own hash of comm h (ncclCommQueryProperties, NCCL 2.29 and
+ * later), 0 when it cannot tell. */
+static uint64_t nccl_comm_hash(ncclComm_t h) {
+  ncclResult_t (*query)(ncclComm_t, ncclCommProperties_t *) =
+      (ncclResult_t(*)(ncclComm_t, ncclCommProperties_t *))nti_nccl_symbol("ncclCommQueryProperties");
+  ncclCommProperties_t p;
+  memset(&p, 0, sizeof p);
+  p.size = sizeof p;
+  p.magic = NT_NCCL_API_MAGIC;
+  p.version = NT_NCCL_PROPERTIES_VERSION;
+  return query && query(h, &p) == ncclSuccess ? p.commHash : 0;
+}
+
+/* Three kinds of caller (nccl.h): an existing rank passes its comm and no
+ * unique id, the existing root its comm and the id from
+ * ncclCommGetUniqueId, a joining rank no comm, the id and its rank in the
+ * grown comm.  ENTER/EXIT go on the comm whose ranks must all arrive: the
+ * parent for existing ranks (as for a split), the new comm for a joining
+ * rank (as for an init).  aux = rank << 32 | nRanks as passed.  The grown
+ * comm's id: docs/identity.md "Grow". */
+NTI_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                                     ncclComm_t *newcomm, ncclConfig_t *config) {
+  LIFE_PROLOGUE(ncclCommGrow, (comm, nRanks, uniqueId, rank, newcomm, config));
+  struct nti_comm *p = comm ? nti_comm_lookup(comm) : NULL;
+  uint64_t parent = p ? p->cs->comm_id : 0;
+  uint64_t aux = ((uint64_t)(uint32_t)rank << 32) | (uint32_t)nRanks;
+  int nth = 0;
+  if (p) {
+    pthread_mutex_lock(&nti_life_lock);
+    nth = (int)++p->ngrow;
+    pthread_mutex_unlock(&nti_life_lock);
+  }
+  int nb = config_nonblocking(config, p ? p->nonblocking : env_nonblocking());
+  int joining = !comm && nRanks > 0 && rank >= 0 && rank < nRanks;
+  uint64_t uid_id = uniqueId ? nti_hash_bytes(uniqueId, sizeof *uniqueId) : 0;
+  struct nti_comm *c = NULL;
+  if (uniqueId && (comm || joining)) {
+    ntx_keys_learn_uid(uniqueId, sizeof *uniqueId);
+    c = new_comm(uid_id, joining ? rank : -1, joining ? nRanks : 0, NTR_KIND_COMM_GROW, nb, parent, aux);
+  }
+  struct life l = {.kind = NTR_KIND_COMM_GROW, .c = comm ? p : c, .aux = aux};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, nRanks, uniqueId, rank, newcomm, config));
+  ncclComm_t h = newcomm && (res == ncclSuccess || res == ncclInProgress) ? *newcomm : NULL;
+  if (h) {
+    uint64_t hash = nccl_comm_hash(h);
+    if (!c) {
+      /* An existing rank without the id: NCCL's hash, else its fallback. */
+      uint64_t id = hash ? hash : p ? nti_id_grow(parent, nth) : 0;
+      if (id)
+        c = new_comm(id, -1, 0, NTR_KIND_COMM_GROW, nb, parent, aux);
+    } else if (hash && hash != uid_id) {
+      static int said;
+      if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        nti_say("grown comm %016llx: NCCL's commHash is %016llx, so ranks that passed no unique id name it "
+                "differently (docs/identity.md \"Grow\")",
+                (unsigned long long)uid_id, (unsigned long long)hash);
+    }
+  }
+  init_done(c, res, h);
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+/* Suspend releases a comm's resources (aux = the flags), resume restores
+ * them; the comm cannot be used in between. */
+NTI_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  LIFE_PROLOGUE(ncclCommSuspend, (comm, flags));
+  struct life l = {.kind = NTR_KIND_COMM_SUSPEND, .c = nti_comm_lookup(comm), .aux = (uint64_t)(uint32_t)flags};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm, flags));
+  life_exit(&l, res);
+  LIFE_EPILOGUE(res);
+}
+
+NTI_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
+  LIFE_PROLOGUE(ncclCommResume, (comm));
+  struct life l = {.kind = NTR_KIND_COMM_RESUME, .c = nti_comm_lookup(comm)};
+  life_enter(&l);
+  ncclResult_t res;
+  LIFE_CALL(res, real(comm));
+  life_exit(&l, res);
   LIFE_EPILOGUE(res);
 }

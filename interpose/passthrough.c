@@ -65,5 +65,6 @@ static void *pass_resolve(void **slot, const char *name) {
 #define NT_P2P NT_COLL
 #define NT_GROUP(name, KIND, params, args) PASS_P(name, params, args)
 #define NT_LIFE NT_GROUP
+#define NT_COLL_CFG NT_COLL
 #include "recorder/nccl_api.def"
 #undef PASS_P

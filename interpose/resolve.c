@@ -28,6 +28,7 @@
 #define NT_P2P NT_COLL
 #define NT_GROUP NT_COLL
 #define NT_LIFE NT_COLL
+#define NT_COLL_CFG NT_COLL
 #include "recorder/nccl_api.def"
 
 static const char *const fn_names[NTI_FN_COUNT] = {
@@ -35,6 +36,7 @@ static const char *const fn_names[NTI_FN_COUNT] = {
 #define NT_P2P(name, ...) #name,
 #define NT_GROUP(name, ...) #name,
 #define NT_LIFE(name, ...) #name,
+#define NT_COLL_CFG(name, ...) #name,
 #include "recorder/nccl_api.def"
 };
 
@@ -43,6 +45,7 @@ static void **const fn_slots[NTI_FN_COUNT] = {
 #define NT_P2P(name, ...) (void **)&nti_real_##name,
 #define NT_GROUP(name, ...) (void **)&nti_real_##name,
 #define NT_LIFE(name, ...) (void **)&nti_real_##name,
+#define NT_COLL_CFG(name, ...) (void **)&nti_real_##name,
 #include "recorder/nccl_api.def"
 };
 

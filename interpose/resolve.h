@@ -23,6 +23,7 @@ enum nti_fn {
 #define NT_P2P(name, ...) NTI_FN_##name,
 #define NT_GROUP(name, ...) NTI_FN_##name,
 #define NT_LIFE(name, ...) NTI_FN_##name,
+#define NT_COLL_CFG(name, ...) NTI_FN_##name,
 #include "recorder/nccl_api.def"
   NTI_FN_COUNT
 };
@@ -34,6 +35,7 @@ enum nti_fn {
 #define NT_P2P NT_COLL
 #define NT_GROUP NT_COLL
 #define NT_LIFE NT_COLL
+#define NT_COLL_CFG NT_COLL
 #include "recorder/nccl_api.def"
 
 /* Resolve row fn (enum nti_fn) and store it in its pointer.

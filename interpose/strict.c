@@ -42,6 +42,20 @@ static int strict_single(struct nti_op *o) {
   return -1;
 }
 
+/* A deferred nccl*Config call keeps its config's bytes: the struct's first
+ * member is its size (NCCL's versioned structs); an implausible one keeps
+ * the caller's pointer as given. */
+static void keep_config(struct nti_op *o) {
+  size_t n;
+  if (!o->config)
+    return;
+  memcpy(&n, o->config, sizeof n);
+  if (n < sizeof n || n > sizeof o->config_copy)
+    return;
+  memcpy(o->config_copy, o->config, n);
+  o->config_kept = 1;
+}
+
 static int strict_defer(const struct nti_op *o) {
   struct nti_strict_buf *b = nti_tls.strict;
   if (!b) {
@@ -63,6 +77,7 @@ static int strict_defer(const struct nti_op *o) {
     b->cap = cap;
   }
   b->ops[b->n] = *o;
+  keep_config(&b->ops[b->n]);
   b->recs[b->n] = *o->rec;
   b->n++;
   return 0;

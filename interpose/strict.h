@@ -13,6 +13,7 @@
 
 /* One NCCL operation as the wrappers' slow path sees it: enough to record
  * it, and in strict mode to replay it later. */
+#define NTI_OP_CONFIG_MAX 128 /* NCCL 2.32's ncclCollConfig_t is 72 bytes */
 struct nti_op {
   /* The real call made from the fields below (wrappers.c, one per row). */
   ncclResult_t (*call)(const struct nti_op *op);
@@ -28,6 +29,12 @@ struct nti_op {
   int dir;                      /* p2p: 0 send, 1 recv */
   ncclComm_t comm;
   void *stream;
+  const void *config; /* an nccl*Config collective's config (NULL: none or a plain one) */
+  /* Strict mode's copy of *config for a call it defers to the outermost
+   * GroupEnd, when the caller's struct may be gone (its own fields only:
+   * what it points to is the caller's, as for NCCL). */
+  int config_kept;
+  _Alignas(8) unsigned char config_copy[NTI_OP_CONFIG_MAX];
   /* filled by the wrapper */
   struct nti_comm *c;
   uint64_t seq, pos, tsc;

@@ -481,7 +481,20 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
             nti_o.sendbuf = (const void *)(a_send), nti_o.recvbuf = (void *)(a_recv),                        \
             nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype), nti_o.redop = (int)(a_redop),             \
             nti_o.root = (a_root), nti_o.peer = -1, nti_o.dir = 0, nti_o.comm = (a_comm),                    \
-            nti_o.stream = (void *)(a_stream)))
+            nti_o.stream = (void *)(a_stream), nti_o.config = NULL, nti_o.config_kept = 0))
+/* The per-call-config collectives: the twin's kind, seq and fingerprint,
+ * through the same code; the config goes to NCCL as the caller passed it
+ * (the fast path keeps it live across the record, the slow path in the op). */
+#define NT_COLL_CFG(name, KIND, params, args, a_send, a_recv, a_count, a_dtype, a_redop, a_root, a_comm,     \
+                    a_stream, a_config)                                                                       \
+  NTI_WRAP(name, KIND, 0, 0, params, args, a_send, a_recv, a_count, a_dtype, a_redop, a_root, a_comm,      \
+           a_stream,                                                                                         \
+           (nti_o.kind = NTR_KIND_##KIND,                                                                   \
+            nti_o.sendbuf = (const void *)(a_send), nti_o.recvbuf = (void *)(a_recv),                        \
+            nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype), nti_o.redop = (int)(a_redop),             \
+            nti_o.root = (a_root), nti_o.peer = -1, nti_o.dir = 0, nti_o.comm = (a_comm),                    \
+            nti_o.stream = (void *)(a_stream), nti_o.config = (const void *)(a_config),                     \
+            nti_o.config_kept = 0))
 #define NT_P2P(name, KIND, params, args, a_buf, a_count, a_dtype, a_peer, a_comm, a_stream)                 \
   NTI_WRAP(name, KIND, 1, NTR_KIND_##KIND == NTR_KIND_RECV, params, args, a_buf, a_buf, a_count, a_dtype,   \
            -1, a_peer, a_comm, a_stream,                                                                     \
@@ -489,7 +502,7 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
             nti_o.sendbuf = (const void *)(a_buf), nti_o.recvbuf = (void *)(a_buf),                          \
             nti_o.count = (a_count), nti_o.dtype = (int)(a_dtype), nti_o.redop = -1, nti_o.root = -1,        \
             nti_o.peer = (a_peer), nti_o.dir = NTR_KIND_##KIND == NTR_KIND_RECV, nti_o.comm = (a_comm),      \
-            nti_o.stream = (void *)(a_stream)))
+            nti_o.stream = (void *)(a_stream), nti_o.config = NULL, nti_o.config_kept = 0))
 #include "recorder/nccl_api.def"
 
 /* ----------------------------------------------------------- replay -- */
@@ -509,9 +522,12 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
   int root = (o)->root, peer = (o)->peer;                                    \
   ncclComm_t comm = (o)->comm;                                               \
   cudaStream_t stream = (cudaStream_t)(o)->stream;                           \
+  const ncclCollConfig_t *config = (o)->config_kept                          \
+      ? (const ncclCollConfig_t *)(const void *)(o)->config_copy             \
+      : (const ncclCollConfig_t *)(o)->config;                               \
   (void)sendbuff; (void)recvbuff; (void)buff; (void)count; (void)sendcount;  \
   (void)recvcount; (void)datatype; (void)op; (void)root; (void)peer;         \
-  (void)comm; (void)stream;
+  (void)comm; (void)stream; (void)config;
 
 #define NT_COLL(name, KIND, params, args, ...)                               \
   static ncclResult_t replay_##name(const struct nti_op *o) {                \
@@ -520,4 +536,5 @@ static __attribute__((noinline)) ncclResult_t op_slow(struct nti_op *o, ncclResu
     return real ? real args : ncclInvalidUsage;                              \
   }
 #define NT_P2P NT_COLL
+#define NT_COLL_CFG NT_COLL
 #include "recorder/nccl_api.def"

@@ -124,6 +124,7 @@ struct ncclComm {
   _Atomic int aborted;            /* cancel everything, handle gone */
   _Atomic int revoked;            /* cancel everything, handle valid */
   _Atomic int ready;              /* init finished successfully */
+  _Atomic int suspended;          /* between ncclCommSuspend and ncclCommResume */
   _Atomic uint64_t done_seq;      /* last collective finished locally */
   _Atomic uint64_t inflight;      /* ops enqueued, not finished */
   pthread_mutex_t mu;             /* seq counters, user ops, finalize cv */

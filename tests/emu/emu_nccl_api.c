@@ -8,6 +8,7 @@
  * Exports mirror the real libnccl.so.2: every function is defined as
  * pncclX (GLOBAL) and ncclX is a WEAK alias at the same address. */
 #include "emu_nccl.h"
+#include "interpose/nccl_newer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -648,6 +649,70 @@ EMU_API ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t c
   return emu_enqueue(EMU_K_SCATTER, sendbuff, recvbuff, count, datatype, -1, root, -1, comm, stream);
 }
 
+/* The per-call-config collectives (NCCL 2.32) are the plain ones here: a
+ * config only tunes how NCCL runs the collective (CTAs, algorithm, a
+ * profiler tag, a launch event), none of which the emulator has. */
+EMU_API ncclResult_t pncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                          const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_ALLREDUCE, sendbuff, recvbuff, count, datatype, (int)op, -1, -1, comm, stream);
+}
+
+EMU_API ncclResult_t pncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                          int root, ncclComm_t comm, cudaStream_t stream,
+                                          const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_BROADCAST, sendbuff, recvbuff, count, datatype, -1, root, -1, comm, stream);
+}
+
+EMU_API ncclResult_t pncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                                       const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_REDUCE, sendbuff, recvbuff, count, datatype, (int)op, root, -1, comm, stream);
+}
+
+EMU_API ncclResult_t pncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+                                          const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, -1, -1, -1, comm, stream);
+}
+
+EMU_API ncclResult_t pncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                              cudaStream_t stream, const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, (int)op, -1, -1, comm, stream);
+}
+
+EMU_API ncclResult_t pncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                         ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_ALLTOALL, sendbuff, recvbuff, count, datatype, -1, -1, -1, comm, stream);
+}
+
+EMU_API ncclResult_t pncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_GATHER, sendbuff, recvbuff, count, datatype, -1, root, -1, comm, stream);
+}
+
+EMU_API ncclResult_t pncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                        int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+  (void)config;
+  return emu_enqueue(EMU_K_SCATTER, sendbuff, recvbuff, count, datatype, -1, root, -1, comm, stream);
+}
+
 EMU_API ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                ncclComm_t comm, cudaStream_t stream)
 {
@@ -692,3 +757,11 @@ EMU_ALIAS(ncclGather)
 EMU_ALIAS(ncclScatter)
 EMU_ALIAS(ncclSend)
 EMU_ALIAS(ncclRecv)
+EMU_ALIAS(ncclAllReduceConfig)
+EMU_ALIAS(ncclBroadcastConfig)
+EMU_ALIAS(ncclReduceConfig)
+EMU_ALIAS(ncclAllGatherConfig)
+EMU_ALIAS(ncclReduceScatterConfig)
+EMU_ALIAS(ncclAlltoAllConfig)
+EMU_ALIAS(ncclGatherConfig)
+EMU_ALIAS(ncclScatterConfig)

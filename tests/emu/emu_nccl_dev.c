@@ -133,6 +133,14 @@ EMU_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win
   return ncclSuccess;
 }
 
+EMU_API ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr)
+{
+  if (!emu_comm_valid(comm) || !win || win->comm != comm || !outUserPtr)
+    return ncclInvalidArgument;
+  *outUserPtr = win->buff;
+  return ncclSuccess;
+}
+
 EMU_API ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *out)
 {
   if (!emu_comm_valid(comm) || !reqs || !out) {
@@ -225,6 +233,7 @@ EMU_API void ncclResetDebugInitInternal(void) {}
 
 EMU_ALIAS(ncclCommWindowRegister)
 EMU_ALIAS(ncclCommWindowDeregister)
+EMU_ALIAS(ncclWinGetUserPtr)
 EMU_ALIAS(ncclDevCommCreate)
 EMU_ALIAS(ncclDevCommDestroy)
 EMU_ALIAS(ncclTeamWorld)

@@ -579,7 +579,7 @@ def t_exports():
     p = subprocess.run(["nm", "-D", "--defined-only", ENV["lib"]], capture_output=True, text=True)
     check(p.returncode == 0, "nm failed: %s" % p.stderr)
     got = {ln.split()[-1] for ln in p.stdout.splitlines() if ln.strip()}
-    rows = re.findall(r"^NT_(?:COLL|P2P|GROUP|LIFE)\((\w+),", open(ENV["def"]).read(), re.M)
+    rows = re.findall(r"^NT_(?:COLL|P2P|GROUP|LIFE|COLL_CFG)\((\w+),", open(ENV["def"]).read(), re.M)
     # forwarders for drop-in mode (interpose/nccl_passthrough.def)
     interpose_dir = os.path.join(os.path.dirname(os.path.dirname(ENV["def"])), "interpose")
     passdef = os.path.join(interpose_dir, "nccl_passthrough.def")
@@ -785,6 +785,66 @@ def t_dropin():
         check(len(ar) == 3 and all(x["result"] == "ncclSuccess" for x in ar), "drop-in records %s" % ar)
 
 
+def t_newer():
+    """NCCL 2.32's additions on 2 ranks (tests/interpose/newer.c): each
+    nccl*Config collective is recorded as its plain twin -- same kind name,
+    the comm's next seq, the twin's fingerprint -- and the comm-life calls
+    each leave an ENTER and an EXIT on the comm."""
+    n = 2
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+    procs = [subprocess.Popen([ENV["newer"], str(r), str(n), iddir], env=dict(base_env(), RANK=str(r), WORLD_SIZE=str(n)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(n)]
+    res = finish(procs)
+    fps = []
+    for r, (rc, o, e) in enumerate(res):
+        check(rc == 0, "rank %d exited %d: %s" % (r, rc, e))
+        check("grow %d" % 5 in e, "rank %d: the emulator's ncclCommGrow did not answer ncclInvalidUsage: %s" % (r, e))
+        d = None
+        for f in dumps("*-exit"):
+            dd = decode(f)
+            if dd["header"]["rank"] == r:
+                d = dd
+        check(d is not None, "no exit dump for rank %d" % r)
+        expect = [ln.split() for ln in o.splitlines() if ln.strip()]
+        recs = [x for x in calls(d) if x["kind"] in COLL]
+        check(len(recs) == len(expect), "rank %d: %d collective records, program made %d: %s" %
+              (r, len(recs), len(expect), [(x["kind"], x["seq"]) for x in recs]))
+        comm = recs[0]["comm"]
+        for i, (x, ex) in enumerate(zip(recs, expect)):
+            check(x["kind"] == ex[0] and str(x["count"]) == ex[1] and x["dtype"] == ex[2],
+                  "rank %d call %d: record %s %s %s, program %s" % (r, i, x["kind"], x["count"], x["dtype"], ex))
+            check(x["redop"] == (None if ex[3] == "-" else ex[3]) and x["root"] == (None if ex[4] == "-" else int(ex[4])),
+                  "rank %d call %d %s: redop %s root %s, program %s" % (r, i, x["kind"], x["redop"], x["root"], ex))
+            check(x["comm"] == comm and x["seq"] == i + 1,
+                  "rank %d call %d %s: comm %s seq %s, expected seq %d" % (r, i, x["kind"], x["comm"], x["seq"], i + 1))
+            check(x["result"] == "ncclSuccess" and x["completed"], "rank %d call %d %s: %s completed %s" %
+                  (r, i, x["kind"], x["result"], x["completed"]))
+            check(x["fp"], "rank %d call %d %s: no fingerprint" % (r, i, x["kind"]))
+        # calls 2k (plain) and 2k+1 (its Config twin, same arguments)
+        for k in range(8):
+            check(recs[2 * k]["fp"] == recs[2 * k + 1]["fp"],
+                  "rank %d: %sConfig fingerprints %s, its twin %s" %
+                  (r, recs[2 * k]["kind"], recs[2 * k + 1]["fp"], recs[2 * k]["fp"]))
+        check("in_group" in recs[16]["flags"] and recs[16]["fp"] == recs[17]["fp"],
+              "rank %d: the grouped AllReduceConfig %s" % (r, recs[16]))
+        fps.append([x["fp"] for x in recs])
+        life = {}
+        for x in d["records"]:
+            if x["kind"] in ("CommGetUniqueId", "CommSuspend", "CommResume", "CommGrow"):
+                life.setdefault(x["kind"], []).append(x)
+        for kind in ("CommSuspend", "CommResume", "CommGrow") + (("CommGetUniqueId",) if r == 0 else ()):
+            got = life.get(kind, [])
+            check([x["phase"] for x in got] == ["enter", "exit"] and all(x["comm"] == comm for x in got),
+                  "rank %d: %s records %s" % (r, kind, [(x["phase"], x["comm"]) for x in got]))
+        check(r == 0 or "CommGetUniqueId" not in life, "rank %d: a CommGetUniqueId it never called" % r)
+        check(life["CommSuspend"][0]["aux"] == 1, "rank %d: suspend flags %s" % (r, life["CommSuspend"][0]["aux"]))
+        check(life["CommGrow"][1]["result"] == "ncclInvalidUsage", "rank %d: grow %s" % (r, life["CommGrow"][1]))
+        if r == 0:
+            check(life["CommGetUniqueId"][1]["aux"] != 0 and life["CommGetUniqueId"][1]["result"] == "ncclSuccess",
+                  "rank 0: CommGetUniqueId exit %s" % life["CommGetUniqueId"][1])
+    check(fps[0] == fps[1], "fingerprints differ across ranks: %s" % fps)
+
+
 TESTS = {n[2:]: f for n, f in globals().items() if n.startswith("t_")}
 
 
@@ -793,7 +853,7 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
         print("usage: interpose_e2e.py {%s}" % ",".join(sorted(TESTS)), file=sys.stderr)
         return 1
-    for k in ("lib", "emu", "tool", "rank", "def", "real_prog", "nested", "nested_prog", "dropin_prog"):
+    for k in ("lib", "emu", "tool", "rank", "newer", "def", "real_prog", "nested", "nested_prog", "dropin_prog"):
         ENV[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
     if os.environ.get("NTI_TEST_SANITIZED", "none") not in ("", "none"):
         print("SKIP: LD_PRELOAD of a sanitizer-built libnccltrace.so into other programs")
