@@ -359,6 +359,19 @@ static int validate_ts(uintptr_t ts) {
 
 static NTI_TLS uintptr_t my_ts; /* the thread state validate_ts accepted */
 
+/* A new site found the stack table full.  The table is not evicted: the
+ * records in the ring name its entries, and a reused entry would give them
+ * another site.  So the site's records say NTR_PYSTACK_DROPPED (the site
+ * cache remembers it as NTI_PYC_NONE), the header counts it, and the
+ * process says it once. */
+static void site_dropped(void) {
+  struct ntr_ring_header *h = nti_proc.ring.hdr;
+  /* Relaxed: a statistic; the first increment says the line. */
+  if (h && __atomic_fetch_add(&h->py_sites_dropped, 1, __ATOMIC_RELAXED) == 0)
+    nti_say("more than %u distinct call stacks: Python call sites past the first %u distinct stacks are "
+            "not recorded (their records say so)", h->stack_max, h->stack_max);
+}
+
 uint32_t nti_py_site(void) {
   /* Acquire pairs with setup's release: the layout is complete. */
   if (!__atomic_load_n(&py_on, __ATOMIC_ACQUIRE))
@@ -415,7 +428,7 @@ uint32_t nti_py_site(void) {
     key = 1;
   id = nti_pyc_site_get(&sites, key);
   if (NTI_LIKELY(id)) {
-    id = id == NTI_PYC_NONE ? 0 : id;
+    id = id == NTI_PYC_NONE ? NTR_PYSTACK_DROPPED : id;
     goto out;
   }
   /* A new site (or one evicted since): resolve each frame once. */
@@ -424,6 +437,10 @@ uint32_t nti_py_site(void) {
     words[i] = resolve(code[i], lasti[i], check[i]);
   id = ntr_stack_intern_kind(&nti_proc.ring, NTR_STACK_PYTHON, words, depth);
   nti_pyc_site_put(&sites, key, id);
+  if (!id) {
+    site_dropped();
+    id = NTR_PYSTACK_DROPPED;
+  }
 out:
   errno = saved;
   return id;

@@ -30,7 +30,8 @@ void nti_py_poll(void);
 
 /* The calling thread's Python call site as a stack id (index + 1 in the
  * ring's stack table), 0 when the thread runs no Python code or the site
- * cannot be read.  Keeps errno. */
+ * cannot be read, NTR_PYSTACK_DROPPED for a site the full stack table
+ * could not take (said once, counted in the ring header).  Keeps errno. */
 uint32_t nti_py_site(void);
 
 /* Fork child: the known sites name the parent's stack table; forget

@@ -27,6 +27,7 @@
 #define NTR_COMM_RECENT 64u           /* per-communicator retention, power of two */
 #define NTR_STACK_MAX 1024u           /* deduplicated stacks per process */
 #define NTR_STACK_DEPTH 32u
+#define NTR_PYSTACK_DROPPED 0xffffu   /* pystack_id: a Python call site not recorded, the stack table was full */
 #define NTR_ENV_BYTES 8192u           /* NCCL_* / CUDA_* environment text */
 #define NTR_BT_DEPTH 48u              /* fatal-signal backtrace frames */
 #define NTR_SYM_BYTES 64u             /* bytes per symbolized frame name */
@@ -399,7 +400,8 @@ struct ntr_ring_header {
   uint64_t clock_uncert_ns;
   uint64_t clock_sync_tsc;  /* when the estimate was taken (tsc) */
   uint32_t clock_samples;   /* round trips the estimate chose from */
-  uint32_t reserved2;
+  uint32_t py_sites_dropped; /* Python call sites not recorded: the stack table was full
+                               (atomic; each record of one says NTR_PYSTACK_DROPPED) */
 };
 /* The header occupies the first NTR_RING_HEADER_BYTES of the file; the comm
  * table starts at comm_offset (>= that). */

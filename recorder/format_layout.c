@@ -77,7 +77,7 @@ NTR_LAYOUT(ntr_ring_header, clock_offset_ns, 12160, 8);
 NTR_LAYOUT(ntr_ring_header, clock_uncert_ns, 12168, 8);
 NTR_LAYOUT(ntr_ring_header, clock_sync_tsc, 12176, 8);
 NTR_LAYOUT(ntr_ring_header, clock_samples, 12184, 4);
-NTR_LAYOUT(ntr_ring_header, reserved2, 12188, 4);
+NTR_LAYOUT(ntr_ring_header, py_sites_dropped, 12188, 4);
 
 /* `struct ntr_record` */
 NTR_LAYOUT(ntr_record, commit, 0, 8);

@@ -160,6 +160,8 @@ static void print_records(FILE *out, const struct ntt_image *img) {
     char site[NTR_PYSTR_FILE_MAX + NTR_PYSTR_FUNC_MAX + 40] = "";
     if (ntt_py_site(img, r->pystack_id, site + 4, sizeof site - 4))
       memcpy(site, " at ", 4);
+    else if (r->pystack_id == NTR_PYSTACK_DROPPED)
+      snprintf(site, sizeof site, " at (Python call site not recorded: the stack table was full)");
     fprintf(out, "  %-27s  %-8s  %-5s  %6s  %-44s  %-9s  %s%s\n", tb, comm, rank, seq, op, ntt_rec_state(r),
             r->result >= 0 ? ntt_result_name(r->result) : "-", site);
   }
@@ -182,6 +184,9 @@ static void print_python(FILE *out, const struct ntt_image *img) {
       fprintf(out, "    %s\n", b);
     }
   }
+  if (img->hdr.py_sites_dropped)
+    fprintf(out, "Python call sites past the first %u distinct stacks are not recorded (%u not recorded)\n",
+            img->hdr.stack_max, img->hdr.py_sites_dropped);
   if (img->npythreads) {
     fprintf(out, "Python threads (at the dump):\n");
     ntt_print_pythreads(out, img, "  ");

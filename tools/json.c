@@ -194,6 +194,8 @@ json_t *ntt_record_json(const struct ntt_image *img, const struct ntr_record *r)
   set(o, "stack_id", json_integer(r->stack_id));
   set(o, "pystack_id", json_integer(r->pystack_id));
   set(o, "site", ntt_pystack_json(img, r->pystack_id));
+  if (r->pystack_id == NTR_PYSTACK_DROPPED)
+    set(o, "site_dropped", json_true());
   set(o, "text", ntt_rec_has_text(r) ? ntt_json_str(r->u.text, sizeof r->u.text) : json_null());
   set(o, "aux", ntt_json_u64(r->aux));
   return o;
@@ -261,6 +263,7 @@ json_t *ntt_image_json(const struct ntt_image *img) {
              img->hdr.py_version >> 8 & 0xff);
   set(py, "version", ver[0] ? json_string(ver) : json_null());
   set(py, "state", json_string(ntt_py_state_name(img->hdr.py_state)));
+  set(py, "sites_dropped", json_integer(img->hdr.py_sites_dropped));
   set(o, "python", py);
   set(o, "python_threads", ntt_pythreads_json(img));
   json_t *recs = json_array();

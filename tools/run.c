@@ -1,12 +1,13 @@
 /* run.c -- `nccltrace run [options] -- CMD ...`: run CMD with libnccltrace.so
  * preloaded and the options passed as NCCLTRACE_* variables.
  *
- * Thread-safety: single-threaded command.  The signal handler only forwards
- * the signal to the child (kill is async-signal-safe).
+ * Thread-safety: single-threaded command.  Its signal handler is
+ * run_sig.c's (async-signal-safe).
  * CMD runs in a forked child (and, with --coord, a coordinator in another):
- * this process waits for it, forwards the signals a launcher or a user
- * sends it (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2; not the
- * ones a terminal already sent CMD's process group), and then records
+ * this process waits for it, passes on the signals a launcher or a user
+ * sends it alone (run_sig.c: a signal sent to the whole process group
+ * reaches CMD from the kernel and is not passed on again; CMD stopping
+ * stops run), and then records
  * CMD's exit status in the dump directory (recorder/format.h "run
  * exit-status file"): what a launcher knows and a rank that ends without
  * running exit() -- the dynamic linker's exit 127, SIGKILL -- cannot
@@ -38,6 +39,7 @@
 #include "recorder/format.h"
 #include "recorder/safedir.h"
 #include "tools/ntt.h"
+#include "tools/run_sig.h"
 
 int ntx_coord_main(int argc, char **argv) __attribute__((weak));
 
@@ -208,17 +210,6 @@ static pid_t start_coord(void) {
   return -1;
 }
 
-static volatile sig_atomic_t child_pid;
-
-/* Forward what was sent to this process, not what a terminal sent to the
- * whole foreground process group (CMD got that one itself): si_code > 0
- * is the kernel's (SI_KERNEL for the tty), <= 0 a kill/sigqueue/tkill. */
-static void forward(int sig, siginfo_t *info, void *uc) {
-  (void)uc;
-  if (child_pid > 0 && (!info || info->si_code <= 0))
-    kill((pid_t)child_pid, sig);
-}
-
 static uint64_t real_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -380,12 +371,25 @@ int ntt_run_main(int argc, char **argv) {
   int ep[2] = {-1, -1};
   if (pipe2(ep, O_CLOEXEC) != 0)
     ep[0] = ep[1] = -1;
+  int wrc = ntt_runsig_start();
+  if (wrc != 0)
+    fprintf(stderr, "nccltrace: run: cannot start the signal witness (%s): signals sent to the whole "
+                    "process group may reach CMD twice\n", strerror(-wrc));
+  /* Handlers before CMD exists (a signal in between would kill run);
+   * blocked across the fork until CMD is known, so none is lost or
+   * handled by the forked copy before exec. */
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &old_mask);
+  ntt_runsig_install();
   uint64_t start_ns = real_ns();
   fflush(NULL);
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(stderr, "nccltrace: run: fork: %s\n", strerror(errno));
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    ntt_runsig_stop();
     if (cpid > 0) {
       kill(cpid, SIGTERM);
       waitpid(cpid, NULL, 0);
@@ -393,6 +397,8 @@ int ntt_run_main(int argc, char **argv) {
     return NTT_EXIT_FAIL;
   }
   if (pid == 0) {
+    ntt_runsig_child_reset();
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
       _exit(NTT_EXIT_FAIL); /* we died before the line above took effect */
@@ -405,12 +411,8 @@ int ntt_run_main(int argc, char **argv) {
       err = errno;
     _exit(err == ENOENT ? 127 : 126);
   }
-  child_pid = pid;
-  struct sigaction sa = {.sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART};
-  sigemptyset(&sa.sa_mask);
-  static const int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-  for (size_t i = 0; i < sizeof fwd / sizeof fwd[0]; i++)
-    sigaction(fwd[i], &sa, NULL);
+  ntt_runsig_set_child(pid);
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
   int exec_err = 0;
   if (ep[1] >= 0)
     close(ep[1]);
@@ -420,9 +422,8 @@ int ntt_run_main(int argc, char **argv) {
     close(ep[0]);
   }
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-    ;
-  child_pid = 0;
+  ntt_runsig_wait(pid, &st);
+  ntt_runsig_stop();
   if (cpid > 0) {
     kill(cpid, SIGTERM);
     for (int i = 0; i < 40 && waitpid(cpid, NULL, WNOHANG) == 0; i++)

@@ -219,6 +219,22 @@ def stale():
     comm.destroy()
 
 
+def many_sites():
+    """More distinct call stacks than the stack table holds (each exec'd f
+    is its own file), then stall()'s stall from a call site past them."""
+    comm = Comm("world")
+    for i in range(1100):
+        ns = {}
+        exec(compile("def f(comm):\n    comm.all_reduce()\n", "site_%d.py" % i, "exec"), ns)
+        ns["f"](comm)
+        if i % 100 == 99:
+            comm.read()
+    comm.read()
+    print("ready", flush=True)
+    stuck_step(comm)  # never completes (NCCLEMU_FAULT=stall:1101)
+    time.sleep(60)
+
+
 BARRIER = threading.Barrier(2)
 
 
@@ -261,4 +277,4 @@ def threads():
 
 
 {"healthy": healthy, "mismatch": mismatch, "threads": threads, "missing": missing, "stall": stall,
- "exit": exit_early, "stale": stale}[MODE]()
+ "exit": exit_early, "stale": stale, "manysites": many_sites}[MODE]()

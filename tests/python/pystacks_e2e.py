@@ -26,6 +26,11 @@ TEST:
   stale     code objects freed and reallocated at the same address (exec'd
             code): each call's site names its own file and line, not the
             site cached for the address's previous code object
+  manysites 1,100 distinct call stacks (the stack table holds 1,024), then
+            stall's stall from a site past them: one `nccltrace:` line per
+            rank says so, analyze finds the stall and says the sites past
+            the first 1024 distinct stacks are not recorded, decode says it
+            per record and counts them in the header
   late      a C program that calls NCCL, then embeds Python (dlopen) whose
             code calls NCCL through ctypes: the watchdog notices the new
             Python, the Python calls carry their site, the C calls none
@@ -285,6 +290,50 @@ def t_stale():
     got = [(x["site"] or ["", "?"])[1] for x in ar]
     want = ["gen_%d.py:%d f" % (i, i + 2) for i in range(6)]
     check(got == want, "sites %s, want %s" % (got, want))
+
+
+def t_manysites():
+    # Waits for every rank's ring to hold AllReduce #1101 (the stuck one),
+    # then SIGTERM dumps every rank: no watchdog timing involved.
+    procs = start("manysites", "dropin", extra={"NCCLEMU_FAULT": "stall:1101"})
+
+    def issued():
+        rings = glob.glob(os.path.join(TMP, "rings", "**", "*.ring"), recursive=True)
+        n = 0
+        for ring in rings:
+            p = subprocess.run([ENV["tool"], "decode", "--json", ring], capture_output=True, text=True, timeout=60)
+            try:
+                recs = json.loads(p.stdout)["records"]
+            except ValueError:
+                continue
+            n += any(x["kind"] == "AllReduce" and x.get("seq") == 1101 for x in recs)
+        return n == 3
+    try:
+        wait_for(issued, "AllReduce #1101 on every rank", timeout=50)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        res = finish(procs)
+    ev = [os.path.join(TMP, "dumps"), os.path.join(TMP, "rings")]
+    text, v = tool("analyze", *ev), json.loads(tool("analyze", "--json", *ev))
+    said = "Python call sites past the first 1024 distinct stacks are not recorded"
+    for r, (rc, o, e) in enumerate(res):
+        lines = [l for l in e.splitlines() if l.startswith("nccltrace:") and "distinct" in l]
+        check(len(lines) == 1, "rank %d: %d lines about the full stack table: %s" % (r, len(lines), e))
+    first = text.splitlines()[0] if text else ""
+    check(first.startswith("stall") and said in first, "verdict line: " + first)
+    vd = v["verdict"]
+    check(vd["class"] == "stall" and said in vd["summary"] and "stack" not in vd, "verdict %s" % vd)
+    t0 = dumps("*-r0-*-sigterm")
+    check(t0, "no SIGTERM dump of rank 0: %s" % dumps())
+    if t0:
+        d = decode(t0[0])
+        check(d["python"].get("sites_dropped", 0) > 0, "header python %s" % d["python"])
+        last = [x for x in d["records"] if x["kind"] == "AllReduce"][-1]
+        check(last["site"] is None and last.get("site_dropped") is True, "last AllReduce %s" % last)
+        check(said in tool("decode", t0[0]), "decode text does not say it")
+    print("verdict: " + first)
 
 
 def t_late():

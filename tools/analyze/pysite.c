@@ -98,6 +98,9 @@ void nta_site_text(const struct nta_proc *p, unsigned pystack, char *buf, size_t
   char site[512];
   if (p && p->img && pystack && ntt_py_site(p->img, pystack, site, sizeof site))
     snprintf(buf, len, " at %s", site);
+  else if (p && p->img && pystack == NTR_PYSTACK_DROPPED)
+    snprintf(buf, len, " (Python call sites past the first %u distinct stacks are not recorded)",
+             p->img->hdr.stack_max);
 }
 
 int nta_blocked_op(const struct nta_member *m, struct nta_op *o) {
