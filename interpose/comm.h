@@ -52,6 +52,10 @@ struct __attribute__((aligned(64))) nti_comm {
   int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
   uint32_t async_poller; /* 1 while one thread polls ncclCommGetAsyncError and
                             records the change (atomic exchange; others skip) */
+  /* The profiler plugin's claim (profiler.c, nti_plugin_claim): 0 none,
+   * 1 a plugin context adds the inside view to this wrapped comm, 2 a
+   * comm the plugin alone records (no wrapper saw it). */
+  uint32_t plugin_claimed;
   uint32_t nsplit;       /* splits of this parent on this rank (NCCL's childCount) */
   uint32_t nshrink;
   uint32_t ngrow;        /* grows of this comm on this rank (docs/identity.md "Grow") */
@@ -148,6 +152,16 @@ struct nti_comm *nti_comm_list(void);
  * (atomics only): the dump path calls it before it copies the comm
  * states. */
 void nti_comm_seq_sync_all(void);
+/* Profiler plugin (lifecycle.c, for profiler.c): the wrapped comm a new
+ * plugin context profiles -- the one whose init this thread is in, else
+ * an unclaimed comm of that rank and size still in its init -- or NULL
+ * (NCCL called no wrapper: a statically linked NCCL).  Then a comm of the
+ * plugin's own, recorded by the plugin alone (ready at once), and its end
+ * at the plugin's finalize.  Not hot path: init and finalize only. */
+struct nti_comm *nti_plugin_claim(int rank, int nranks);
+struct nti_comm *nti_plugin_comm_new(uint64_t id, int rank, int nranks);
+void nti_plugin_comm_end(struct nti_comm *c);
+
 /* Shared by lifecycle wrappers and the watchdog: a comm handle is never
  * handed to NCCL by the watchdog while a destroy/abort may be running. */
 extern pthread_mutex_t nti_life_lock;

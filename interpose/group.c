@@ -202,6 +202,24 @@ static ncclResult_t group_end(unsigned kind, ncclSimInfo_t *sim) {
   return res;
 }
 
+void nti_group_plugin_open(int user_group) {
+  struct nti_tls *t = &nti_tls;
+  if (!t->group_ops)
+    t->group_ops = calloc(NTI_GROUP_TRACK, sizeof *t->group_ops);
+  t->group_nops = 0;
+  t->group_overflow = 0;
+  t->group_depth = user_group ? 1 : 0;
+  t->group_id = user_group ? ++t->group_seq : 0;
+  nti_group_word_sync();
+}
+
+void nti_group_plugin_close(void) {
+  group_launched(ncclSuccess);
+  nti_tls.group_depth = 0;
+  nti_tls.group_id = 0;
+  nti_group_word_sync();
+}
+
 NTI_EXPORT ncclResult_t ncclGroupEnd(void) {
   return group_end(NTR_KIND_GROUP_END, NULL);
 }

@@ -32,6 +32,15 @@ static inline void nti_group_word_sync(void) {
  * pair gets the group's completion event (at the outermost End). */
 void nti_group_note_op(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos,
                        uint64_t tsc, int p2p);
+/* The profiler plugin's view of a group (profiler.c, a comm only the
+ * plugin sees, so no wrapper uses this thread's group state): NCCL's
+ * group API event opens (user_group: the application called
+ * ncclGroupStart, else NCCL's implicit group around one call) and closes
+ * after the launch, when the noted ops get their completion events.  The
+ * open allocates the thread's pair table at its first group, as
+ * ncclGroupStart does. */
+void nti_group_plugin_open(int user_group);
+void nti_group_plugin_close(void);
 /* Forget this thread's group state and strict buffer (the fork child). */
 void nti_group_reset(void);
 

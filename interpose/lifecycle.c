@@ -56,7 +56,13 @@ static void life_enter(struct life *l) {
     nti_blocked_mark(l->c->cs, l->kind, nti_tid(), l->enter_tsc);
 }
 
+/* The comm whose init this thread is inside (set before the real call,
+ * cleared after): NCCL calls the profiler plugin's init from there, and
+ * the plugin (profiler.c) takes this comm as the one it profiles. */
+static NTI_TLS struct nti_comm *plugin_initing;
+
 static void life_exit(struct life *l, ncclResult_t res) {
+  plugin_initing = NULL;
   uint64_t pos;
   struct ntr_record *r = nti_record_begin(&pos, l->kind, NTR_PHASE_EXIT, l->c);
   life_fill(r, l);
@@ -98,7 +104,48 @@ static struct nti_comm *new_comm(uint64_t id, int rank, int nranks, unsigned kin
       c->cs->flags |= NTR_REC_NONBLOCKING;
     ntx_comm_register(c->cs);
   }
+  plugin_initing = c;
   return c;
+}
+
+struct nti_comm *nti_plugin_claim(int rank, int nranks) {
+  struct nti_comm *c = plugin_initing;
+  if (c && !__atomic_exchange_n(&c->plugin_claimed, 1, __ATOMIC_ACQ_REL))
+    return c;
+  /* A nonblocking init runs on NCCL's thread: the newest comm of this rank
+   * and size still in its init that no plugin context claimed yet. */
+  for (c = nti_comm_list(); c; c = c->next_all) {
+    struct ntr_comm_state *cs = c->cs;
+    if (cs->rank == rank && cs->nranks == nranks &&
+        __atomic_load_n(&cs->lifecycle, __ATOMIC_ACQUIRE) == NTR_COMM_INIT &&
+        !__atomic_exchange_n(&c->plugin_claimed, 1, __ATOMIC_ACQ_REL))
+      return c;
+  }
+  return NULL;
+}
+
+struct nti_comm *nti_plugin_comm_new(uint64_t id, int rank, int nranks) {
+  if (NTI_UNLIKELY(!nti_active()))
+    nti_activate();
+  if (!nti_active())
+    return NULL;
+  struct nti_comm *c = new_comm(id, rank, nranks, NTR_KIND_COMM_INIT_RANK, 0, 0, 0);
+  plugin_initing = NULL;
+  if (!c)
+    return NULL;
+  c->plugin_claimed = 2;
+  c->cs->flags |= NTR_REC_PLUGIN;
+  __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&c->cs->lifecycle, NTR_COMM_READY, __ATOMIC_RELEASE);
+  nti_watchdog_comm_ready(c);
+  return c;
+}
+
+void nti_plugin_comm_end(struct nti_comm *c) {
+  if (!c || c->plugin_claimed != 2)
+    return;
+  __atomic_store_n(&c->live, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&c->cs->lifecycle, NTR_COMM_DESTROYED, __ATOMIC_RELEASE);
 }
 
 /* Size known only after split/shrink returned: fill it before the comm is

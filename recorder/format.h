@@ -77,7 +77,12 @@
                                          then count = its seq) */                                   \
   X(DEV_ARRIVE, 82, "DeviceArrive")   /* watchdog: the stream reached collective seq (start event   \
                                          done) at tsc; count = tsc of the call, aux = ring position \
-                                         of its CALL record */
+                                         of its CALL record */                                      \
+  X(PROXY_OP, 83, "ProxyOp")          /* profiler plugin: NCCL's proxy works on one channel for an op; \
+                                         ENTER start, EXIT stop (layout: docs/dump-format.md) */    \
+  X(PROXY_STEP, 84, "ProxyStep")      /* profiler plugin: one network step of a proxy op; ENTER,   \
+                                         EVENT (a state: aux), EXIT */                              \
+  X(KERNEL_CH, 85, "KernelCh")        /* profiler plugin: the kernel on one channel; ENTER, EXIT */
 
 /* Event kinds.  The NCCL ones come from recorder/nccl_api.def in table order;
  * the tracer's own events follow (NTR_EVENT_LIST).  Values are on-disk:
@@ -107,6 +112,8 @@ enum ntr_record_flag {
   NTR_REC_COMPLETED = 1u << 3,   /* completion observed (tsc_done valid) */
   NTR_REC_NO_TRACKING = 1u << 4, /* completion tracking unavailable for this op */
   NTR_REC_STRICT_REFUSED = 1u << 5,
+  NTR_REC_PLUGIN = 1u << 6,      /* written by the NCCL profiler plugin (interpose/profiler.c); comm
+                                    state: a comm only the plugin saw */
 };
 
 /* Fingerprint op: ncclBcast and ncclBroadcast are the same operation. */

@@ -93,7 +93,8 @@ static inline size_t emu_shm_size(int nranks)
 }
 
 struct emu_fault {
-  int kind;        /* 1 stall, 2 async_error, 3 delay, 4 slow (every collective) */
+  int kind;        /* 1 stall, 2 async_error, 3 delay, 4 slow (every collective),
+                      5 kill_recv (SIGKILL after `value` posts of recv #n from any peer) */
   uint64_t n;
   int value;       /* ncclResult_t for async_error, ms for delay */
 };
@@ -143,6 +144,10 @@ struct ncclComm {
   int nfaults;
   struct emu_user_op user_ops[EMU_MAX_USER_OPS];
   char last_error[256];
+  void *prof_ctx;                 /* profiler plugin context (emu_nccl_prof.c), NULL none */
+  int prof_mask;
+  uint64_t prof_hash;
+  uint64_t prof_func_seq[16];     /* NCCL's per-function seqNumber, by emu_kind */
   struct ncclComm *mon_next;      /* monitor list, under the monitor lock */
   int monitored;
 };
@@ -166,6 +171,9 @@ struct emu_op {
   int slow_ms;     /* slow fault: the stream stays busy this long after the op */
   uint64_t delay_until;
   unsigned char scalar[8];    /* PreMulSum scalar, this rank's */
+  /* profiler plugin handles (emu_nccl_prof.c) */
+  void *prof_api, *prof_task, *prof_op, *prof_step, *prof_kernel;
+  int prof_step_no;
   bool premul;
 };
 

@@ -9,6 +9,7 @@
  * pncclX (GLOBAL) and ncclX is a WEAK alias at the same address. */
 #include "emu_nccl.h"
 #include "interpose/nccl_newer.h"
+#include "emu_nccl_prof.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -395,7 +396,18 @@ static int emu_nb_defer(struct emu_op *ops)
   return 1;
 }
 
+static ncclResult_t emu_group_end_inner(bool simulate);
+/* The outermost end closes the group's profiler API event, after the launch. */
 static ncclResult_t emu_group_end(bool simulate)
+{
+  int outer = emu_group_depth == 1;
+  ncclResult_t rc = emu_group_end_inner(simulate);
+  if (outer)
+    emu_prof_group_end();
+  return rc;
+}
+
+static ncclResult_t emu_group_end_inner(bool simulate)
 {
   if (emu_group_depth == 0) {
     emu_set_last_error(NULL, "ncclGroupEnd: not in a group call.");
@@ -577,6 +589,7 @@ static ncclResult_t emu_enqueue_one(int kind, const void *sendbuff, void *recvbu
       }
       *emu_group_tail = op;
       emu_group_tail = &op->next;
+      emu_prof_api(op, emu_group_depth);
     }
   }
   if (emu_group_depth > 0) {

@@ -7,6 +7,7 @@
  * waits.  The monitor is one detached thread per process.  Nothing here is
  * async-signal-safe. */
 #include "emu_nccl.h"
+#include "emu_nccl_prof.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -59,6 +60,7 @@ void emu_comm_put(struct ncclComm *c)
 {
   if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
     return;
+  emu_prof_comm_fini(c);
   if (c->shm)
     munmap(c->shm, c->map_len);
   c->magic = 0;
@@ -223,11 +225,16 @@ static int emu_parse_faults(struct ncclComm *c)
       fl.kind = 4; /* a throttled GPU: every collective, the host does not wait */
       fl.value = (int)v;
       ok = true;
+    } else if (nf == 3 && !strcmp(f[0], "kill_recv") && !emu_parse_u64(f[1], &fl.n) && fl.n >= 1 &&
+               !emu_parse_u64(f[2], &v) && v <= 1000000) {
+      fl.kind = 5; /* the process dies in the middle of a transfer */
+      fl.value = (int)v;
+      ok = true;
     }
     if (!ok || c->nfaults == EMU_MAX_FAULTS) {
       fprintf(stderr,
               "ncclemu: NCCLEMU_FAULT: bad token '%s' (expected stall:N, async_error:N:remote|system|internal "
-              "delay:N:MS or slow:MS, N >= 1, at most %d tokens)\n",
+              "delay:N:MS, slow:MS or kill_recv:N:POSTS, N >= 1, at most %d tokens)\n",
               tok, EMU_MAX_FAULTS);
       emu_set_last_error(c, "NCCLEMU_FAULT: bad token '%s'", tok);
       rc = -1;
@@ -384,6 +391,7 @@ static ncclResult_t emu_comm_wait_joined(struct ncclComm *c)
   }
   atomic_store(&c->ready, 1);
   emu_mon_add(c);
+  emu_prof_comm_init(c);
   return ncclSuccess;
 }
 

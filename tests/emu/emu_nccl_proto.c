@@ -12,6 +12,10 @@
  * needs nothing from the others (a Broadcast root only publishes).
  */
 #include "emu_nccl.h"
+#include "emu_nccl_prof.h"
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <errno.h>
 #include <time.h>
@@ -247,11 +251,13 @@ static int emu_coll_step(struct emu_op *op, uint64_t *wake_ns)
     op->nrounds = (op->count + e - 1) / e;
     op->round = 0;
     op->phase = 1;
+    emu_prof_op_begin(op, (int)op->nrounds, -1);
   }
   size_t e = emu_round_elems(op);
   while (op->round < op->nrounds) {
     size_t lo = (size_t)op->round * e;
     size_t m = op->count - lo < e ? op->count - lo : e;
+    emu_prof_step_begin(op, (int)op->round, m * emu_dtype_size(op->dtype));
     if (op->phase == 1) {
       if (emu_post(op, lo, m) == EMU_STEP_BLOCKED)
         return EMU_STEP_BLOCKED;
@@ -259,6 +265,7 @@ static int emu_coll_step(struct emu_op *op, uint64_t *wake_ns)
     }
     if (emu_gather(op, lo, m) == EMU_STEP_BLOCKED)
       return EMU_STEP_BLOCKED;
+    emu_prof_step_end(op);
     op->round++;
     op->phase = 1;
   }
@@ -278,11 +285,13 @@ static int emu_p2p_step(struct emu_op *op)
       return EMU_STEP_BLOCKED;
     op->nrounds = (op->count + e - 1) / e;
     op->phase = 1;
+    emu_prof_op_begin(op, (int)op->nrounds, op->peer);
   }
   int moved = 0;
   while (op->round < op->nrounds) {
     size_t lo = (size_t)op->round * e;
     size_t m = op->count - lo < e ? op->count - lo : e;
+    emu_prof_step_begin(op, (int)op->round, m * sz);
     uint64_t want = emu_tag(op->seq, op->round);
     if (op->kind == EMU_K_SEND) {
       struct emu_mbox *mb = emu_p2p_mbox(c, c->rank, op->peer);
@@ -308,7 +317,15 @@ static int emu_p2p_step(struct emu_op *op)
       }
       memcpy((char *)op->recvbuff + lo * sz, mb->data, m * sz);
       atomic_fetch_add_explicit(&mb->acks, 1, memory_order_release);
+      for (int i = 0; i < c->nfaults; i++)
+        if (c->faults[i].kind == 5 && c->faults[i].n == op->seq && op->round + 1 == (uint64_t)c->faults[i].value) {
+          if (emu_verbose())
+            emu_log("rank %d: fault kill_recv: killed after post %llu of recv #%llu", c->rank,
+                    (unsigned long long)op->round + 1, (unsigned long long)op->seq);
+          kill(getpid(), SIGKILL);
+        }
     }
+    emu_prof_step_end(op);
     op->round++;
     moved = 1;
   }
@@ -368,6 +385,7 @@ static void emu_fused_run(struct emu_work *w)
       if (r != EMU_STEP_BLOCKED)
         progress = true;
       if (r == EMU_STEP_DONE) {
+        emu_prof_op_end(op);
         op->done = true;
         emu_op_finished(op->comm);
       }
@@ -444,8 +462,10 @@ static void emu_assign(struct emu_op *op)
 /* Assign sequence numbers now and put one work item per stream. */
 static void emu_launch_now(struct emu_op *ops)
 {
-  for (struct emu_op *op = ops; op; op = op->next)
+  for (struct emu_op *op = ops; op; op = op->next) {
     emu_assign(op);
+    emu_prof_task(op);
+  }
   /* Partition by stream, keeping call order within each stream. */
   while (ops) {
     struct CUstream_st *s = ops->stream;

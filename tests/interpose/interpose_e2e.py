@@ -592,6 +592,8 @@ def t_exports():
     # the CUDA graph entry points (interpose/cuda_graph.def)
     graphdef = os.path.join(interpose_dir, "cuda_graph.def")
     rows += re.findall(r"^NTG\((\w+),", open(graphdef).read(), re.M)
+    # the profiler plugin's tables (interpose/profiler.c), one per version NCCL looks for
+    rows += ["ncclProfiler_v%d" % v for v in range(1, 7)]
     want = set(rows) | {"nccltrace_mark", "nccltrace_dump", "nccltrace_version", "nccltrace_enabled",
                         "sigaction", "signal", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
                         "execl", "execlp", "execle", "fexecve", "execveat"}
