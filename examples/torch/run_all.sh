@@ -40,7 +40,6 @@ abort      app_abort                -      -  1
 '
 cases=${*:-$(echo "$expect" | awk 'NF {print $1}')}
 out=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/nccltrace-torch.XXXXXX")}
-port=$(( 29600 + $$ % 200 ))
 pg_timeout=${PG_TIMEOUT:-30} deadline=${DEADLINE:-60} trace_timeout=${TIMEOUT:-10}
 
 # torchrun starts each worker in a session of its own: a worker the
@@ -59,7 +58,17 @@ for c in $cases; do
   [ -n "$line" ] || { echo "unknown case $c" >&2; exit 1; }
   d=$out/$c
   mkdir -p "$d"
-  port=$((port + 1))
+  # A free MASTER_PORT whose +17 (nccltrace's coordinator) is free too: a
+  # fixed port collides with whatever else this machine runs.
+  port=$(python3 -c '
+import socket
+for _ in range(200):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    try:
+        b = socket.socket(); b.bind(("127.0.0.1", p + 17)); b.close(); a.close(); print(p); break
+    except OSError:
+        a.close()
+' 2>/dev/null) || port=$((29600 + RANDOM % 2000))
   echo "== $c"
   # The deadline plays the job scheduler: it ends what the watchdog does not
   # (lazy_skip waits in communicator init, which no work timeout covers).

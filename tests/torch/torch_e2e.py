@@ -69,6 +69,21 @@ def analyze(d):
 
 
 def port():
+    """A free MASTER_PORT whose +17 (nccltrace's coordinator) is free too."""
+    import socket
+    for _ in range(200):
+        a = socket.socket()
+        a.bind(("127.0.0.1", 0))
+        p = a.getsockname()[1]
+        try:
+            b = socket.socket()
+            b.bind(("127.0.0.1", p + 17))
+            b.close()
+            return p
+        except OSError:
+            pass
+        finally:
+            a.close()
     return 29000 + os.getpid() % 500 * 2
 
 
@@ -150,7 +165,7 @@ def case_train(tmp):
     script = os.path.join(E["NTT_SRC"], "examples/torch/train.py")
     args = ["--steps", "5", "--width", "256", "--model", "scale"]
     a = torchrun(2, port(), script, args, tmp + "/u", traced=False)
-    b = torchrun(2, port() + 1, script, args, tmp + "/t", traced=True)
+    b = torchrun(2, port(), script, args, tmp + "/t", traced=True)
     # The emulator's kernels compute nothing: the loss digits are not a result.
     mask = lambda s: re.sub(r"last loss \S+", "last loss X", s)
     check(a.returncode == 0, "untraced train.py exits 0 (%d): %s" % (a.returncode, a.stderr[-300:]))
@@ -164,7 +179,7 @@ def case_train(tmp):
 def case_graph(tmp):
     for mode in ("sync", "async"):
         d = os.path.join(tmp, mode)
-        p = torchrun(2, port() + (mode == "async"), os.path.join(E["NTT_SRC"], "tests/torch/graph.py"), ["20", mode], d)
+        p = torchrun(2, port(), os.path.join(E["NTT_SRC"], "tests/torch/graph.py"), ["20", mode], d)
         check(p.returncode == 0, "graph.py %s exits 0 traced (%d): %s" % (mode, p.returncode, p.stderr[-400:]))
         check(p.stdout.count("replays 20 ok") == 2, "%s: both ranks replayed 20 times: %r" % (mode, p.stdout))
         check("nvalidat" not in p.stderr and "not joined" not in p.stderr, "%s: no capture invalidated" % mode)
@@ -179,7 +194,7 @@ def case_graph(tmp):
 def case_groups(tmp):
     for mode in ("split", "fresh"):
         d = os.path.join(tmp, mode)
-        p = torchrun(4, port() + (mode == "fresh"), os.path.join(E["NTT_SRC"], "tests/torch/groups.py"), [mode], d)
+        p = torchrun(4, port(), os.path.join(E["NTT_SRC"], "tests/torch/groups.py"), [mode], d)
         check(p.returncode == 0 and p.stdout.count(mode + " ok") == 4, "groups %s: 4 ranks ok (%d)" % (mode, p.returncode))
         j = analyze(d + "/dumps")
         check(j["verdict"]["class"] == "healthy", "groups %s: healthy" % mode)
