@@ -258,8 +258,15 @@ struct ntr_comm_state {
   uint32_t late_med_us;    /* this rank's median arrival after the earliest rank, us */
   uint32_t late_window;    /* collectives that median covers */
   uint32_t late_last;      /* of those, how many this rank arrived last at */
-  uint32_t late_reserved;
-  uint8_t reserved[40];
+  uint32_t late_reports;   /* lateness reports received (exchange client; atomic) */
+  /* Counters for the metrics endpoint (interpose/metrics.c), written by
+   * tracer threads only, never by a wrapper: */
+  uint32_t mismatches;     /* MISMATCH verdicts received for this comm (exchange client; atomic) */
+  uint32_t stalls;         /* watchdog timeouts of this rank and stall verdicts naming it (atomic) */
+  uint64_t p2p_issued;     /* send/recv records the watchdog copied into recent[] (atomic) */
+  uint64_t p2p_completed;  /* send/recv records the watchdog saw complete (atomic) */
+  uint64_t bytes_issued;   /* count x dtype size of the op records it copied (atomic) */
+  uint8_t reserved[8];
   struct ntr_record recent[NTR_COMM_RECENT]; /* last records of this comm, by rec_count & mask */
 };
 _Static_assert(offsetof(struct ntr_comm_state, recent) == 192, "comm state layout");
@@ -381,7 +388,8 @@ struct ntr_ring_header {
   char bt_sym[NTR_BT_DEPTH][NTR_SYM_BYTES]; /* "func+0xoff" */
 
   /* environment: "NAME=VALUE\0NAME=VALUE\0...", NCCL_*, CUDA_* and launcher ranks only */
-  uint32_t env_len, reserved1;
+  uint32_t env_len;
+  uint32_t dumps_written;   /* dumps renamed into place (atomic; signal-safe add) */
   char env[NTR_ENV_BYTES];
 
   /* Python: string table of the Python stacks (ntr_pystr entries) */
@@ -399,7 +407,8 @@ struct ntr_ring_header {
   uint64_t clock_uncert_ns;
   uint64_t clock_sync_tsc;  /* when the estimate was taken (tsc) */
   uint32_t clock_samples;   /* round trips the estimate chose from */
-  uint32_t reserved2;
+  uint32_t tracer_cpu_ms;   /* CPU time of the tracer's threads, ms, as of the metrics
+                               thread's last second (NCCLTRACE_METRICS; 0 without it) */
 };
 /* The header occupies the first NTR_RING_HEADER_BYTES of the file; the comm
  * table starts at comm_offset (>= that). */
