@@ -205,6 +205,25 @@ static void load_coord(void) {
   }
 }
 
+/* NCCLTRACE_METRICS: ADDR:PORT as NCCLTRACE_COORD takes it, or a port
+ * alone for loopback (an endpoint is never opened beyond the host unless
+ * the address says so). */
+static void load_metrics(void) {
+  char v[sizeof nti_cfg.metrics];
+  copy_str(v, sizeof v, "NCCLTRACE_METRICS", "");
+  if (!v[0])
+    return;
+  if (v[strspn(v, "0123456789")] == '\0' && strlen(v) < 6)
+    snprintf(nti_cfg.metrics, sizeof nti_cfg.metrics, "127.0.0.1:%s", v);
+  else
+    snprintf(nti_cfg.metrics, sizeof nti_cfg.metrics, "%s", v);
+  const char *why = coord_problem(nti_cfg.metrics);
+  if (why) {
+    cfg_say("NCCLTRACE_METRICS=\"%s\" is not valid (%s; it wants ADDR:PORT or PORT); no metrics endpoint", v, why);
+    nti_cfg.metrics[0] = '\0';
+  }
+}
+
 void nti_config_load(void) {
   memset(&nti_cfg, 0, sizeof nti_cfg);
   int32_t rank, local_rank, world, local_world;
@@ -239,4 +258,5 @@ void nti_config_load(void) {
   nti_cfg.agg = parse_bool("NCCLTRACE_AGG", -1, "the default (1 when WORLD_SIZE > LOCAL_WORLD_SIZE)");
   nti_cfg.strict_shm = parse_bool("NCCLTRACE_STRICT_SHM", -1, "the default (1 when WORLD_SIZE = LOCAL_WORLD_SIZE)");
   copy_str(nti_cfg.agg_host, sizeof nti_cfg.agg_host, "NCCLTRACE_AGG_HOST", "");
+  load_metrics();
 }

@@ -43,6 +43,7 @@ struct nti_config {
   int agg;                     /* NCCLTRACE_AGG: 0|1, -1 unset (the exchange decides: 1 for a multi-host job) */
   int strict_shm;              /* NCCLTRACE_STRICT_SHM: 0|1, -1 unset (the exchange decides: 1 for a one-host job) */
   char agg_host[64];           /* NCCLTRACE_AGG_HOST ("" = gethostname): tests play several hosts on one */
+  char metrics[256];           /* NCCLTRACE_METRICS ADDR:PORT, PORT alone = 127.0.0.1:PORT ("" = off) */
 };
 
 extern struct nti_config nti_cfg;

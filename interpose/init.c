@@ -34,6 +34,7 @@
 #include "interpose/group.h"
 #include "interpose/watchdog.h"
 #include "interpose/exchange.h"
+#include "interpose/metrics.h"
 #include "interpose/pyframes.h"
 #include "recorder/diag.h"
 #include "recorder/dump.h"
@@ -57,6 +58,7 @@ void nti_first_comm(void) {
    * no extra thread. */
   nti_watchdog_start();
   ntx_start(&nti_proc.ring);
+  nti_met_start();
 }
 
 static struct ntr_ring_config ring_config(void) {
@@ -213,6 +215,8 @@ static void fork_child(void) {
   nti_tls.ring_cur = (struct ntr_ring_cursor){0, 0, NULL, 0, NULL}; /* a block of the parent's ring */
   nti_tls.sig_cur = (struct ntr_ring_cursor){0, 0, NULL, 0, NULL};
   nti_watchdog_forget();
+  nti_met_forget_in_child();
+  ntr_thread_reset_child();
   nti_py_forget();
   ntr_dump_reset_child();
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;

@@ -106,6 +106,7 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
      * The dump itself therefore does not list its own Dump record; its
      * trigger block says what it is. */
     nti_record_event(NTR_KIND_DUMP, NULL, trig_name(trigger_kind), 0, (uint64_t)trigger_kind, 0);
+    __atomic_add_fetch(&nti_proc.ring.hdr->dumps_written, 1, __ATOMIC_RELAXED); /* lock-free: signal-safe */
     ntr_sb_str(&sb, "dump written: ");
     ntr_sb_str(&sb, path);
   } else if (rc == -EBUSY) {

@@ -393,14 +393,15 @@ static void complete_records(struct nti_comm *c, const struct nti_pending *cell,
   if (cell->pos - first > nti_proc.ring.mask)
     first = cell->pos - nti_proc.ring.mask; /* older ones were overwritten anyway */
   for (uint64_t p = first; p <= cell->pos; p++) {
-    if (p != cell->pos) {
-      struct ntr_record copy;
-      const struct ntr_record *r = &nti_proc.ring.slots[p & nti_proc.ring.mask];
-      if (ntr_ring_read_slot(r, &copy) != p + 1 || copy.comm_id != c->cs->comm_id ||
-          copy.tid != cell->tid || copy.group_id != cell->group_id ||
-          copy.u.buf.stream != cell->stream || copy.phase != NTR_PHASE_CALL)
-        continue;
-    }
+    struct ntr_record copy;
+    const struct ntr_record *r = &nti_proc.ring.slots[p & nti_proc.ring.mask];
+    int got = ntr_ring_read_slot(r, &copy) == p + 1;
+    if (p != cell->pos && (!got || copy.comm_id != c->cs->comm_id || copy.tid != cell->tid ||
+                           copy.group_id != cell->group_id || copy.u.buf.stream != cell->stream ||
+                           copy.phase != NTR_PHASE_CALL))
+      continue;
+    if (got && (copy.kind == NTR_KIND_SEND || copy.kind == NTR_KIND_RECV)) /* single writer: us */
+      __atomic_store_n(&c->cs->p2p_completed, c->cs->p2p_completed + 1, __ATOMIC_RELAXED);
     nti_record_patch(p, c, NTI_KEEP_RESULT, NTR_REC_COMPLETED, now);
   }
 }
@@ -441,6 +442,7 @@ static void timeout_report(struct nti_comm *c, uint64_t seq, const char *op, dou
   snprintf(reason, sizeof reason, "timeout: comm %016llx rank %d seq %llu %s not complete after %.0f s",
            (unsigned long long)cs->comm_id, cs->rank, (unsigned long long)seq, op, waited);
   nti_say("%s", reason);
+  __atomic_add_fetch(&cs->stalls, 1, __ATOMIC_RELAXED); /* for the metrics endpoint */
   nti_record_event(NTR_KIND_TIMEOUT, c, op, 0, (uint64_t)waited, seq);
   nti_dump_now(NTR_TRIG_TIMEOUT, 0, 0, reason);
 }
@@ -457,6 +459,7 @@ static void replay_timeout_report(struct nti_comm *c, const struct ntr_record *g
            (unsigned long long)cs->comm_id, cs->rank, op, (unsigned long long)seq, (unsigned long long)g->count,
            waited);
   nti_say("%s", reason);
+  __atomic_add_fetch(&cs->stalls, 1, __ATOMIC_RELAXED);
   nti_record_event(NTR_KIND_TIMEOUT, c, op, g->count, (uint64_t)waited, seq);
   nti_dump_now(NTR_TRIG_TIMEOUT, 0, 0, reason);
 }
@@ -624,6 +627,18 @@ static void poll_incall(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   timeout_report(c, r.seq, nti_kind_name(r.kind), secs(now - r.tsc));
 }
 
+/* The metrics endpoint's p2p and byte counters (interpose/metrics.c),
+ * from the records copied here: the watchdog is their single writer. */
+static void count_issued(struct ntr_comm_state *cs, const struct ntr_record *r) {
+  static const uint8_t size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1}; /* ncclInt8 .. ncclFloat8e5m2 */
+  if (r->kind == NTR_KIND_GRAPH_LAUNCH)
+    return;
+  if (r->kind == NTR_KIND_SEND || r->kind == NTR_KIND_RECV)
+    __atomic_store_n(&cs->p2p_issued, cs->p2p_issued + 1, __ATOMIC_RELAXED);
+  if (r->dtype < sizeof size)
+    __atomic_store_n(&cs->bytes_issued, cs->bytes_issued + r->count * size[r->dtype], __ATOMIC_RELAXED);
+}
+
 static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
   static struct ntr_record got[NTR_COMM_RECENT]; /* watchdog only (or its last pass at exit) */
   uint64_t newest = __atomic_load_n(&c->next_pos, __ATOMIC_ACQUIRE);
@@ -660,6 +675,7 @@ static void recent_scan_comm(struct nti_comm *c, uint64_t head, int final) {
     n--;
     ntr_ring_commit_recent(c->cs, &got[n], got[n].commit - 1);
     note_enqueued(c, &got[n]);
+    count_issued(c->cs, &got[n]);
   }
   /* Release: a wrapper that sees the new position also sees the copies. */
   __atomic_store_n(&c->recent_upto, done, __ATOMIC_RELEASE);

@@ -266,8 +266,15 @@ struct ntr_comm_state {
   uint32_t late_med_us;    /* this rank's median arrival after the earliest rank, us */
   uint32_t late_window;    /* collectives that median covers */
   uint32_t late_last;      /* of those, how many this rank arrived last at */
-  uint32_t late_reserved;
-  uint8_t reserved[40];
+  uint32_t late_reports;   /* lateness reports received (exchange client; atomic) */
+  /* Counters for the metrics endpoint (interpose/metrics.c), written by
+   * tracer threads only, never by a wrapper: */
+  uint32_t mismatches;     /* MISMATCH verdicts received for this comm (exchange client; atomic) */
+  uint32_t stalls;         /* watchdog timeouts of this rank and stall verdicts naming it (atomic) */
+  uint64_t p2p_issued;     /* send/recv records the watchdog copied into recent[] (atomic) */
+  uint64_t p2p_completed;  /* send/recv records the watchdog saw complete (atomic) */
+  uint64_t bytes_issued;   /* count x dtype size of the op records it copied (atomic) */
+  uint8_t reserved[8];
   struct ntr_record recent[NTR_COMM_RECENT]; /* last records of this comm, by rec_count & mask */
 };
 _Static_assert(offsetof(struct ntr_comm_state, recent) == 192, "comm state layout");
@@ -389,7 +396,8 @@ struct ntr_ring_header {
   char bt_sym[NTR_BT_DEPTH][NTR_SYM_BYTES]; /* "func+0xoff" */
 
   /* environment: "NAME=VALUE\0NAME=VALUE\0...", NCCL_*, CUDA_* and launcher ranks only */
-  uint32_t env_len, reserved1;
+  uint32_t env_len;
+  uint32_t dumps_written;   /* dumps renamed into place (atomic; signal-safe add) */
   char env[NTR_ENV_BYTES];
 
   /* Python: string table of the Python stacks (ntr_pystr entries) */
@@ -415,6 +423,19 @@ struct ntr_ring_header {
 #define NTR_RING_HEADER_BYTES 16384u
 _Static_assert(sizeof(struct ntr_ring_header) <= NTR_RING_HEADER_BYTES, "ring header fits its pages");
 _Static_assert(sizeof(struct ntr_ring_header) % 8 == 0, "ring header alignment");
+
+/* Live words of a ring file, after the header struct inside its 16 KiB:
+ * what only a live reader of the file needs (the metrics endpoint reads
+ * them from the rings of its job's other processes).  Zero in files made
+ * before they existed; not part of the header a dump copies. */
+struct ntr_ring_live {
+  uint32_t tracer_cpu_ms;   /* CPU time of the tracer's own threads, ms, refreshed every
+                               second by the metrics thread (NCCLTRACE_METRICS); 0 without */
+  uint32_t reserved;
+};
+#define NTR_RING_LIVE_OFFSET ((sizeof(struct ntr_ring_header) + 63u) & ~(size_t)63u)
+_Static_assert(NTR_RING_LIVE_OFFSET + sizeof(struct ntr_ring_live) <= NTR_RING_HEADER_BYTES,
+               "the live words fit the header's pages");
 
 /* ----------------------------------------------------------------- dump -- */
 

@@ -66,7 +66,7 @@ NTR_LAYOUT(ntr_ring_header, ring_place, 476, 4);
 NTR_LAYOUT(ntr_ring_header, bt_ip, 480, 384);
 NTR_LAYOUT(ntr_ring_header, bt_sym, 864, 3072);
 NTR_LAYOUT(ntr_ring_header, env_len, 3936, 4);
-NTR_LAYOUT(ntr_ring_header, reserved1, 3940, 4);
+NTR_LAYOUT(ntr_ring_header, dumps_written, 3940, 4);
 NTR_LAYOUT(ntr_ring_header, env, 3944, 8192);
 NTR_LAYOUT(ntr_ring_header, str_offset, 12136, 8);
 NTR_LAYOUT(ntr_ring_header, str_size, 12144, 4);
@@ -119,8 +119,13 @@ NTR_LAYOUT(ntr_comm_state, replays_done, 128, 8);
 NTR_LAYOUT(ntr_comm_state, late_med_us, 136, 4);
 NTR_LAYOUT(ntr_comm_state, late_window, 140, 4);
 NTR_LAYOUT(ntr_comm_state, late_last, 144, 4);
-NTR_LAYOUT(ntr_comm_state, late_reserved, 148, 4);
-NTR_LAYOUT(ntr_comm_state, reserved, 152, 40);
+NTR_LAYOUT(ntr_comm_state, late_reports, 148, 4);
+NTR_LAYOUT(ntr_comm_state, mismatches, 152, 4);
+NTR_LAYOUT(ntr_comm_state, stalls, 156, 4);
+NTR_LAYOUT(ntr_comm_state, p2p_issued, 160, 8);
+NTR_LAYOUT(ntr_comm_state, p2p_completed, 168, 8);
+NTR_LAYOUT(ntr_comm_state, bytes_issued, 176, 8);
+NTR_LAYOUT(ntr_comm_state, reserved, 184, 8);
 
 /* `struct ntr_stack` */
 NTR_LAYOUT(ntr_stack, hash, 0, 8);

@@ -21,4 +21,12 @@
  * @return 0 or the error number of pthread_create (EAGAIN: no memory or
  *         thread limit): the caller says so in one line and goes on. */
 int ntr_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+
+/* CPU time of the threads started here (running ones by their CPU clocks,
+ * ended ones as they left), ns; the first 16 live at once are counted.
+ * Thread-safe; not async-signal-safe. */
+#include <stdint.h>
+uint64_t ntr_thread_cpu_ns(void);
+/* In a fork child: the parent's threads are not there. */
+void ntr_thread_reset_child(void);
 #endif

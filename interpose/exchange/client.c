@@ -350,6 +350,8 @@ void ntx_start(struct ntr_ring *ring) {
     cc.lim.skew_s = nti_cfg.skew_s;
     cc.lim.straggler_ms = nti_cfg.straggler_ms;
     cc.lim.straggler_window = nti_cfg.straggler_window;
+    if (nti_cfg.metrics[0]) /* the lateness histogram of the metrics endpoint: a sample a second */
+      cc.lim.lateness_every_s = 1;
     cc.lim.init_wait_s = nti_cfg.skew_s < nti_cfg.strict_timeout_s ? nti_cfg.skew_s : nti_cfg.strict_timeout_s;
     cc.log = nti_cfg.verbose ? stderr : NULL;
     /* inside the workload: as many authenticated clients as the job has

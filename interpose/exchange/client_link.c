@@ -58,6 +58,23 @@ void ntx_cl_record_event(uint16_t kind, uint64_t comm_id, uint64_t seq, int32_t 
   ntr_ring_commit(ring, rec, pos, cs);
 }
 
+/* The comm state's counters the metrics endpoint exports (interpose/
+ * metrics.c): a mismatch on the comm, a stall the coordinator names this
+ * process's rank in. */
+static void count_verdict(const struct ntx_msg *m) {
+  uint32_t kind = m->u.verdict.kind;
+  int stall = kind == NTX_V_STRAGGLER && !strncmp(m->u.verdict.field, "stall", sizeof m->u.verdict.field);
+  if (kind != NTX_V_MISMATCH && kind != NTX_V_P2P_MISMATCH && !stall)
+    return;
+  pthread_mutex_lock(&client->mu);
+  struct ntx_reg *r = ntx_cl_reg_find(m->u.verdict.comm_id);
+  if (r && r->cs && !stall)
+    __atomic_add_fetch(&r->cs->mismatches, 1, __ATOMIC_RELAXED);
+  else if (r && r->cs && r->rank == m->u.verdict.peer)
+    __atomic_add_fetch(&r->cs->stalls, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&client->mu);
+}
+
 static void on_verdict(const struct ntx_msg *m) {
   char text[NTX_TEXT_MAX + 1];
   uint32_t kind = m->u.verdict.kind;
@@ -82,11 +99,14 @@ static void on_verdict(const struct ntx_msg *m) {
       __atomic_store_n(&r->cs->late_med_us, us > UINT32_MAX ? UINT32_MAX : (uint32_t)us, __ATOMIC_RELAXED);
       __atomic_store_n(&r->cs->late_last, (uint32_t)m->u.verdict.seq, __ATOMIC_RELAXED);
       __atomic_store_n(&r->cs->late_window, (uint32_t)(m->u.verdict.seq >> 32), __ATOMIC_RELAXED);
+      /* after the three: the metrics thread takes a new count for a new report */
+      __atomic_add_fetch(&r->cs->late_reports, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&client->mu);
     return;
   }
   ntx_cl_say("%s", text);
+  count_verdict(m);
   static const uint16_t kinds[] = {
       [NTX_V_MISMATCH] = NTR_KIND_MISMATCH, [NTX_V_P2P_MISMATCH] = NTR_KIND_MISMATCH,
       [NTX_V_PEER_LOST] = NTR_KIND_PEER_LOST, [NTX_V_SKEW] = NTR_KIND_SKEW,
