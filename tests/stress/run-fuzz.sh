@@ -8,6 +8,7 @@
 #   fuzz_shot     (tests/tools)     a dump into a load buffer, ntt_shot_load
 #   fuzz_peek     (tests/tools)     a dump's HEADER alone, ntt_peek_dump
 #   fuzz_dump     (tests/tools)     a dump's whole-payload path, ntt_load_dump
+#   fuzz_fr       (tests/tools)     PyTorch Flight Recorder dumps: pickle decoder, fields
 # FUZZBUILD is a build configured with CC=clang -Dfuzz=true; PLAINBUILD (default:
 # FUZZBUILD) provides libnccltrace.so, the emulator and stress_prog to make the
 # seed corpus from real dumps of an emulator run.  Crash inputs are kept in
@@ -28,7 +29,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"; }
 trap cleanup EXIT
 targets="reader:tests/tools/fuzz_reader analyze:tests/stress/fuzz_analyze wire:tests/exchange/fuzz_wire
-  fast:tests/tools/fuzz_fast shot:tests/tools/fuzz_shot peek:tests/tools/fuzz_peek dump:tests/tools/fuzz_dump"
+  fast:tests/tools/fuzz_fast shot:tests/tools/fuzz_shot peek:tests/tools/fuzz_peek dump:tests/tools/fuzz_dump
+  fr:tests/tools/fuzz_fr"
 for spec in $targets; do
   t=${spec#*:}
   [ -x "$fb/$t" ] || { echo "run-fuzz.sh: $fb/$t not built (configure with CC=clang -Dfuzz=true)" >&2; exit 2; }
@@ -46,10 +48,17 @@ done
 wait
 pids=()
 ls "$work"/dumps/*.zst >/dev/null 2>&1 || { echo "run-fuzz.sh: the seed run left no dump" >&2; exit 2; }
-mkdir -p "$out"/{reader,analyze,wire,fast,shot,peek,dump} "$work"/corpus/{reader,analyze,wire,fast,shot,peek,dump}
-python3 - "$work" <<'PY'
+mkdir -p "$out"/{reader,analyze,wire,fast,shot,peek,dump,fr} "$work"/corpus/{reader,analyze,wire,fast,shot,peek,dump,fr}
+python3 - "$work" "$src" <<'PY'
 import glob, os, struct, subprocess, sys
 w = sys.argv[1]
+# fr: the real Flight Recorder dumps of tests/data/torch-fr (torch 2.11),
+# with the mode byte: 0 pickle, 1 JSON, +2 a small memory limit
+for i, f in enumerate(sorted(glob.glob(os.path.join(sys.argv[2], "tests/data/torch-fr/**/rank_*"), recursive=True))):
+    b = open(f, "rb").read()
+    form = 1 if b[:1] == b"{" else 0
+    for mode in (form, form | 2):
+        open(os.path.join(w, "corpus/fr/f%d-%d" % (i, mode)), "wb").write(bytes([mode]) + b)
 dumps = sorted(glob.glob(os.path.join(w, "dumps", "*.zst")))
 raws = []
 for i, f in enumerate(dumps):

@@ -140,6 +140,17 @@ def case_faults(tmp):
         d = os.path.join(tmp, c, "torch-fr")
         fr = sorted(os.listdir(d)) if os.path.isdir(d) else []
         check(len(fr) >= 3, "%s: Flight Recorder dumps written on timeout: %d (%s)" % (c, len(fr), ", ".join(fr)))
+        # FR's dumps alone give the same verdict (tools/analyze/fr.c), and
+        # beside ours one timeline with both sources
+        want = {"op": ("collective_mismatch", "op"), "shape": ("collective_mismatch", "count"),
+                "order": ("collective_mismatch", "op"), "skip": ("missing_collective", None)}[c]
+        v = analyze(d).get("verdict", {})
+        check((v.get("class"), v.get("field"), v.get("seq"), v.get("ranks")) == want + (2, [1]),
+              "%s: FR dumps alone: %s" % (c, v.get("summary", v.get("class"))))
+        both = analyze(os.path.join(tmp, c))
+        src = {x.get("source") for x in both.get("evidence", [])}
+        check(src == {"nccltrace", "torch-fr"} and both["verdict"].get("comm"),
+              "%s: ours and FR's dumps: our verdict, one timeline of both sources (%s)" % (c, sorted(map(str, src))))
         keep = os.environ.get("NTT_KEEP_FR")
         if keep and fr:
             os.makedirs(os.path.join(keep, c), exist_ok=True)
@@ -209,8 +220,30 @@ def case_groups(tmp):
             check(not any(parents), "fresh: no comm has a parent")
 
 
+def case_fr_p2p(tmp):
+    """Send/recv under PyTorch's Flight Recorder (tests/torch/fr_cases.py):
+    a healthy exchange is healthy by FR alone, in both of FR's forms (PyTorch's
+    own analyzer, matching by collective_seq_id, flags it); a count mismatch
+    is named with its field."""
+    script = os.path.join(E["NTT_SRC"], "tests/torch/fr_cases.py")
+    fr_env = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "PG_TIMEOUT": "10"}
+    ok = os.path.join(tmp, "ok")
+    p = torchrun(4, port(), script, ["p2p_ok", ok], tmp + "/t-ok", traced=False, extra_env=fr_env)
+    check(p.returncode == 0, "p2p_ok ran (exit %d): %s" % (p.returncode, p.stderr[-300:]))
+    for d in (ok, os.path.join(ok, "json")):
+        v = analyze(d).get("verdict", {})
+        check(v.get("class") == "healthy", "%s: healthy by FR alone: %s" % (d, v.get("summary", v.get("class"))))
+    bad = os.path.join(tmp, "count")
+    e = dict(fr_env, TORCH_FR_DUMP_TEMP_FILE=bad + "/rank_")
+    os.makedirs(bad)
+    torchrun(4, port() + 1, script, ["p2p_count", bad], tmp + "/t-count", traced=False, extra_env=e, timeout=120)
+    v = analyze(bad).get("verdict", {})
+    check((v.get("class"), v.get("field"), v.get("ranks")) == ("p2p_mismatch", "count", [0, 1]),
+          "p2p_count: FR alone names the send/recv count mismatch: %s" % v.get("summary", v.get("class")))
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("faults", "train", "graph", "groups"):
+    if len(sys.argv) != 2 or sys.argv[1] not in ("faults", "train", "graph", "groups", "fr_p2p"):
         sys.exit(__doc__)
     py = E["NTT_TORCH_PY"]
     if not py or not os.access(py, os.X_OK) or subprocess.run([py, "-c", "import torch"]).returncode:

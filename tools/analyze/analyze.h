@@ -44,6 +44,8 @@
 #include <jansson.h>
 #include "tools/reader.h"
 
+struct ntf_dump;
+
 /* Entry point for `nccltrace analyze ...` (argv[0] is "analyze"). */
 int nta_main(int argc, char **argv);
 
@@ -324,6 +326,10 @@ struct nta_verdict {
   int silent;                   /* as in nta_cand */
   char next[512];               /* what to do next, one line */
   const struct nta_strag *strag; /* class straggler: its finding */
+  char pg[64];                  /* a verdict from Flight Recorder evidence alone: its process group, "" none */
+#define NTA_FR_STACK 4
+  char fr_stack[NTA_FR_STACK][208]; /* and the faulty call's Python frames, "file:line func" (fr.c) */
+  int fr_nstack;
 };
 
 /* A candidate cause found by detect.c; verdict.c picks one. */
@@ -376,6 +382,7 @@ struct nta_event {              /* one line of the evidence chain */
   int order;                    /* insertion order: ties keep detection order */
   char kind[24];
   char text[256];
+  char source[12];              /* whose evidence: "nccltrace", or "torch-fr" (a Flight Recorder dump) */
 };
 
 struct nta_input_error {
@@ -443,6 +450,8 @@ struct nta_job {
   long *allow_uids;             /* --allow-owner: owners read besides you and the directory's */
   int nallow_uids;
   struct nta_arena arenas[NTA_MAX_WORKERS]; /* the loading threads' (load.c) */
+  struct ntf_dump *fr;          /* PyTorch Flight Recorder dumps read (load.c, tools/fr/fr.h) */
+  int nfr;
 };
 
 /* load.c: find every input (files, directories recursively), group the
@@ -565,6 +574,20 @@ int nta_proc_ranks(const struct nta_comm *c, const struct nta_proc *p, int *out,
 void nta_proc_label(const struct nta_proc *p, char *buf, size_t len);
 void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The same, from evidence of another source ("torch-fr"). */
+void nta_event_add_src(struct nta_job *job, uint64_t t_ns, int rank, const char *kind, const char *source,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* fr.c: the verdict from Flight Recorder dumps alone (job->fr, no process
+ * of ours), or, beside ours, their entries in the one timeline. */
+void nta_fr_detect(struct nta_job *job);
+void nta_fr_merge(struct nta_job *job);
+void nta_fr_report_text(const struct nta_job *job, FILE *out); /* the dumps, one row per (rank, group) */
+json_t *nta_fr_json(const struct nta_job *job);                  /* "torch_fr" of --json */
+/* load.c -> fr.c: read the Flight Recorder dump at path (the file the
+ * listing saw: dev, ino when check) into job->fr, within limit bytes.
+ * @return 1 read, 0 not an FR dump (nothing said), -1 unreadable (why). */
+int nta_fr_read(struct nta_job *job, const char *path, dev_t dev, ino_t ino, int check, uint64_t limit, char *why,
+                size_t whylen);
 void nta_describe_op(const struct nta_op *op, char *buf, size_t len);
 const char *nta_fp_diff(const struct nta_op *a, const struct nta_op *b);
 const struct nta_member *nta_member_of(const struct nta_comm *c, const struct nta_proc *p);

@@ -31,7 +31,8 @@ struct nta_cand *nta_cand_add(struct nta_job *job, enum nta_class cls, uint64_t 
   return c;
 }
 
-void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind, const char *fmt, ...) {
+static void event_v(struct nta_job *job, uint64_t t_ns, int rank, const char *kind, const char *source,
+                    const char *fmt, va_list ap) {
   if (job->nev == job->cap_ev) {
     int cap = job->cap_ev ? 2 * job->cap_ev : 64;
     struct nta_event *v = realloc(job->ev, (size_t)cap * sizeof(*v));
@@ -45,9 +46,22 @@ void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kin
   e->rank = rank;
   e->order = job->nev - 1;
   snprintf(e->kind, sizeof(e->kind), "%s", kind);
+  snprintf(e->source, sizeof(e->source), "%s", source);
+  vsnprintf(e->text, sizeof(e->text), fmt, ap);
+}
+
+void nta_event_add(struct nta_job *job, uint64_t t_ns, int rank, const char *kind, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->text, sizeof(e->text), fmt, ap);
+  event_v(job, t_ns, rank, kind, "nccltrace", fmt, ap);
+  va_end(ap);
+}
+
+void nta_event_add_src(struct nta_job *job, uint64_t t_ns, int rank, const char *kind, const char *source,
+                       const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  event_v(job, t_ns, rank, kind, source, fmt, ap);
   va_end(ap);
 }
 

@@ -46,6 +46,7 @@
 #include "tools/ntt.h"
 #include "tools/reader.h"
 #include "recorder/format.h"
+#include "tools/fr/fr.h"
 
 /* Loading threads: one per online CPU, at most NTA_MAX_WORKERS (each holds
  * one process's records at a time, ~16 MiB for a full default ring). */
@@ -72,6 +73,7 @@ struct entry {
   int pid;
   int attempt;                  /* restart attempt (nta_hdr_attempt) */
   int group;                    /* index of its process group */
+  int named;                    /* named on the command line, not found in a directory */
 };
 
 struct entries {
@@ -164,6 +166,13 @@ static int has_suffix(const char *s, const char *suf) {
   return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* A name PyTorch's Flight Recorder gives its dumps: a prefix and the rank
+ * (TORCH_FR_DUMP_TEMP_FILE, default /tmp/nccl_trace_rank_<N>), or that and
+ * .json / .pkl: a candidate, read only when its first bytes say so. */
+static int fr_name(const char *s) {
+  return ntf_rank_of_name(s) >= 0;
+}
+
 static int cmp_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -234,7 +243,7 @@ static void walk(struct entries *l, const char *path, int depth, struct ntt_seen
       if (stat(sub, &s2) == 0 && S_ISDIR(s2.st_mode))
         walk(l, sub, depth + 1, seen, t, dir_owner);
       else if (has_suffix(names[i], ".zst") || has_suffix(names[i], ".ring") ||
-               has_suffix(names[i], NTR_RUNEXIT_SUFFIX))
+               has_suffix(names[i], NTR_RUNEXIT_SUFFIX) || fr_name(names[i]))
         walk(l, sub, depth + 1, seen, t, dir_owner); /* listed once; a FIFO or a dangling link is refused by its load */
     }
     free(names[i]);
@@ -638,6 +647,45 @@ static void read_runexits(struct nta_job *job, struct entries *in) {
   in->n = k;
 }
 
+/* PyTorch Flight Recorder dumps (fr.c): every input that is not ours and
+ * starts like one, read here on the calling thread (a few small files) and
+ * taken out of the entries.  A file found in a directory that is no FR dump
+ * is not evidence and is dropped unsaid; one named on the command line is
+ * left to the reader, which says why it is not a dump.  What the FR dumps
+ * keep is taken from the memory budget before ours load. */
+static void read_fr(struct nta_job *job, struct entries *in, uint64_t limit) {
+  int k = 0;
+  uint64_t used = 0;
+  for (int i = 0; i < in->n; i++) {
+    struct entry *e = &in->v[i];
+    if (e->error || !e->is_file || has_suffix(e->path, ".zst") || has_suffix(e->path, ".ring")) {
+      in->v[k++] = *e;
+      continue;
+    }
+    if (!e->named && e->uid < 0) { /* found in a directory, not a regular file: no FR dump */
+      free(e->path);
+      free(e->error);
+      continue;
+    }
+    char why[256] = "";
+    int rc = nta_fr_read(job, e->path, e->dev, e->ino, e->uid >= 0, limit > used ? limit - used : 0, why,
+                         sizeof why);
+    if (rc == 0 && e->named) {
+      in->v[k++] = *e;
+      continue;
+    }
+    if (rc != 0)
+      job->nfiles++;
+    if (rc > 0)
+      used += (uint64_t)job->fr[job->nfr - 1].ne * sizeof(struct ntf_entry);
+    else if (rc < 0)
+      add_error(job, e->path, why);
+    free(e->path);
+    free(e->error);
+  }
+  in->n = k;
+}
+
 /* Keep the exit statuses of job id (or of no job); when no process left
  * evidence, those of the job that ended last. */
 static void keep_runexits(struct nta_job *job, const char *id) {
@@ -658,11 +706,17 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   struct entries in = {0};
   struct ntt_seen seen = {0};
   struct trust t = {job, (long)geteuid()};
-  for (int i = 0; i < npaths; i++)
+  for (int i = 0; i < npaths; i++) {
+    int before = in.n;
     walk(&in, paths[i], 0, &seen, &t, named_dir_owner(paths[i], &t));
+    struct stat st;
+    if (in.n == before + 1 && stat(paths[i], &st) == 0 && !S_ISDIR(st.st_mode))
+      in.v[before].named = 1;
+  }
   ntt_seen_free(&seen);
   read_runexits(job, &in);
   struct budget mem = {.limit = job->max_memory ? job->max_memory : nta_default_memory()};
+  read_fr(job, &in, mem.limit);
   pthread_mutex_init(&mem.mu, NULL);
   pthread_cond_init(&mem.cv, NULL);
   struct work w = {.mem = &mem, .in = &in, .arenas = job->arenas};
@@ -716,6 +770,17 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
     }
     free(in.v);
     return job->nrunexits ? 0 : -1;
+  }
+  if (np == 0 && job->nfr && !oom) {
+    /* Only Flight Recorder dumps: they carry no job id. */
+    snprintf(job->job_id, sizeof(job->job_id), "%s", job_id && job_id[0] ? job_id : "torch-fr");
+    free(w.g);
+    for (int i = 0; i < in.n; i++) {
+      free(in.v[i].path);
+      free(in.v[i].error);
+    }
+    free(in.v);
+    return 0;
   }
   if (np == 0)
     rc = -1;

@@ -21,7 +21,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: nccltrace analyze PATH... [--json] [--job ID] [--attempt N] [--max-memory SIZE]\n"
           "                         [--allow-owner USER]... [--any-owner]\n"
-          "  PATH     dumps (*.zst), ring files (*.ring) or directories (searched recursively)\n"
+          "  PATH     dumps (*.zst), ring files (*.ring), PyTorch Flight Recorder dumps (pickle or\n"
+          "           JSON, named <prefix><rank>) or directories (searched recursively)\n"
           "  --json   print one JSON object (docs/analyze.md)\n"
           "  --job ID analyze job ID instead of the most recent job found\n"
           "  --attempt N  analyze restart attempt N of the job (TORCHELASTIC_RESTART_COUNT,\n"

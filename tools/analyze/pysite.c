@@ -226,6 +226,12 @@ json_t *nta_verdict_stack_json(const struct nta_verdict *v) {
     return nta_stack_json(v->stack_proc, v->stack_id);
   if (v->stack_img && v->stack_thread)
     return ntt_pyframes_json(v->stack_img, v->stack_thread->frame, v->stack_thread->depth);
+  if (v->fr_nstack) { /* Flight Recorder frames (fr.c) */
+    json_t *a = json_array();
+    for (int i = 0; i < v->fr_nstack; i++)
+      json_array_append_new(a, ntt_json_str(v->fr_stack[i], sizeof v->fr_stack[i]));
+    return a;
+  }
   return NULL;
 }
 

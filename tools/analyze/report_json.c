@@ -73,6 +73,8 @@ static json_t *verdict_json(const struct nta_job *job) {
   json_object_set_new(o, "field", v->field[0] ? json_string(v->field) : json_null());
   json_object_set_new(o, "comm", v->comm ? hexid(v->comm->id) : json_null());
   json_object_set_new(o, "seq", v->seq ? json_integer((json_int_t)v->seq) : json_null());
+  if (v->pg[0]) /* a verdict from Flight Recorder dumps alone: its process group */
+    json_object_set_new(o, "process_group", str(v->pg, sizeof(v->pg)));
   if (v->replay) /* a CUDA graph replay (docs/analyze.md) */
     json_object_set_new(o, "replay", json_integer((json_int_t)v->replay));
   json_t *r = json_array();
@@ -215,9 +217,11 @@ int nta_report_json(const struct nta_job *job, FILE *out) {
     json_object_set_new(x, "rank", e->rank >= 0 ? json_integer(e->rank) : json_null());
     json_object_set_new(x, "kind", json_string(e->kind));
     json_object_set_new(x, "text", str(e->text, sizeof(e->text)));
+    json_object_set_new(x, "source", str(e->source, sizeof(e->source)));
     json_array_append_new(ev, x);
   }
   json_object_set_new(root, "evidence", ev);
+  json_object_set_new(root, "torch_fr", nta_fr_json(job));
   json_t *in = json_object();
   json_object_set_new(in, "files", json_integer(job->nfiles));
   json_t *un = json_array();

@@ -182,8 +182,15 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
       fprintf(out, "  (%d more ranks without evidence, not listed)\n", unlisted);
     shared_processes(c, out);
   }
+  if (job->nfr)
+    nta_fr_report_text(job, out);
   if (v->cls != NTA_HEALTHY)
     nta_report_pythreads(job, out);
+  if (v->fr_nstack) {
+    fprintf(out, "\nPython stack of the call (Flight Recorder frames):\n");
+    for (int i = 0; i < v->fr_nstack; i++)
+      fprintf(out, "  %s\n", ntt_esc(v->fr_stack[i], e1, sizeof(e1)));
+  }
   fprintf(out, "\nevidence (oldest first):\n");
   for (int i = 0; i < job->nev; i++) {
     const struct nta_event *e = &job->ev[i];
@@ -191,10 +198,14 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
     fmt_rel(job, e->t_ns, t, sizeof(t));
     ntt_esc(e->kind, e1, sizeof(e1));
     ntt_esc(e->text, e2, sizeof(e2));
+    /* the source is said only when Flight Recorder dumps are among the inputs */
+    char src[24] = "";
+    if (job->nfr)
+      snprintf(src, sizeof src, "%-9s ", e->source);
     if (e->rank >= 0)
-      fprintf(out, "  %s  rank %-3d %-12s %s\n", t, e->rank, e1, e2);
+      fprintf(out, "  %s  %srank %-3d %-12s %s\n", t, src, e->rank, e1, e2);
     else
-      fprintf(out, "  %s  rank ?   %-12s %s\n", t, e1, e2);
+      fprintf(out, "  %s  %srank ?   %-12s %s\n", t, src, e1, e2);
   }
   fprintf(out, "\nnext: %s\n", ntt_esc(v->next, e1, sizeof(e1)));
   fprintf(out, "inputs: %d file%s, %d process%s, job %s", job->nfiles, job->nfiles == 1 ? "" : "s",

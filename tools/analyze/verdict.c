@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "tools/fr/fr.h"
 #include "tools/ntt.h"
 
 #define NTA_TIE_NS 1000000ull       /* events this close are simultaneous */
@@ -544,6 +545,12 @@ int nta_analyze(struct nta_job *job) {
   for (int i = 0; i < job->nprocs; i++)
     if (job->procs[i].img->hdr.world_size > job->world_size)
       job->world_size = job->procs[i].img->hdr.world_size;
+  if (job->nprocs == 0 && job->nfr) { /* Flight Recorder dumps alone */
+    nta_fr_detect(job);
+    if (job->nev > 1)
+      qsort(job->ev, (size_t)job->nev, sizeof(*job->ev), cmp_event);
+    return 0;
+  }
   nta_runexit_apply(job); /* fates first: alignment reports them */
   if (nta_align(job) != 0)
     return -12;
@@ -555,6 +562,8 @@ int nta_analyze(struct nta_job *job) {
   nta_detect(job);
   nta_phase("findings detected");
   nta_decide(job);
+  if (job->nfr)
+    nta_fr_merge(job);
   if (job->nev > 1) /* ev is NULL when there is none: qsort's argument must not be */
     qsort(job->ev, (size_t)job->nev, sizeof(*job->ev), cmp_event);
   return 0;
@@ -582,6 +591,9 @@ void nta_job_free(struct nta_job *job) {
   free(job->left_out);
   free(job->dups);
   free(job->allow_uids);
+  for (int i = 0; i < job->nfr; i++)
+    ntf_dump_free(&job->fr[i]);
+  free(job->fr);
   for (int i = 0; i < NTA_MAX_WORKERS; i++)
     nta_arena_free(&job->arenas[i]);
   memset(job, 0, sizeof(*job));
