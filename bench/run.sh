@@ -42,7 +42,7 @@ if [ ! -f "$build/build.ninja" ]; then
     { echo "run.sh: meson setup $build failed" >&2; exit 1; }
 fi
 b=$build/bench
-targets="bench/overhead bench/icount bench/libminrec.so bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
+targets="bench/overhead bench/icount bench/plugin_cost bench/libminrec.so bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
   bench/scale/analyze_bench bench/scale/coord_bench bench/scale/agg_bench bench/scale/mem_bench
   bench/scale/graph_bench
   tools/nccltrace interpose/libnccltrace.so examples/healthy"
@@ -127,11 +127,32 @@ overhead "added ns per collective call, NCCLTRACE_STACKS=1" 300 - NCCLTRACE_STAC
 
 section "instructions per call, calling thread (callgrind; bench/icount.sh)"
 if command -v valgrind >/dev/null 2>&1; then
-  "$here/bench/icount.sh" "$b/icount" "$noop" "$lib" "$b/libminrec.so" --budget 100 --budget-stacks 400 2>&1 |
+  "$here/bench/icount.sh" "$b/icount" "$noop" "$lib" "$b/libminrec.so" --budget 100 --budget-stacks 400 \
+    --plugin "$b/plugin_cost" 2>&1 |
     tee -a "$out" | grep '^ICOUNT|' | awk -F'|' '{ printf "  %-40s %8s per call, %7s added, %5s x minrec\n", $2, $3, $4, $5 }'
 else
   echo "FIGURE|instructions added per collective|valgrind missing|<= 100|INFO" | tee -a "$out"
 fi
+
+section "profiler plugin per event beside the preload per call (bench/plugin_cost, one process)"
+plugin_row() { # its "added:", "plugin event:" and "ratio:" lines become rows (INFO: no target yet)
+  local txt a e r d
+  d=$(mktemp -d /tmp/nccltrace-plugin-cost.XXXXXX) || { failed=1; return; }
+  txt=$(env LD_LIBRARY_PATH="$noop" LD_PRELOAD="$lib" NCCLTRACE_CHECK=off NCCLTRACE_RING_DIR="$d" NCCLTRACE_DIR="$d" \
+    "$b/plugin_cost" --calls "$((calls / 4))" 2>/dev/null)
+  rm -rf "$d"
+  printf '%s\n' "$txt" | tee -a "$out"
+  a=$(printf '%s\n' "$txt" | sed -n 's/^added: *\([-0-9.]*\).*/\1/p')
+  e=$(printf '%s\n' "$txt" | sed -n 's/^plugin event: *\([-0-9.]*\).*/\1/p')
+  r=$(printf '%s\n' "$txt" | sed -n 's/^ratio: *\([-0-9.]*\).*/\1/p')
+  if [ -z "$e" ]; then
+    echo "FIGURE|ns per profiler-plugin event|did not run|-|FAIL" | tee -a "$out"; failed=1; return
+  fi
+  echo "FIGURE|ns per profiler-plugin event (proxy step: start, state, stop / 3)|$e ns|-|INFO" | tee -a "$out"
+  echo "FIGURE|  beside: preload added ns per call, same run|$a ns|-|INFO" | tee -a "$out"
+  echo "FIGURE|  plugin event / preload call, same run|$r x|-|INFO" | tee -a "$out"
+}
+plugin_row
 
 section "Python call sites (bench/pysites.py: ctypes, drop-in, no-op NCCL)"
 py_row() { # the "added known/new" lines of pysites.py become rows

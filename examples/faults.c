@@ -23,6 +23,9 @@
  *   split_skip R never calls ncclCommSplit (the others wait in it), exits 0
  *   p2p       ring exchange: R sends twice the count its neighbour receives
  *   p2p_peer  ring exchange: R sends to the rank after its neighbour (needs 3 ranks)
+ *   ring      ring exchange of 1 MiB (16 steps of 64 KiB on the emulator), the
+ *             same on every rank: pair with RANKENV_R="NCCLEMU_FAULT=kill_recv:1:P"
+ *             (R dies after P steps of its first receive)
  *   window_skip R never registers the symmetric-memory window the others
  *             register (collective: they wait in it) and goes on to step 1
  *   loader_exit R ends as the dynamic linker ends a process whose symbol is
@@ -50,7 +53,7 @@ static void mark(const char *what, long long v) {
 static const char *const cases[] = {"none", "stall", "op", "raw_op", "shape", "order", "dtype",
                                     "redop", "root", "skip", "lazy", "exit42", "app_error", "abort",
                                     "segv", "sigkill", "group", "split", "split_skip", "p2p", "p2p_peer",
-                                    "window_skip", "bad_rank", "loader_exit", NULL};
+                                    "ring", "window_skip", "bad_rank", "loader_exit", NULL};
 
 static __attribute__((noinline)) void inject_segfault(volatile int *p) {
   *p = 42; /* the backtrace names this function */
@@ -131,6 +134,13 @@ int main(int argc, char **argv) {
   CUDA_CHECK(cudaMalloc((void **)&b, 4 * n * sizeof(float)));
   CUDA_CHECK(cudaMemset(a, 0, 4 * n * sizeof(float)));
   int next = (ex_rank + 1) % ex_size, prev = (ex_rank + ex_size - 1) % ex_size;
+  const size_t nbig = (size_t)1 << 18; /* 1 MiB of float32 */
+  float *ba = NULL, *bb = NULL;
+  if (IS("ring")) {
+    CUDA_CHECK(cudaMalloc((void **)&ba, nbig * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&bb, nbig * sizeof(float)));
+    CUDA_CHECK(cudaMemset(ba, 0, nbig * sizeof(float)));
+  }
   for (int step = 1; step <= K + 2; step++) {
     mark("step", step);
     if (step != K) {
@@ -215,11 +225,20 @@ int main(int argc, char **argv) {
         NCCL_CHECK(ncclSend(a, me ? 2 * n : n, ncclFloat32, next, comm, s));
       NCCL_CHECK(ncclRecv(b, n, ncclFloat32, prev, comm, s));
       NCCL_CHECK(ncclGroupEnd());
+    } else if (IS("ring")) {
+      NCCL_CHECK(ncclGroupStart());
+      NCCL_CHECK(ncclSend(ba, nbig, ncclFloat32, next, comm, s));
+      NCCL_CHECK(ncclRecv(bb, nbig, ncclFloat32, prev, comm, s));
+      NCCL_CHECK(ncclGroupEnd());
     }
     ex_wait(s, comm);
   }
   CUDA_CHECK(cudaFree(a));
   CUDA_CHECK(cudaFree(b));
+  if (ba) {
+    CUDA_CHECK(cudaFree(ba));
+    CUDA_CHECK(cudaFree(bb));
+  }
   if (sub)
     NCCL_CHECK(ncclCommDestroy(sub));
   if (!(IS("skip") && me))

@@ -3,7 +3,8 @@
  * load.  One process per rank, one thread (track) per communicator, a
  * complete event ("X") per operation from enqueue to completion, instant
  * events ("i") for markers, errors, aborts, signals, exits, timeouts and
- * mismatches; and a "lateness per comm" process with one counter track per
+ * mismatches; the profiler plugin's proxy steps as slices on a track per
+ * (comm, channel, direction); and a "lateness per comm" process with one counter track per
  * communicator: at each seq, every rank's arrival after the earliest (ms).
  *
  * Thread-safety: single-threaded command.  Not signal-safe.
@@ -178,6 +179,102 @@ static void export_replay(json_t *ev, const struct ntt_image *img, const struct 
                           us(t, t0), "dur", dur_us(end, t), "pid", pid, "tid", tid, "args", args));
 }
 
+/* The plugin's inside view (ProxyStep records): one track per (comm,
+ * channel, direction) after the stream tracks, a slice per step from its
+ * enter to its exit, named for the op and the step; a step never exited
+ * runs to the end of the trace with "incomplete" and the state it waited
+ * in.  Matched in one pass through a small table of open steps. */
+#define EXP_CHAN_TRACKS 64
+#define EXP_OPEN_STEPS 256
+struct inside {
+  struct { uint64_t comm; int chan, send; } trk[EXP_CHAN_TRACKS];
+  int ntrk;
+  struct { const struct ntr_record *r; uint64_t t; int state; uint64_t bytes; } open[EXP_OPEN_STEPS];
+  int nopen;
+};
+
+static int step_track(json_t *ev, struct inside *in, const struct ntt_image *img, int pid, const struct ntr_record *r) {
+  int send = r->u.buf.recvbuf != 0, k = 0;
+  while (k < in->ntrk && !(in->trk[k].comm == r->comm_id && in->trk[k].chan == r->dtype && in->trk[k].send == send))
+    k++;
+  if (k == in->ntrk) {
+    if (in->ntrk == EXP_CHAN_TRACKS)
+      k = EXP_CHAN_TRACKS - 1; /* more than the tracks: the last is shared */
+    else {
+      in->trk[k].comm = r->comm_id;
+      in->trk[k].chan = r->dtype;
+      in->trk[k].send = send;
+      in->ntrk++;
+      char name[96];
+      snprintf(name, sizeof name, "comm %08llx channel %d %s (proxy steps)", (unsigned long long)(r->comm_id >> 32),
+               r->dtype, send ? "send" : "recv");
+      add_event(ev, meta("thread_name", pid, (int)img->ncomms + 1 + EXP_STREAMS + k, "name", json_string(name)));
+    }
+  }
+  return (int)img->ncomms + 1 + EXP_STREAMS + k;
+}
+
+static void step_slice(json_t *ev, struct inside *in, const struct ntt_image *img, int pid, const struct ntr_record *r,
+                       uint64_t t, uint64_t end, int state, uint64_t bytes, int incomplete, uint64_t t0) {
+  char name[160];
+  const char *k = (int32_t)r->redop >= 0 ? ntt_kind_name((unsigned)r->redop) : "op";
+  if (r->peer >= 0)
+    snprintf(name, sizeof name, "%s #%llu %s rank %d: step %llu/%llu", k, (unsigned long long)r->seq,
+             r->u.buf.recvbuf ? "to" : "from", r->peer, (unsigned long long)r->count + 1,
+             (unsigned long long)r->u.buf.sendbuf);
+  else
+    snprintf(name, sizeof name, "%s #%llu: step %llu/%llu", k, (unsigned long long)r->seq,
+             (unsigned long long)r->count + 1, (unsigned long long)r->u.buf.sendbuf);
+  json_t *args = rec_args(img, r);
+  json_object_set_new(args, "channel", json_integer(r->dtype));
+  if (r->peer >= 0)
+    json_object_set_new(args, "peer", json_integer(r->peer));
+  json_object_set_new(args, "step", ntt_json_u64(r->count + 1));
+  json_object_set_new(args, "steps", ntt_json_u64(r->u.buf.sendbuf));
+  json_object_set_new(args, "bytes", ntt_json_u64(bytes));
+  if (state >= 0)
+    json_object_set_new(args, "state", json_integer(state));
+  if (incomplete)
+    json_object_set_new(args, "incomplete", json_true());
+  add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", name, "cat", "proxy_step", "ph", "X", "ts",
+                          us(t, t0), "dur", dur_us(end, t), "pid", pid, "tid", step_track(ev, in, img, pid, r),
+                          "args", args));
+}
+
+static int same_step(const struct ntr_record *a, const struct ntr_record *b) {
+  return a->comm_id == b->comm_id && a->dtype == b->dtype && a->redop == b->redop && a->peer == b->peer &&
+         a->seq == b->seq && a->count == b->count && a->u.buf.recvbuf == b->u.buf.recvbuf;
+}
+
+static void export_step(json_t *ev, struct inside *in, const struct ntt_image *img, int pid, const struct ntr_record *r,
+                        uint64_t t, uint64_t t0) {
+  int k = 0;
+  while (k < in->nopen && !same_step(in->open[k].r, r))
+    k++;
+  if (r->phase == NTR_PHASE_ENTER) {
+    if (k == in->nopen) {
+      if (in->nopen == EXP_OPEN_STEPS) { /* the oldest open step is said as it stands */
+        step_slice(ev, in, img, pid, in->open[0].r, in->open[0].t, in->open[0].t, in->open[0].state,
+                   in->open[0].bytes, 1, t0);
+        memmove(&in->open[0], &in->open[1], (EXP_OPEN_STEPS - 1) * sizeof in->open[0]);
+        k = --in->nopen;
+      }
+      in->nopen++;
+    }
+    in->open[k].r = r;
+    in->open[k].t = t;
+    in->open[k].state = -1;
+    in->open[k].bytes = 0;
+  } else if (k < in->nopen && r->phase == NTR_PHASE_EVENT) {
+    in->open[k].state = (int)r->aux;
+    in->open[k].bytes = r->u.buf.stream;
+  } else if (k < in->nopen && r->phase == NTR_PHASE_EXIT) {
+    step_slice(ev, in, img, pid, in->open[k].r, in->open[k].t, t, in->open[k].state, in->open[k].bytes, 0, t0);
+    memmove(&in->open[k], &in->open[k + 1], (size_t)(in->nopen - k - 1) * sizeof in->open[0]);
+    in->nopen--;
+  }
+}
+
 /* The events of one process. */
 static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t t_end) {
   const struct ntt_image *img = &p->img;
@@ -193,10 +290,18 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
     snprintf(name, sizeof name, "comm %08llx", (unsigned long long)(img->comms[i].comm_id >> 32));
     add_event(ev, meta("thread_name", pid, (int)i + 1, "name", json_string(name)));
   }
+  static struct inside in; /* single-threaded command: one process at a time */
+  in.ntrk = in.nopen = 0;
   for (uint64_t i = 0; i < img->nrecs; i++) {
     const struct ntr_record *r = &img->recs[i];
     int tid = comm_track(img, r->comm_id);
     uint64_t t = ntt_image_ns(img, r->tsc);
+    if (r->kind == NTR_KIND_PROXY_STEP) {
+      export_step(ev, &in, img, pid, r, t, t0);
+      continue;
+    }
+    if (r->kind == NTR_KIND_PROXY_OP || r->kind == NTR_KIND_KERNEL_CH)
+      continue; /* the steps say it; an op as a slice would overlap its channel's other ops */
     /* A call that returned an error (ncclInProgress is not one) is marked
      * where it happened, whatever its slice looks like. */
     if (r->result > 0 && r->result != 7 && r->kind < NTR_KIND_FIRST_TRACER_EVENT) {
@@ -257,6 +362,9 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
     add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:s,s:i,s:i,s:o}", "name", op, "cat", cat, "ph", "i", "ts", us(t, t0),
                             "s", tid ? "t" : "p", "pid", pid, "tid", tid, "args", rec_args(img, r)));
   }
+  for (int k = 0; k < in.nopen; k++)
+    step_slice(ev, &in, img, pid, in.open[k].r, in.open[k].t, t_end > in.open[k].t ? t_end : in.open[k].t,
+               in.open[k].state, in.open[k].bytes, 1, t0);
   for (int i = 0; i < p->ntrig; i++) {
     char kb[32];
     const struct ntr_trigger *tr = &p->trig[i];

@@ -8,7 +8,10 @@ emulator, which loads the plugin as NCCL does (docs/emulator.md).
 alone_*: examples/faults.c linked with the emulator's NCCL as a static
 library (no libnccl.so.2, no LD_PRELOAD): the plugin alone must give
 analyze's verdict.  both: preload and plugin at once record each call
-once and add the proxy/kernel view.  versions: every table version the
+once and add the proxy/kernel view.  ring_kill*: a send/recv ring
+with one rank SIGKILLed mid-transfer: analyze names the survivor's
+channel, peer and step (the plugin alone, and with the preload).
+versions: every table version the
 plugin exports is loaded (NCCLEMU_PROFILER_VERSION) and records calls.
 Exit: 0 pass, 1 fail, 77 skip.
 """
@@ -58,6 +61,15 @@ def analyze():
                          capture_output=True, text=True, timeout=60)
     check(out.returncode == 0, "analyze failed: " + out.stderr)
     return json.loads(out.stdout)
+
+
+def analyze_all(text=False):
+    """analyze over the dumps and the rings (a SIGKILLed rank leaves only its ring)."""
+    args = [os.environ["NTI_TEST_TOOL"], "analyze"] + ([] if text else ["--json"])
+    out = subprocess.run(args + [os.path.join(TMP, "dumps"), os.path.join(TMP, "rings")],
+                         capture_output=True, text=True, timeout=60)
+    check(out.returncode == 0, "analyze failed: " + out.stderr)
+    return out.stdout if text else json.loads(out.stdout)
 
 
 def decode(path):
@@ -148,8 +160,66 @@ def t_versions():
             check(got[("KernelCh", "enter")] >= 5, "v%d: no kernel channel records" % v)
 
 
+RING_STEPS = 16   # faults.c "ring": 1 MiB, in the emulator's 64 KiB posts
+RING_KILL = 5     # the killed rank dies after consuming this many posts of its first receive
+
+
+def ring_kill(n, preload, prog):
+    """A send/recv ring of n ranks, rank 1 SIGKILLed mid-transfer: the rank
+    sending to it (rank 0) is named waiting inside its send, channel 0, at
+    the step after the last one rank 1 consumed."""
+    os.makedirs(os.path.join(TMP, "rings"), exist_ok=True)
+    env = env_for(plugin=True, preload=preload, RANKENV_1="NCCLEMU_FAULT=kill_recv:1:%d" % RING_KILL)
+    r = launch(n, prog, ["ring", "--step", "2"], env)
+    check("rank 1" in r.stderr and "signal 9" in r.stderr, "rank 1 was not SIGKILLed:\n" + r.stderr[-2000:])
+    j = analyze_all()
+    comms = [c for c in j["comms"] if c["nranks"] == n]
+    check(len(comms) == 1, "comms of %d ranks: %d" % (n, len(comms)))
+    mem = {m["rank"]: m for m in comms[0]["members"]}
+    check(0 in mem, "no member rank 0")
+    w = [x for x in (mem[0].get("waiting_at") or []) if x["op"] == "Send"]
+    check(w, "rank 0 waiting_at names no Send: %s\n%s" % (mem[0].get("waiting_at"), r.stderr[-2000:]))
+    w = w[0]
+    check(w["peer"] == 1 and w["channel"] == 0 and w["steps"] == RING_STEPS and w["seq"] == 1,
+          "rank 0 waits at %s, want Send #1 to rank 1, channel 0, of %d steps" % (w, RING_STEPS))
+    # Rank 1 consumed RING_KILL posts; the emulator's one slot holds the next.
+    check(RING_KILL < w["step"] <= RING_KILL + 2, "rank 0 at step %d, want after %d" % (w["step"], RING_KILL))
+    check(w["peer_state"] == "gone", "rank 1's side: %s, want gone" % w.get("peer_state"))
+    text = analyze_all(text=True)
+    want = "rank 0, Send #1 to rank 1, channel 0: step %d of %d" % (w["step"], RING_STEPS)
+    check(want in text, "text does not say %r:\n%s" % (want, text))
+    line = [x for x in text.splitlines() if want in x][0]
+    check("rank 1 never received it (process gone" in line, "text line: " + line)
+    # export --chrome: the same step as an open slice on rank 0's channel-0 send track
+    trace = os.path.join(TMP, "trace.json")
+    out = subprocess.run([os.environ["NTI_TEST_TOOL"], "export", "--chrome", os.path.join(TMP, "dumps"),
+                          os.path.join(TMP, "rings"), "-o", trace], capture_output=True, text=True, timeout=60)
+    check(out.returncode == 0, "export failed: " + out.stderr)
+    with open(trace) as f:
+        ev = json.load(f)["traceEvents"]
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"}
+    open_steps = [e for e in ev if e.get("cat") == "proxy_step" and e["args"].get("incomplete") and
+                  e["args"].get("rank") == 0 and e["args"].get("peer") == 1]
+    check(len(open_steps) == 1 and open_steps[0]["args"]["step"] == w["step"],
+          "rank 0's open proxy step slices: %s" % open_steps)
+    check("channel 0 send" in tracks.get((open_steps[0]["pid"], open_steps[0]["tid"]), ""),
+          "track of the open step: %s" % tracks.get((open_steps[0]["pid"], open_steps[0]["tid"])))
+    done = [e for e in ev if e.get("cat") == "proxy_step" and not e["args"].get("incomplete") and
+            e["args"].get("rank") == 0 and e["args"].get("peer") == 1]
+    check(len(done) == w["step"] - 1, "rank 0's finished steps to rank 1: %d, want %d" % (len(done), w["step"] - 1))
+
+
+def t_ring_kill():
+    ring_kill(3, False, static_prog())
+
+
+def t_ring_kill_both():
+    ring_kill(4, True, os.environ["NTI_TEST_FAULTS"])
+
+
 TESTS = {"alone_mismatch": t_alone_mismatch, "alone_missing": t_alone_missing, "alone_exit": t_alone_exit,
-         "alone_stall": t_alone_stall, "alone_v4": t_alone_v4, "both": t_both, "versions": t_versions}
+         "alone_stall": t_alone_stall, "alone_v4": t_alone_v4, "both": t_both, "versions": t_versions,
+         "ring_kill": t_ring_kill, "ring_kill_both": t_ring_kill_both}
 
 
 def main():

@@ -30,6 +30,8 @@
  *              process is named (the comm ranks it holds)
  *   runexit.c  the exit statuses `nccltrace run` recorded: parsed (hostile
  *              input), matched to the processes they belong to
+ *   inside.c   the profiler plugin's open proxy ops: where inside its
+ *              call a member waits, and what its peer shows
  *   verdict.c  pick the earliest independent cause (time first, priority
  *              for ties and for telling effects from causes)
  *   report_text.c / report_json.c   the two outputs
@@ -147,6 +149,22 @@ void nta_detect_replays(struct nta_job *job, const struct nta_comm *c);   /* det
 /* "AllReduce #5" (the graph's first call on the comm), "Send" for send/recv only. */
 void nta_replay_op(const struct nta_replays *g, char *buf, size_t len);
 
+/* A proxy op of the profiler plugin still open at the member's last
+ * evidence (ProxyOp / ProxyStep records, reduce.c): where inside its call
+ * it waits (docs/analyze.md "Inside a stuck call"). */
+#define NTA_WAITS 8             /* open proxy ops kept per member (the latest) */
+struct nta_wait {
+  uint64_t seq;                 /* the op's seq (collective, or send/recv with that peer) */
+  uint64_t t_ns;                /* its latest record */
+  uint64_t bytes;               /* of the open step, as last reported */
+  int32_t kind;                 /* enum ntr_kind of the op, -1 unknown */
+  int32_t peer, chan;           /* peer -1: none (a collective) */
+  int32_t step;                 /* index of the open step, -1 none open */
+  int32_t nsteps, done;         /* steps of the op; steps finished */
+  int32_t state;                /* NCCL's state number of the open step, -1 none */
+  int32_t is_send;
+};
+
 /* What one (comm id, comm rank) of one process left, reduced from its
  * records (reduce.c); owned by the process, read through nta_member.d. */
 struct nta_mdata {
@@ -176,6 +194,8 @@ struct nta_mdata {
   uint64_t nreplays;            /* GRAPH_LAUNCH records (every graph) */
   struct nta_dev *dev;          /* device arrivals, in record order (straggler.c sorts) */
   uint64_t ndev, devcap;
+  struct nta_wait waits[NTA_WAITS]; /* open proxy ops, in the order they opened */
+  int nwaits;
 };
 
 /* Bump allocation for the compact calls, in 64 MiB mappings advised for
@@ -595,6 +615,20 @@ const struct nta_member *nta_member_of(const struct nta_comm *c, const struct nt
 struct nta_cand *nta_cand_add(struct nta_job *job, enum nta_class cls, uint64_t t_ns);
 void nta_decide(struct nta_job *job);
 int nta_proc_comm_rank(const struct nta_comm *c, const struct nta_proc *p);
+
+/* inside.c: the inside view of a stuck call (open proxy ops). */
+/* NCCL's proxy step state as a name and what it waits for, NULL unknown. */
+const char *nta_step_state_name(int state);
+const char *nta_step_state_what(int state);
+/* What the peer of w (a wait of m) shows: "gone" (its process ended by
+ * itself -- or, without the matching op open, at all), "waiting" (it has
+ * the matching op open: *pw; it may have been stopped since by SIGTERM,
+ * SIGINT or SIGHUP, as launchers stop survivors), "absent" (no evidence
+ * from it), "idle" (alive, no matching op open); NULL for a collective. */
+const char *nta_wait_peer(const struct nta_member *m, const struct nta_wait *w, const struct nta_wait **pw,
+                          const struct nta_member **pm);
+/* "rank 0, Send #1 to rank 1, channel 0: step 7 of 16 (SendPeerWait: ...); rank 1 never received it (process gone: vanished)" */
+void nta_wait_text(const struct nta_member *m, const struct nta_wait *w, char *buf, size_t len);
 
 /* report_text.c / report_json.c */
 void nta_report_text(const struct nta_job *job, FILE *out);

@@ -12,7 +12,8 @@
  * is walked once, in position order, without being copied (a k-way merge
  * over the images' sorted records), and reduced to:
  *  - per (comm id, rank): collectives in seq order, bit-packed by blocks of
- *    64 (pack.c), send/recv, and the lifecycle times the detectors use;
+ *    64 (pack.c), send/recv, the lifecycle times the detectors use, and
+ *    the profiler plugin's proxy ops still open (wait_take);
  *  - the few records findings quote in full (exits, signals, tracer events,
  *    aborts; only the last NTA_MARKS_SHOWN application markers);
  *  - the process's fate and first/last times.
@@ -270,6 +271,73 @@ static void replay_take(struct nta_mdata *d, const struct nta_proc *p, const str
   }
 }
 
+/* A ProxyOp or ProxyStep record (the plugin's inside view, format.h):
+ * keep the ops still open.  Each record carries the whole op (seq, kind,
+ * peer, channel, steps, direction), so a step whose op's enter scrolled
+ * out still opens it; full, the oldest open op gives way. */
+static void wait_take(struct nta_mdata *d, const struct nta_proc *p, const struct ntr_record *r) {
+  int32_t kind = r->redop, peer = r->peer, chan = r->dtype, is_send = r->u.buf.recvbuf != 0;
+  struct nta_wait *w = NULL;
+  int i;
+  for (i = 0; i < d->nwaits; i++) {
+    struct nta_wait *x = &d->waits[i];
+    if (x->kind == kind && x->peer == peer && x->chan == chan && x->is_send == is_send) {
+      w = x;
+      break;
+    }
+  }
+  if (w && w->seq != r->seq) { /* a later op of the same stream: the earlier one's exit was lost */
+    memmove(w, w + 1, (size_t)(d->nwaits - i - 1) * sizeof *w);
+    d->nwaits--;
+    w = NULL;
+  }
+  if (r->kind == NTR_KIND_PROXY_OP && r->phase == NTR_PHASE_EXIT) {
+    if (w) {
+      memmove(w, w + 1, (size_t)(d->nwaits - i - 1) * sizeof *w);
+      d->nwaits--;
+    }
+    return;
+  }
+  if (!w) {
+    if (r->kind == NTR_KIND_PROXY_STEP && r->phase == NTR_PHASE_EXIT && r->count + 1 >= r->u.buf.sendbuf)
+      return; /* the last step of an op whose exit follows: nothing to open */
+    if (d->nwaits == NTA_WAITS) {
+      memmove(&d->waits[0], &d->waits[1], (size_t)(NTA_WAITS - 1) * sizeof d->waits[0]);
+      d->nwaits--;
+    }
+    w = &d->waits[d->nwaits++];
+    memset(w, 0, sizeof *w);
+    w->seq = r->seq;
+    w->kind = kind;
+    w->peer = peer;
+    w->chan = chan;
+    w->is_send = is_send;
+    w->step = -1;
+    w->state = -1;
+  }
+  w->t_ns = nta_ns(p, r->tsc);
+  w->nsteps = r->u.buf.sendbuf > INT32_MAX ? INT32_MAX : (int32_t)r->u.buf.sendbuf;
+  if (r->kind != NTR_KIND_PROXY_STEP)
+    return;
+  int32_t step = r->count > INT32_MAX ? INT32_MAX : (int32_t)r->count;
+  if (r->phase == NTR_PHASE_ENTER) {
+    w->step = step;
+    w->state = -1;
+    w->bytes = 0;
+  } else if (r->phase == NTR_PHASE_EVENT) {
+    w->step = step;
+    w->state = (int32_t)r->aux;
+    w->bytes = r->u.buf.stream;
+  } else if (r->phase == NTR_PHASE_EXIT) {
+    if (w->step == step) {
+      w->step = -1;
+      w->state = -1;
+    }
+    if (step + 1 > w->done)
+      w->done = step + 1;
+  }
+}
+
 /* One record of the union, in position order.  Keeps what the analysis
  * needs from the full records: which (comm, rank) pairs are members,
  * in which order, and per member its calls and lifecycle times. */
@@ -303,6 +371,10 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
     }
     s->d.dev[s->d.ndev].seq = r->seq;
     s->d.dev[s->d.ndev++].t_ns = nta_ns(p, r->tsc);
+    return 0;
+  }
+  if (r->kind == NTR_KIND_PROXY_OP || r->kind == NTR_KIND_PROXY_STEP) {
+    wait_take(&s->d, p, r);
     return 0;
   }
   /* Registration: a non-tracer record names a member (consecutive records

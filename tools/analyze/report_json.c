@@ -151,6 +151,42 @@ static json_t *procs_json(const struct nta_job *job) {
   return a;
 }
 
+/* The member's open proxy ops (the plugin's inside view), null when none. */
+static json_t *waits_json(const struct nta_member *m) {
+  if (!m->d->nwaits)
+    return json_null();
+  json_t *a = json_array();
+  for (int k = 0; k < m->d->nwaits; k++) {
+    const struct nta_wait *w = &m->d->waits[k];
+    const struct nta_wait *pw;
+    const struct nta_member *pm;
+    const char *ps = nta_wait_peer(m, w, &pw, &pm);
+    const char *sn = w->step >= 0 ? nta_step_state_name(w->state) : NULL;
+    const char *sw = w->step >= 0 ? nta_step_state_what(w->state) : NULL;
+    char t[512];
+    nta_wait_text(m, w, t, sizeof t);
+    json_t *x = json_object();
+    json_object_set_new(x, "op", w->kind >= 0 ? json_string(ntt_kind_name((unsigned)w->kind)) : json_null());
+    json_object_set_new(x, "seq", json_integer((json_int_t)w->seq));
+    json_object_set_new(x, "send", json_boolean(w->is_send));
+    json_object_set_new(x, "channel", json_integer(w->chan));
+    json_object_set_new(x, "peer", w->peer >= 0 ? json_integer(w->peer) : json_null());
+    json_object_set_new(x, "step", w->step >= 0 ? json_integer(w->step + 1) : json_null());
+    json_object_set_new(x, "steps", json_integer(w->nsteps));
+    json_object_set_new(x, "steps_done", json_integer(w->done));
+    json_object_set_new(x, "state", sn ? json_string(sn) : json_null());
+    json_object_set_new(x, "state_number", w->step >= 0 && w->state >= 0 ? json_integer(w->state) : json_null());
+    json_object_set_new(x, "waiting_for", sw ? json_string(sw) : json_null());
+    json_object_set_new(x, "bytes", json_integer((json_int_t)w->bytes));
+    json_object_set_new(x, "time_ns", w->t_ns ? json_integer((json_int_t)w->t_ns) : json_null());
+    json_object_set_new(x, "peer_state", ps ? json_string(ps) : json_null());
+    json_object_set_new(x, "peer_step", pw && pw->step >= 0 ? json_integer(pw->step + 1) : json_null());
+    json_object_set_new(x, "text", json_string(t));
+    json_array_append_new(a, x);
+  }
+  return a;
+}
+
 static json_t *comms_json(const struct nta_job *job, int *budget) {
   json_t *a = json_array();
   for (int ci = 0; ci < job->ncomms; ci++) {
@@ -190,6 +226,7 @@ static json_t *comms_json(const struct nta_job *job, int *budget) {
       json_object_set_new(x, "state", json_string(st));
       struct nta_op bo;
       json_object_set_new(x, "stack", nta_blocked_op(m, &bo) ? nta_stack_json(m->proc, bo.pystack) : json_null());
+      json_object_set_new(x, "waiting_at", waits_json(m));
       json_array_append_new(mem, x);
     }
     json_object_set_new(o, "members", mem);

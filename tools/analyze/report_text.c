@@ -134,6 +134,41 @@ static void shared_processes(const struct nta_comm *c, FILE *out) {
     fprintf(out, "  (%d more processes hold several ranks each)\n", more);
 }
 
+#define INSIDE_SHOWN 8              /* open proxy ops said under the verdict */
+
+/* Where, inside its call, each member waits (the plugin's proxy ops still
+ * open): one "inside:" line each, the verdict's comm first. */
+static void inside_lines(const struct nta_job *job, FILE *out) {
+  int shown = 0, more = 0;
+  char t[512], e[1024];
+  for (int pass = 0; pass < 2; pass++)
+    for (int ci = 0; ci < job->ncomms; ci++) {
+      const struct nta_comm *c = &job->comms[ci];
+      if ((c == job->v.comm) != (pass == 0))
+        continue;
+      for (int i = 0; i < c->nranked; i++) {
+        const struct nta_member *m = c->ranked[i];
+        for (int k = 0; k < m->d->nwaits; k++) {
+          if (shown == INSIDE_SHOWN) {
+            more++;
+            continue;
+          }
+          nta_wait_text(m, &m->d->waits[k], t, sizeof t);
+          if (job->ncomms > 1) {
+            char hex[17];
+            nta_comm_hex(c->id, hex);
+            fprintf(out, "inside: comm %.8s: %s\n", hex, ntt_esc(t, e, sizeof e));
+          } else {
+            fprintf(out, "inside: %s\n", ntt_esc(t, e, sizeof e));
+          }
+          shown++;
+        }
+      }
+    }
+  if (more)
+    fprintf(out, "inside: (%d more open proxy op%s, in the JSON report)\n", more, more == 1 ? "" : "s");
+}
+
 void nta_report_text(const struct nta_job *job, FILE *out) {
   const struct nta_verdict *v = &job->v;
   int budget = NTA_LIST_BUDGET;
@@ -142,6 +177,7 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
   for (int i = 0; i < job->nstrag; i++)
     if (&job->strag[i] != v->strag)
       fprintf(out, "also: %s\n", ntt_esc(job->strag[i].summary, e1, sizeof(e1)));
+  inside_lines(job, out);
   if (job->nother_jobs && !job->job_chosen)
     fprintf(out, "(analyzed job %s, the most recent of %d found; pick another with --job)\n",
             ntt_esc(job->job_id, e1, sizeof(e1)), job->nother_jobs + 1);
