@@ -14,7 +14,8 @@
  *   loop      3 AllReduce, "ready", then checked AllReduce 20 ms apart
  *             until IDFILE.stop exists (at most 120 s), "calls N" every
  *             50; "done N" and exit 0 (tests/hosts: faults while
- *             collectives run)
+ *             collectives run).  When IDFILE.mm exists instead, the
+ *             `mismatch` call follows (rank XRANK_ODD Broadcast)
  *   noinit    rank NRANKS-1 never calls init; the others block in it
  *   steady    60 AllReduce, 20 ms apart, "ready" after 10; exits 0
  *   handover  3 AllReduce, "ready", then waits for IDFILE.leaver (written
@@ -296,21 +297,29 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(mode, "loop")) {
-    char stop[4096];
+    char stop[4096], mm[4096];
     snprintf(stop, sizeof stop, "%s.stop", argv[4]);
+    snprintf(mm, sizeof mm, "%s.mm", argv[4]);
     printf("ready\n");
     long n = 0;
+    int odd = 0;
     for (double end = mono_s() + 120; access(stop, F_OK) != 0 && mono_s() < end;) {
+      if (access(mm, F_OK) == 0) { /* only XRANK_ODD's call differs: the mismatch is at its seq */
+        odd = 1;
+        break;
+      }
       allreduce_checked(comm, nranks);
       if (++n % 50 == 0)
         printf("calls %ld\n", n);
       sleep_ms(20);
     }
-    printf("done %ld\n", n);
-    NCCL(ncclCommDestroy(comm));
-    return 0;
+    if (!odd) {
+      printf("done %ld\n", n);
+      NCCL(ncclCommDestroy(comm));
+      return 0;
+    }
   }
-  if (!strcmp(mode, "mismatch")) {
+  if (!strcmp(mode, "mismatch") || !strcmp(mode, "loop")) {
     ncclResult_t r;
     const char *odd = getenv("XRANK_ODD");
     if (g_rank == (odd ? atoi(odd) : 1))

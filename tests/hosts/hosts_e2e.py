@@ -20,6 +20,13 @@ invocation:
             collectives and exits 0
   hostkill  every process of h2 SIGKILLed at once: the other hosts' ranks
             name h2's ranks 4 and 5 (latency printed)
+  partition h2 cut off for 5 s, then back (below the coordinator's 10 s
+            dead timeout): nobody is reported lost, and rank 5's mismatch
+            after the heal reaches every rank (time from the heal printed)
+  coordhost every process of h0 (rank 0, the coordinator) SIGKILLed: each
+            surviving rank is told once, by its host's aggregator, that rank
+            0 which hosted the coordinator is lost and checking is off (no
+            re-election); the tracer ends nobody
   collect   the mismatch job killed while hung: `nccltrace collect --host
             h0,..,h3 --via 'ip netns exec ntr-{host} ...'` with per-host
             {host} paths turns each host's rings into dumps there and brings
@@ -276,6 +283,59 @@ def t_hostkill(hosts, tmp):
     check_named(job, survivors, victim, vranks)
 
 
+def t_partition(hosts, tmp):
+    """h2 cut off for 5 s, then back: below the coordinator's 10 s dead
+    timeout, so nobody is reported lost; then a mismatch by rank 5 (h2)
+    reaches every rank: the exchange recovered over the healed link."""
+    job = Job(hosts, tmp, "loop", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600", "XRANK_ODD": "5"})
+    check(job.wait_text("out", range(N), "calls 50", 60), "ranks not running")
+    hosts.link(2, False)
+    time.sleep(5)
+    hosts.link(2, True)
+    t_heal = time.time()
+    time.sleep(0.5)
+    open(job.idfile + ".mm", "w").close()
+    ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm .* rank 5 Broadcast", 30)
+    dt = time.time() - t_heal
+    time.sleep(1)  # a late false report would come now
+    errs = [job.text("err", r) for r in range(N)]  # before the kill, which is a loss
+    job.kill_all()
+    job.show()
+    print("h2 cut off for 5 s: after the heal every rank got rank 5's mismatch %.3f s later" % dt)
+    check(ok, "the mismatch of rank 5 did not reach every rank after the heal")
+    for r in range(N):
+        check("nccltrace: lost" not in errs[r], "rank %d: a false lost report for a 5 s partition" % r)
+
+
+def t_coordhost(hosts, tmp):
+    """Every process of h0 (rank 0 hosts the coordinator) SIGKILLed: what
+    the survivors do.  There is no re-election: each host's aggregator and
+    each rank says once that the coordinator is lost and goes on unchecked,
+    its ring and dumps its own evidence; their collectives are not blocked
+    by the tracer (the emulator's own peer check fails them)."""
+    job = Job(hosts, tmp, "idle", {"NCCLTRACE_CHECK": "async"})
+    check(job.wait_text("out", range(N), "ready", 60), "ranks not ready")
+    time.sleep(0.5)
+    t0 = time.time()
+    for r in (0, 1):
+        os.kill(job.procs[r].pid, signal.SIGKILL)
+    survivors = list(range(2, N))
+    ok = job.wait_text("err", survivors, "nccltrace: lost (rank 0 .*which hosted the coordinator|the coordinator)", 15)
+    dt = time.time() - t0
+    time.sleep(0.5)
+    alive = [r for r in survivors if job.procs[r].poll() is None]
+    errs = {r: job.text("err", r) for r in survivors}  # before the kill, which is a loss
+    job.kill_all()
+    job.show()
+    print("h0 killed: every survivor said the coordinator was lost %.3f s later" % dt)
+    check(ok, "not every survivor said the coordinator was lost")
+    check(alive == survivors, "the tracer ended survivors %s" % sorted(set(survivors) - set(alive)))
+    for r in survivors:
+        e = errs[r]
+        n = len(re.findall(r"nccltrace: lost (rank 0 .*which hosted the coordinator|the coordinator)", e))
+        check(n == 1, "rank %d said the coordinator was lost %d times" % (r, n))
+
+
 def t_collect(hosts, tmp):
     """The mismatch job, killed while hung: rings on every host, dumps on
     every host; one `collect --via` gathers both, per host."""
@@ -305,7 +365,7 @@ def t_collect(hosts, tmp):
 
 
 TESTS = {"healthy": t_healthy, "mismatch": t_mismatch, "linkcut": t_linkcut, "hostkill": t_hostkill,
-         "collect": t_collect}
+         "collect": t_collect, "partition": t_partition, "coordhost": t_coordhost}
 
 
 def main():
