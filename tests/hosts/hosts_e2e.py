@@ -27,6 +27,13 @@ invocation:
             surviving rank is told once, by its host's aggregator, that rank
             0 which hosted the coordinator is lost and checking is off (no
             re-election); the tracer ends nobody
+  blackhole_strict, blackhole_async
+            `ip route add blackhole` to h0's address on h1..h3 from the
+            start, NCCLTRACE_STRICT_TIMEOUT=2: every rank runs its 60
+            AllReduce and exits 0 (run time printed); in strict mode each
+            rank of h1..h3 says once that strict calls proceed unchecked,
+            and no rank repeats a line; in async mode nobody reports a
+            verdict
   collect   the mismatch job killed while hung: `nccltrace collect --host
             h0,..,h3 --via 'ip netns exec ntr-{host} ...'` with per-host
             {host} paths turns each host's rings into dumps there and brings
@@ -336,6 +343,44 @@ def t_coordhost(hosts, tmp):
         check(n == 1, "rank %d said the coordinator was lost %d times" % (r, n))
 
 
+def blackhole(hosts, tmp, mode):
+    """h1..h3 reach the coordinator's address through a blackhole route
+    from the start: their ranks run 60 AllReduce to the end (exit 0), and
+    what each said about it is printed and counted."""
+    for k in range(1, H):
+        netns.sh("ip", "-n", hosts.ns(k), "route", "add", "blackhole", hosts.addr(0) + "/32")
+    t0 = time.time()
+    job = Job(hosts, tmp, "steady", {"NCCLTRACE_CHECK": mode, "NCCLTRACE_STRICT_TIMEOUT": "2"})
+    codes = job.wait(60)
+    dt = time.time() - t0
+    job.kill_all()
+    job.show()
+    print("%s, coordinator black-holed for h1..h3: the job ran %.2f s (60 AllReduce 20 ms apart)" % (mode, dt))
+    check(codes == [0] * N, "the job was blocked or failed: exit codes %s" % codes)
+    return job
+
+
+def count_lines(job, r, needle):
+    return sum(1 for ln in job.text("err", r).splitlines() if needle in ln)
+
+
+def t_blackhole_strict(hosts, tmp):
+    job = blackhole(hosts, tmp, "strict")
+    for r in range(R, N):
+        n = count_lines(job, r, "strict check: no answer within NCCLTRACE_STRICT_TIMEOUT=2s")
+        check(n == 1, "rank %d said %d times that strict calls proceed unchecked" % (r, n))
+    for r in range(N):
+        for ln in set(job.text("err", r).splitlines()):
+            check(count_lines(job, r, ln) == 1, "rank %d repeated a line: %s" % (r, ln))
+
+
+def t_blackhole_async(hosts, tmp):
+    job = blackhole(hosts, tmp, "async")
+    for r in range(N):
+        e = job.text("err", r)
+        check("nccltrace: mismatch" not in e and "nccltrace: lost" not in e, "rank %d: a verdict" % r)
+
+
 def t_collect(hosts, tmp):
     """The mismatch job, killed while hung: rings on every host, dumps on
     every host; one `collect --via` gathers both, per host."""
@@ -365,7 +410,8 @@ def t_collect(hosts, tmp):
 
 
 TESTS = {"healthy": t_healthy, "mismatch": t_mismatch, "linkcut": t_linkcut, "hostkill": t_hostkill,
-         "collect": t_collect, "partition": t_partition, "coordhost": t_coordhost}
+         "collect": t_collect, "partition": t_partition, "coordhost": t_coordhost,
+         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async}
 
 
 def main():
