@@ -59,6 +59,7 @@ import netns  # noqa: E402
 H, R = 4, 2
 N = H * R
 PORT = 29500  # fresh namespaces: nothing else listens there
+JOBS = []  # every job started: killed before the hosts go, whatever failed
 
 
 def fail(msg):
@@ -79,7 +80,7 @@ class Job:
     def __init__(self, hosts, tmp, mode, extra_env, rank_env=None):
         self.tmp = tmp
         self.procs = []
-        self.t_start = time.time()
+        JOBS.append(self)
         idfile = os.path.join(tmp, "id")
         self.idfile = idfile
         for r in range(N):
@@ -425,6 +426,8 @@ def main():
     if why:
         fail("cannot create hosts: " + why)
     test = sys.argv[1]
+    # meson's timeout sends SIGTERM: unwind, so the jobs and hosts go too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAIL: terminated"))
     tmp = tempfile.mkdtemp(prefix="ntr-hosts-")
     os.chmod(tmp, 0o755)
     try:
@@ -435,6 +438,8 @@ def main():
         try:
             TESTS[test](hosts, tmp)
         finally:
+            for job in JOBS:
+                job.kill_all()
             hosts.__exit__()
     finally:
         if os.environ.get("NTX_KEEP"):
