@@ -187,6 +187,9 @@ static int salvage_tmps(const char *dir, const char *myhost) {
 }
 
 int ntt_collect_main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) /* many hosts: collect_via.c */
+    if (!strncmp(argv[i], "--host", 6) || !strncmp(argv[i], "--via", 5))
+      return ntt_collect_via_main(argc, argv);
   static const struct option opts[] = {
       {"rings", required_argument, NULL, 'r'}, {"dir", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0}};
   char rings[4096], dir[4096];

@@ -23,6 +23,7 @@
 /* ---- subcommands (one file each) ---------------------------------------- */
 int ntt_decode_main(int argc, char **argv);
 int ntt_collect_main(int argc, char **argv);
+int ntt_collect_via_main(int argc, char **argv); /* collect --host/--via (collect_via.c) */
 int ntt_status_main(int argc, char **argv);
 int ntt_export_main(int argc, char **argv);
 int ntt_run_main(int argc, char **argv);

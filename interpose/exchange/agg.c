@@ -80,6 +80,11 @@ struct ntx_agg {
   struct ntx_agg_link up;
   int up_connecting;
   uint32_t up_key_try;  /* which of cfg.keys the next upstream connection names */
+  /* who the root said it is in CHALLENGE (believed once WELCOME verified) */
+  char up_chal_host[NTX_HOST], up_root_host[NTX_HOST];
+  int32_t up_chal_pid, up_root_pid;
+  uint32_t up_chal_flags, up_root_flags;
+  int up_bye;           /* the root said BYE: a clean shutdown, not a loss */
   double up_next_try, up_backoff, up_last_tx, last_sweep;
   /* the FP batch: payload of one FP frame being filled */
   uint8_t *batch;
@@ -255,7 +260,39 @@ static void up_register(struct ntx_agg *a, const struct reg *r, double now) {
   up_send(a, NTX_MSG_REGISTER, buf, n, now);
 }
 
+static void to_local(struct ntx_agg *a, uint32_t i, uint8_t type, const void *p, size_t n);
+
+/* The root was reachable and its connection closed without BYE: this
+ * host's processes hear nothing from it any more, and would not know why.
+ * Each is told once per loss, as a client connected straight to it is. */
+static void up_tell_lost(struct ntx_agg *a) {
+  char text[320];
+  uint32_t kind = NTX_V_NOTE;
+  if (a->up_root_flags & 1u) { /* NTX_COORD_EMBEDDED: the root lived in launcher rank 0's process */
+    kind = NTX_V_PEER_LOST;
+    snprintf(text, sizeof text,
+             "lost rank 0 (host %s, pid %d), which hosted the coordinator: the connection of this host's node "
+             "aggregator to it closed without goodbye (killed, crashed, hung or cut off); checking is off "
+             "(retrying)",
+             a->up_root_host, (int)a->up_root_pid);
+  } else {
+    snprintf(text, sizeof text,
+             "lost the coordinator at %s:%s (host %s, pid %d) through this host's node aggregator: its "
+             "connection closed without goodbye; ranks continue unchecked (retrying)",
+             a->cfg.up_host ? a->cfg.up_host : "?", a->cfg.up_port ? a->cfg.up_port : "?", a->up_root_host,
+             (int)a->up_root_pid);
+  }
+  uint8_t buf[64 + sizeof text];
+  size_t n = ntx_enc_verdict(buf, sizeof buf, kind, 0, 0, kind == NTX_V_PEER_LOST ? 0 : -1, a->up_root_pid,
+                             "lost", text);
+  for (uint32_t i = 0; i < a->cfg.max_local; i++)
+    to_local(a, i, NTX_MSG_VERDICT, buf, n);
+}
+
 static void up_lost(struct ntx_agg *a, double now) {
+  if (a->up.state == NTX_AGG_L_READY && !a->up_bye)
+    up_tell_lost(a);
+  a->up_bye = 0;
   if (a->up.state == NTX_AGG_L_HANDSHAKE)
     a->up_key_try++; /* not welcomed: the root may not hold that key, try the next */
   if (a->up.fd >= 0 && ntx_fd_is(a->up.fd, &a->up.id))
@@ -330,6 +367,9 @@ static int on_up_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame
   }
   if (l->state == NTX_AGG_L_HANDSHAKE) {
     if (m.type == NTX_MSG_CHALLENGE) {
+      snprintf(a->up_chal_host, sizeof a->up_chal_host, "%s", m.u.challenge.host);
+      a->up_chal_pid = m.u.challenge.pid;
+      a->up_chal_flags = m.u.challenge.flags;
       ntx_agg_link_on_challenge(l, f, (int32_t)getpid(), a->cfg.lrank, a->host, a->job);
       return 0;
     }
@@ -338,6 +378,9 @@ static int on_up_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame
       return -1;
     }
     l->state = NTX_AGG_L_READY;
+    memcpy(a->up_root_host, a->up_chal_host, sizeof a->up_root_host);
+    a->up_root_pid = a->up_chal_pid;
+    a->up_root_flags = a->up_chal_flags;
     a->up_backoff = 0;
     a->st.up_connects++;
     for (uint32_t i = 0; i < a->nregs; i++) /* the root knows nothing of us yet */
@@ -394,6 +437,7 @@ static int on_up_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame
     for (uint32_t i = 0; i < a->cfg.max_local; i++)
       to_local(a, i, NTX_MSG_CLOCK, a->clock, a->clock_len);
   } else if (m.type == NTX_MSG_BYE) {
+    a->up_bye = 1;
     up_lost(a, now); /* the root shut down: retry, as a client does */
     return -1;
   } else {

@@ -220,11 +220,31 @@ void ntx_check_client_set_agg(struct ntx_check *c, uint32_t id) {
     c->clients[id].agg = 1;
 }
 
+/* The ranks of comm comm_id among the n lost pairs, as a list ("4,5"). */
+static void lost_ranks(const struct ntx_comm *const *cms, const int32_t *ranks, uint32_t n, uint64_t comm_id,
+                       char *b, size_t len, int *count) {
+  const struct ntx_comm *cm = NULL;
+  for (uint32_t i = 0; i < n && !cm; i++)
+    if (cms[i]->id == comm_id)
+      cm = cms[i];
+  uint8_t *sel = cm ? ntr_heap_alloc((size_t)cm->nranks) : NULL;
+  *count = 0;
+  b[0] = '\0';
+  if (!sel)
+    return;
+  memset(sel, 0, (size_t)cm->nranks);
+  for (uint32_t i = 0; i < n; i++)
+    if (cms[i] == cm && ranks[i] >= 0 && ranks[i] < cm->nranks)
+      sel[ranks[i]] = 1;
+  ntx_rank_list(sel, cm->nranks, 1, b, len, count);
+  ntr_heap_free(sel);
+}
+
 /* Tell every active client but `skip` that `who` is lost, each with a
  * communicator it shares with the lost pairs when there is one, so its
  * record names a comm rank.  pairs: n (comm, rank) of the lost process. */
 static void tell_lost(struct ntx_check *c, uint32_t skip, const char *who, int32_t lrank, int32_t pid,
-                      const struct ntx_comm *const *cms, const int32_t *ranks, uint32_t n) {
+                      const struct ntx_comm *const *cms, const int32_t *ranks, uint32_t n, int behind) {
   char text[NTX_TEXT_MAX];
   for (uint32_t o = 0; o < c->lim.max_clients; o++) {
     struct ntx_check_client *ot = &c->clients[o];
@@ -239,7 +259,17 @@ static void tell_lost(struct ntx_check *c, uint32_t skip, const char *who, int32
           peer = ranks[i];
           break;
         }
-    if (comm_id)
+    char list[160];
+    int count = 0;
+    if (comm_id && behind)
+      lost_ranks(cms, ranks, n, comm_id, list, sizeof list, &count);
+    if (count)
+      snprintf(text, sizeof text,
+               "lost %s: its connection closed without goodbye (killed, crashed, hung or cut off); "
+               "rank%s %s of comm %08x %s behind it (a host or link lost takes them all; those still "
+               "alive come back through a new aggregator)",
+               who, count > 1 ? "s" : "", list, NTX_COMM_SHORT(comm_id), count > 1 ? "were" : "was");
+    else if (comm_id)
       snprintf(text, sizeof text,
                "lost %s: its connection closed without goodbye (killed, crashed or hung); "
                "it was rank %d of comm %08x",
@@ -278,11 +308,16 @@ void ntx_check_client_gone(struct ntx_check *c, uint32_t id, int clean, double n
   const struct ntx_comm **cms = ntr_heap_alloc((cl->ncomms + 1) * sizeof *cms);
   int32_t *ranks = ntr_heap_alloc((cl->ncomms + 1) * sizeof *ranks);
   uint32_t n = 0;
-  for (uint32_t i = 0; cms && ranks && i < cl->ncomms && !cl->agg; i++, n++) {
+  /* an aggregator's pairs: the ranks behind it, named as such (the link
+   * of a host, or the whole host, takes them all at once) */
+  for (uint32_t i = 0; cms && ranks && i < cl->ncomms; i++) {
+    const struct ntx_member *m = &cl->comms[i].cm->m[cl->comms[i].rank];
+    if (cl->agg && !(m->state == NTX_M_LOST && m->client == (int32_t)id && m->gen == cl->gen))
+      continue;
     cms[n] = cl->comms[i].cm;
-    ranks[n] = cl->comms[i].rank;
+    ranks[n++] = cl->comms[i].rank;
   }
-  tell_lost(c, id, who, cl->lrank, cl->pid, cms, ranks, n);
+  tell_lost(c, id, who, cl->lrank, cl->pid, cms, ranks, n, cl->agg);
   ntr_heap_free(cms);
   ntr_heap_free(ranks);
 }
@@ -320,7 +355,7 @@ int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t p
     else
       snprintf(who, sizeof who, "a process (host %s, pid %d)", host, (int)pid);
     /* the aggregator told its own processes already */
-    tell_lost(c, id, who, launcher_rank, pid, cms, ranks, k);
+    tell_lost(c, id, who, launcher_rank, pid, cms, ranks, k, 0);
   }
   ntr_heap_free(cms);
   ntr_heap_free(ranks);

@@ -438,12 +438,16 @@ static void test_aggregators(void) {
   NT_CHECK(ntx_check_get_stats(c)->unregistered == unreg);
   ntx_check_fp(c, 3, &f, 3.0); /* the old one is gone */
   NT_CHECK(ntx_check_get_stats(c)->unregistered == unreg + 1);
-  /* losing an aggregator names the process that hosted it, not a comm rank
-   * of one of its neighbours */
+  /* losing an aggregator names the process that hosted it and every rank
+   * behind it (a host or its link lost takes them all at once) */
+  ntx_check_register(c, 601, COMM, 25, 4096, 1, "", 0, 3.0);
   nev = 0;
   ntx_check_client_gone(c, 601, 0, 4.0);
   e = find(NTX_V_PEER_LOST, 0);
-  NT_CHECK(e && strstr(e->text, "the process hosting the node aggregator of host node3 (pid 6001"));
+  NT_CHECK(e && strstr(e->text, "the process hosting the node aggregator of host node3 (pid 6001") &&
+           strstr(e->text, "ranks 24,25 of comm") && strstr(e->text, "were behind it"));
+  if (e)
+    printf("  %s\n", e->text);
   ntx_check_free(c);
 }
 

@@ -11,6 +11,11 @@
  *             was not refused (async) the ranks hang there; "hung" is printed
  *             and the driver kills them.
  *   idle      3 AllReduce, "ready", then sleep (the driver kills some ranks)
+ *   loop      3 AllReduce, "ready", then checked AllReduce 20 ms apart
+ *             until IDFILE.stop exists (at most 120 s), "calls N" every
+ *             50; "done N" and exit 0 (tests/hosts: faults while
+ *             collectives run).  When IDFILE.mm exists instead, the
+ *             `mismatch` call follows (rank XRANK_ODD Broadcast)
  *   noinit    rank NRANKS-1 never calls init; the others block in it
  *   steady    60 AllReduce, 20 ms apart, "ready" after 10; exits 0
  *   handover  3 AllReduce, "ready", then waits for IDFILE.leaver (written
@@ -42,6 +47,7 @@
  * XRANK_OPEN_FDS=N: N descriptors (/dev/null) held open from before init
  * to exit, as an application's own files are.  XRANK_FREE_FDS=N: every
  * descriptor but the N highest taken the same way.
+ * XRANK_ODD=R: the rank that calls Broadcast in `mismatch` (default 1).
  * XRANK_REUSE_ID=1: rank 0 reads IDFILE when it exists instead of making a
  * new id (a second job on the same communicator id).
  *
@@ -290,9 +296,33 @@ int main(int argc, char **argv) {
     sleep_ms(60000);
     return 0;
   }
-  if (!strcmp(mode, "mismatch")) {
+  if (!strcmp(mode, "loop")) {
+    char stop[4096], mm[4096];
+    snprintf(stop, sizeof stop, "%s.stop", argv[4]);
+    snprintf(mm, sizeof mm, "%s.mm", argv[4]);
+    printf("ready\n");
+    long n = 0;
+    int odd = 0;
+    for (double end = mono_s() + 120; access(stop, F_OK) != 0 && mono_s() < end;) {
+      if (access(mm, F_OK) == 0) { /* only XRANK_ODD's call differs: the mismatch is at its seq */
+        odd = 1;
+        break;
+      }
+      allreduce_checked(comm, nranks);
+      if (++n % 50 == 0)
+        printf("calls %ld\n", n);
+      sleep_ms(20);
+    }
+    if (!odd) {
+      printf("done %ld\n", n);
+      NCCL(ncclCommDestroy(comm));
+      return 0;
+    }
+  }
+  if (!strcmp(mode, "mismatch") || !strcmp(mode, "loop")) {
     ncclResult_t r;
-    if (g_rank == 1)
+    const char *odd = getenv("XRANK_ODD");
+    if (g_rank == (odd ? atoi(odd) : 1))
       r = ncclBroadcast(dbuf, dbuf, 64, ncclFloat32, 0, comm, stream);
     else
       r = ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream);
