@@ -18,7 +18,13 @@
  * handler (it never writes into it) and gets a ring of its own, named after
  * its pid, at its first NCCL lifecycle call.  Communicators are not
  * inherited by the child's tracer: NCCL comms cannot be used across fork.
- * A fork+exec child thus leaves no ring behind.
+ * A fork+exec child thus leaves no ring behind.  A child that makes comms
+ * of its own gets the watchdog again at its first (nti_first_comm), so its
+ * ops are completed and timed out as anywhere; the exchange client is not
+ * restarted: the child is no member of the launcher's world (it inherited
+ * the parent's RANK, and a rank 0's child would try to host the
+ * coordinator on the parent's port), so its comms go unchecked across
+ * ranks, as the exchange's atfork handler says (exchange/client.c).
  */
 #include <stdio.h>
 #include <string.h>

@@ -454,6 +454,26 @@ def t_usr1_no_nccl():
     print("SIGUSR1 kills diag idle, python, sleep and a fork child without NCCL, traced as untraced")
 
 
+def t_fork_child_comm():
+    # Item 9: a fork child (no exec) that makes its own comm, runs 20
+    # AllReduce, synchronizes and ends with _exit(0), as Python's
+    # multiprocessing children do.  Its exit dump must say all 20 completed
+    # and analyze must not call its healthy run a stall.
+    rc, o, e = run_diag(["forkcomm", "20"], base_env(NCCLTRACE_JOB="forkjob"))
+    check(rc == 0 and "exit 0" in o, "exited %s: %s %s" % (rc, o, e))
+    child = int(o.split("child ")[1].split()[0])
+    dumpdir = os.path.join(TMP, "dumps")
+    dumps = exit_dumps(dumpdir, child)
+    check(len(dumps) == 1, "no exit dump of the child %d: %s" % (child, os.listdir(dumpdir)))
+    comms = json.loads(decode(dumps[0]))["comms"]
+    done = [(c["last_enqueued"], c["last_completed"]) for c in comms]
+    an = subprocess.run([E["tool"], "analyze", "--json", dumpdir], capture_output=True, text=True, timeout=60)
+    verdict = json.loads(an.stdout)["verdict"]["class"] if an.stdout.strip() else an.stderr
+    print("fork child: (enqueued, completed) per comm %s; analyze: %s" % (done, verdict))
+    check(done == [(20, 20)], "the child's dump: (enqueued, completed) %s, want [(20, 20)]" % done)
+    check(verdict == "healthy", "analyze called the healthy parent and child %r" % verdict)
+
+
 TESTS = {k[2:]: v for k, v in globals().items() if k.startswith("t_")}
 
 
