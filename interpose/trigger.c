@@ -114,6 +114,8 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   } else {
     ntr_sb_str(&sb, "dump failed (errno ");
     ntr_sb_u64(&sb, (uint64_t)(rc < 0 ? -(int64_t)rc : rc));
+    ntr_sb_str(&sb, ": ");
+    ntr_sb_errno(&sb, rc);
     ntr_sb_str(&sb, ") in ");
     ntr_sb_str(&sb, ntr_dump_dir());
   }

@@ -125,7 +125,7 @@ static void unmap_all(void) {
 
 /* Open dir for the dumps to come.  A directory that another user could
  * have led us to or can write into (recorder/safedir.h) is replaced by a
- * private one, next to it or under $TMPDIR (else /tmp), and dump_state.note says
+ * private one, next to it or under $TMPDIR (then /tmp), and dump_state.note says
  * so.  Any other failure (not creatable, not a directory) is left for the
  * first dump to report, as it was before we opened anything at init. */
 static void open_dump_dir(const char *dir) {
@@ -140,9 +140,10 @@ static void open_dump_dir(const char *dir) {
   ntr_safedir_say(&sb, "dump directory ", dir, rc, &dump_state.sd);
   char alt[1024], tmp[1024];
   int r2 = ntr_safedir_sibling(&dump_state.sd, dir, alt, sizeof alt);
-  if (r2) {
-    const char *t = getenv("TMPDIR");
-    ntr_strlcpy(tmp, t && t[0] == '/' ? t : "/tmp", sizeof tmp);
+  /* $TMPDIR, then /tmp: a set but unusable $TMPDIR is no reason to skip it */
+  const char *t = getenv("TMPDIR");
+  for (int which = t && t[0] == '/' ? 0 : 1; r2 && which < 2; which++) {
+    ntr_strlcpy(tmp, which == 0 ? t : "/tmp", sizeof tmp);
     char prefix[64];
     struct ntr_sb pb;
     ntr_sb_init(&pb, prefix, sizeof prefix);

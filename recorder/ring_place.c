@@ -16,8 +16,9 @@
  *      other half is left to NCCL's own /dev/shm segments and the
  *      application), at most half of what is free, then halving down to 64
  *      records while the reservation fails for lack of space;
- *   3. another directory: $TMPDIR (else /tmp)/nccltrace-<uid>, or a private
- *      directory there if that one is refused, again with smaller rings;
+ *   3. another directory: $TMPDIR/nccltrace-<uid>, then (also when $TMPDIR
+ *      is set but unusable) /tmp/nccltrace-<uid>, or a private directory
+ *      there if that one is refused, again with smaller rings;
  *   4. anonymous memory: recording and in-process dumps work, but the ring
  *      does not survive the process (no `nccltrace collect` after SIGKILL,
  *      nothing for `nccltrace status`).
@@ -67,6 +68,7 @@ struct place {
   int32_t local_ranks;
   struct ntr_sb note;
   int noted; /* something is in note */
+  int fsize_cut; /* RLIMIT_FSIZE made the ring smaller */
 };
 
 /* Create the file in d (path dir) with slots records, reserve and map it. */
@@ -122,6 +124,11 @@ static int try_dir(struct place *pl, const struct ntr_safedir *d, const char *di
   uint32_t s = pl->want;
   struct statvfs vs;
   *share_cut = 0;
+  uint64_t lim;
+  if (ntr_fsize_limit(&lim) && file_bytes(s) > lim) { /* no file may pass it, whatever is free */
+    s = fit(s, lim);
+    pl->fsize_cut = 1;
+  }
   if (fstatvfs(d->fd, &vs) == 0 && vs.f_blocks && vs.f_frsize) {
     uint64_t total = (uint64_t)vs.f_blocks * vs.f_frsize;
     uint64_t share = total / 2 / (uint64_t)(pl->local_ranks > 0 ? pl->local_ranks : 1);
@@ -185,12 +192,16 @@ static void drop_own_dir(struct ntr_ring *ring, const char *dir) {
   ring->own_dir = 0;
 }
 
-/* $TMPDIR when it is an absolute path, else /tmp; then /nccltrace-<uid>. */
-static int other_dir(char *out, size_t cap) {
+/* Step 3's directories, /nccltrace-<uid> in each: which 0 is $TMPDIR when
+ * it is an absolute path, which 1 is /tmp (also after an unusable $TMPDIR).
+ * @return 0, -ENOENT no such candidate, -ENAMETOOLONG. */
+static int other_dir(int which, char *out, size_t cap) {
   const char *t = ntr_env_get("TMPDIR");
+  if (which == 0 && !(t && t[0] == '/'))
+    return -ENOENT;
   struct ntr_sb sb;
   ntr_sb_init(&sb, out, cap);
-  ntr_sb_str(&sb, t && t[0] == '/' ? t : "/tmp");
+  ntr_sb_str(&sb, which == 0 ? t : "/tmp");
   ntr_sb_str(&sb, "/nccltrace-");
   ntr_sb_u64(&sb, geteuid());
   return sb.overflow ? -ENAMETOOLONG : 0;
@@ -230,7 +241,18 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
     rc = try_dir(&pl, &d, ring->dir, slots, map, &share_cut);
     close(d.fd);
     if (!rc) {
-      if (*slots < pl.want) {
+      uint64_t lim;
+      if (*slots < pl.want && pl.fsize_cut && ntr_fsize_limit(&lim) && file_bytes(*slots * 2) > lim) {
+        ntr_sb_str(&pl.note, "ring of ");
+        say_ring(&pl.note, *slots);
+        ntr_sb_str(&pl.note, " instead of ");
+        say_ring(&pl.note, pl.want);
+        ntr_sb_str(&pl.note, " in ");
+        ntr_sb_str(&pl.note, ring->dir);
+        ntr_sb_str(&pl.note, ": no file of this process may pass RLIMIT_FSIZE=");
+        ntr_sb_u64(&pl.note, lim);
+        ntr_sb_str(&pl.note, " bytes (ulimit -f)");
+      } else if (*slots < pl.want) {
         ntr_sb_str(&pl.note, share_cut ? "ring of " : "too little free space in ");
         if (share_cut) {
           say_ring(&pl.note, *slots);
@@ -274,13 +296,28 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
   }
   pl.noted = 1;
 
-  /* 3: another directory, unless it is the same one */
-  char other[1024];
-  if (!other_dir(other, sizeof other) &&
-      !open_dir(&pl, other, &d, ring->dir, sizeof ring->dir, 1)) {
+  /* 3: another directory, unless it is the same one: $TMPDIR, then /tmp */
+  char other[1024], tried[2048] = "";
+  uint64_t seen_dev[3] = {first_dev}, seen_ino[3] = {first_ino};
+  int nseen = first_dev || first_ino ? 1 : 0;
+  struct ntr_sb tr;
+  ntr_sb_init(&tr, tried, sizeof tried);
+  for (int which = 0; which < 2; which++) {
+    if (other_dir(which, other, sizeof other) != 0)
+      continue;
+    if (tr.len)
+      ntr_sb_str(&tr, " nor in ");
+    ntr_sb_str(&tr, other);
+    if (open_dir(&pl, other, &d, ring->dir, sizeof ring->dir, 1) != 0)
+      continue;
     rc = -EEXIST;
-    if (d.dev != first_dev || d.ino != first_ino)
+    int seen = 0;
+    for (int k = 0; k < nseen; k++)
+      seen |= d.dev == seen_dev[k] && d.ino == seen_ino[k];
+    if (!seen) /* $TMPDIR may be /tmp, or the configured directory */
       rc = try_dir(&pl, &d, ring->dir, slots, map, &share_cut);
+    seen_dev[nseen] = d.dev;
+    seen_ino[nseen++] = d.ino;
     close(d.fd);
     if (!rc) {
       ntr_sb_str(&pl.note, "; a ring of ");
@@ -302,7 +339,7 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
     return -ENOMEM;
   ring->anon = 1;
   ntr_sb_str(&pl.note, "; nor in ");
-  ntr_sb_str(&pl.note, other);
+  ntr_sb_str(&pl.note, tried);
   ntr_sb_str(&pl.note, ": the ring is in anonymous memory, so recording and dumps work but the "
                        "ring does not survive the process (nothing for `nccltrace collect` after "
                        "a SIGKILL, nor for `nccltrace status`)");

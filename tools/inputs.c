@@ -298,8 +298,8 @@ static int list_one(struct pathlist *plp, const char *dir, int named, char *why,
 
 /* Where the tracer puts rings when dir is refused or full
  * (recorder/ring_place.c): a private sibling "<dir>-XXXXXX", then
- * $TMPDIR (else /tmp)/nccltrace-<euid> and its private siblings (looked at
- * only for the default directory).  Each is listed under the same trust
+ * $TMPDIR/nccltrace-<euid>, /tmp/nccltrace-<euid> and their private
+ * siblings (looked at only for the default directory).  Each is listed under the same trust
  * rule as dir; a missing one is no error. */
 static int is_private_sibling(const char *name, const char *base) {
   size_t n = strlen(base);
@@ -354,15 +354,19 @@ int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t wh
     errno = err;
     return -1;
   }
-  char other[4096], owhy[512];
+  char other[2][4096], owhy[512];
   const char *t = getenv("TMPDIR");
-  snprintf(other, sizeof other, "%s/nccltrace-%u", t && t[0] == '/' ? t : "/tmp", (unsigned)geteuid());
+  snprintf(other[0], sizeof other[0], "%s/nccltrace-%u", t && t[0] == '/' ? t : "/tmp", (unsigned)geteuid());
+  snprintf(other[1], sizeof other[1], "/tmp/nccltrace-%u", (unsigned)geteuid());
+  int oom = list_siblings(&pl, dir);
   /* A named directory: it and its siblings only (the user asked for that
-   * place); the default: also the tracer's other place. */
-  int far = !named && strcmp(other, dir);
-  if (list_siblings(&pl, dir) ||
-      (far && list_one(&pl, other, 0, owhy, sizeof owhy) && errno == ENOMEM) ||
-      (far && list_siblings(&pl, other))) {
+   * place); the default: also the tracer's other places, $TMPDIR's and
+   * /tmp's (taken when $TMPDIR is unusable). */
+  for (int k = 0; k < 2 && !oom; k++) {
+    int far = !named && strcmp(other[k], dir) && (k == 0 || strcmp(other[1], other[0]));
+    oom = far && ((list_one(&pl, other[k], 0, owhy, sizeof owhy) && errno == ENOMEM) || list_siblings(&pl, other[k]));
+  }
+  if (oom) {
     ntt_paths_free(pl.v, pl.n);
     snprintf(why, whylen, "%s", strerror(ENOMEM));
     errno = ENOMEM;
