@@ -34,6 +34,7 @@
 #include "interpose/comm.h"
 #include "interpose/group.h"
 #include "interpose/watchdog.h"
+#include "interpose/trigger.h"
 #include "interpose/exchange.h"
 #include "interpose/pyframes.h"
 #include "recorder/diag.h"
@@ -165,6 +166,7 @@ static void fork_child(void) {
   nti_watchdog_forget();
   nti_py_forget();
   ntr_dump_reset_child();
+  nti_trigger_fork_child();
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
   activate_lock = m; /* may have been held by another parent thread */
   activate_tried = 0;

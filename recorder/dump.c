@@ -220,6 +220,37 @@ const char *ntr_dump_note(void) { return dump_state.note; }
 
 const char *ntr_dump_dir(void) { return dump_state.dir; }
 
+/* getdents64 on a description of our own (openat "."): the directory fd's
+ * offset is the dumping thread's, and no lock is taken here. */
+long ntr_dump_dir_count(long stop_at) {
+  int fd = ntr_safedir_valid(&dump_state.sd) ? openat(dump_state.sd.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                              : open(dump_state.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  long n = 0;
+  char buf[4096] __attribute__((aligned(8)));
+  for (;;) {
+    long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (got <= 0)
+      break;
+    for (long off = 0; off < got && n < stop_at;) {
+      /* struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name */
+      unsigned short reclen;
+      memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const char *name = buf + off + 19;
+      size_t len = strnlen(name, (size_t)(got - off - 19));
+      if (!reclen)
+        break;
+      n += len > 14 && !memcmp(name, "nccltrace-", 10) && !memcmp(name + len - 4, ".zst", 4);
+      off += reclen;
+    }
+    if (n >= stop_at)
+      break;
+  }
+  close(fd);
+  return n;
+}
+
 void ntr_dump_reset_child(void) {
   /* Relaxed: the child has one thread. */
   __atomic_store_n(&dump_busy, 0, __ATOMIC_RELAXED);
