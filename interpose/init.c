@@ -39,6 +39,7 @@
 #include "interpose/pyframes.h"
 #include "recorder/diag.h"
 #include "recorder/dump.h"
+#include "recorder/stack.h"
 
 struct nti_global nti_proc;
 /* A comm no handle matches (registry.c: nti_comm_none): the cache of the
@@ -111,6 +112,11 @@ void nti_activate(void) {
       if (dump_rc == 0)
         nti_proc.dump_ready = 1;
       nti_py_setup(); /* a Python process: call sites and thread stacks */
+      /* libunwind is opened here, not linked (recorder/stack.c): before
+       * the handlers, which must find it loaded for a crash backtrace */
+      if (ntr_stack_load() != 0)
+        nti_say("libunwind.so.8 cannot be loaded; crash dumps have no backtrace%s",
+                nti_cfg.stacks ? " and NCCLTRACE_STACKS records no stacks" : "");
       /* Now that there is something to dump (before: every disposition the
        * application's, untouched). */
       nti_signals_install();
