@@ -44,7 +44,7 @@ fi
 b=$build/bench
 targets="bench/overhead bench/icount bench/plugin_cost bench/libminrec.so bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
   bench/scale/analyze_bench bench/scale/coord_bench bench/scale/agg_bench bench/scale/mem_bench
-  bench/scale/graph_bench
+  bench/scale/graph_bench bench/scale/exec_bench
   tools/nccltrace interpose/libnccltrace.so examples/healthy"
 [ -n "$(ls "$build"/bench/scale/mpi_allgather 2>/dev/null)" ] && targets="$targets bench/scale/mpi_allgather"
 # shellcheck disable=SC2086
@@ -196,6 +196,9 @@ section "node aggregators, 4,096 simulated ranks x 100 collectives/s, 8 ranks pe
 run "$b/scale/agg_bench" --ranks 4096 --per-host 8 --rate 100 --seconds "$aggsecs" --poll-ms 5
 section "node aggregators, 4,096 simulated ranks x 100 collectives/s, 64 ranks per host"
 run "$b/scale/agg_bench" --ranks 4096 --per-host 64 --rate 100 --seconds "$aggsecs" --poll-ms 5 --no-direct
+
+section "exec of a program that never calls NCCL, with and without the preload"
+run "$b/scale/exec_bench" --execs 500 --rounds "$srounds" "$lib"
 
 section "memory per traced process"
 run "$b/scale/mem_bench" --rounds "$memrounds" "$lib" "$noop" "$build/tests/emu" "$build/examples/healthy" 600

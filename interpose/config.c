@@ -240,6 +240,8 @@ void nti_config_load(void) {
     p2 <<= 1; /* rounded up to a power of two, as the ring needs */
   nti_cfg.ring_slots = p2;
   nti_cfg.timeout_s = parse_seconds("NCCLTRACE_TIMEOUT", 300);
+  nti_cfg.max_dumps = (uint32_t)parse_long("NCCLTRACE_MAX_DUMPS", 100, 1, 1L << 20, 10);
+  nti_cfg.dir_max_dumps = (uint32_t)parse_long("NCCLTRACE_DIR_MAX_DUMPS", 5000, 0, 1L << 24, 10);
   load_check();
   load_coord();
   nti_cfg.strict_timeout_s = parse_seconds("NCCLTRACE_STRICT_TIMEOUT", 10);

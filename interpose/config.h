@@ -24,6 +24,8 @@ struct nti_config {
   char job[128];               /* NCCLTRACE_JOB, else launcher id, else "" (derived at first comm) */
   uint32_t ring_slots;         /* NCCLTRACE_RING (65536, rounded up to a power of two) */
   double timeout_s;            /* NCCLTRACE_TIMEOUT (300) */
+  uint32_t max_dumps;          /* NCCLTRACE_MAX_DUMPS (100): dumps per process, final ones apart */
+  uint32_t dir_max_dumps;      /* NCCLTRACE_DIR_MAX_DUMPS (5000): dump files in the directory, final ones apart; 0 off */
   int check;                   /* NCCLTRACE_CHECK: off|async|strict (async when a coordinator is found) */
   int check_explicit;          /* set when NCCLTRACE_CHECK was given */
   char coord[256];             /* NCCLTRACE_COORD host:port ("" = discover) */

@@ -18,7 +18,13 @@
  * handler (it never writes into it) and gets a ring of its own, named after
  * its pid, at its first NCCL lifecycle call.  Communicators are not
  * inherited by the child's tracer: NCCL comms cannot be used across fork.
- * A fork+exec child thus leaves no ring behind.
+ * A fork+exec child thus leaves no ring behind.  A child that makes comms
+ * of its own gets the watchdog again at its first (nti_first_comm), so its
+ * ops are completed and timed out as anywhere; the exchange client is not
+ * restarted: the child is no member of the launcher's world (it inherited
+ * the parent's RANK, and a rank 0's child would try to host the
+ * coordinator on the parent's port), so its comms go unchecked across
+ * ranks, as the exchange's atfork handler says (exchange/client.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,12 +39,14 @@
 #include "interpose/comm.h"
 #include "interpose/group.h"
 #include "interpose/watchdog.h"
+#include "interpose/trigger.h"
 #include "interpose/exchange.h"
 #include "interpose/metrics.h"
 #include "interpose/pyframes.h"
 #include "recorder/diag.h"
 #include "recorder/dump.h"
 #include "recorder/thread.h"
+#include "recorder/stack.h"
 
 struct nti_global nti_proc;
 /* A comm no handle matches (registry.c: nti_comm_none): the cache of the
@@ -162,6 +170,11 @@ void nti_activate(void) {
       if (dump_rc == 0)
         nti_proc.dump_ready = 1;
       nti_py_setup(); /* a Python process: call sites and thread stacks */
+      /* libunwind is opened here, not linked (recorder/stack.c): before
+       * the handlers, which must find it loaded for a crash backtrace */
+      if (ntr_stack_load() != 0)
+        nti_say("libunwind.so.8 cannot be loaded; crash dumps have no backtrace%s",
+                nti_cfg.stacks ? " and NCCLTRACE_STACKS records no stacks" : "");
       /* Now that there is something to dump (before: every disposition the
        * application's, untouched). */
       nti_signals_install();
@@ -219,6 +232,7 @@ static void fork_child(void) {
   ntr_thread_reset_child();
   nti_py_forget();
   ntr_dump_reset_child();
+  nti_trigger_fork_child();
   pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
   activate_lock = m; /* may have been held by another parent thread */
   activate_tried = 0;

@@ -9,6 +9,7 @@
  */
 #include <time.h>
 
+#include "interpose/config.h"
 #include "interpose/dump_rate.h"
 #include "interpose/nti.h"
 #include "interpose/record.h"
@@ -79,10 +80,65 @@ static int over_budget(int trigger_kind) {
   return 1;
 }
 
+/* The totals (NCCLTRACE_MAX_DUMPS written by this process,
+ * NCCLTRACE_DIR_MAX_DUMPS files in the dump directory): past either, only
+ * the final dumps (exit, fatal and terminating signals, collect: the kinds
+ * dump_rate.h never limits) are written, so a job that keeps finding things
+ * (a verdict storm over hours, many ranks restarted into one directory)
+ * cannot fill the file system.  A skip is a dump-capped Note in the ring
+ * (aux = the trigger kind); the first of each cap says so in one line.
+ * Signal-safe: atomics, getdents64, one write(2). */
+static uint64_t dumps_written; /* atomic */
+static int said_cap[2];        /* atomic */
+
+static int over_cap(int trigger_kind) {
+  if (!nti_rate_limited_kind((unsigned)trigger_kind))
+    return 0;
+  int which = -1;
+  long n = (long)__atomic_load_n(&dumps_written, __ATOMIC_RELAXED);
+  if (n >= (long)nti_cfg.max_dumps) {
+    which = 0;
+  } else if (nti_cfg.dir_max_dumps) {
+    n = ntr_dump_dir_count((long)nti_cfg.dir_max_dumps);
+    if (n >= (long)nti_cfg.dir_max_dumps)
+      which = 1;
+  }
+  if (which < 0)
+    return 0;
+  nti_record_event(NTR_KIND_NOTE, NULL, "dump-capped", (uint64_t)n, (uint64_t)trigger_kind, 0);
+  if (!__atomic_exchange_n(&said_cap[which], 1, __ATOMIC_RELAXED)) {
+    char line[512];
+    struct ntr_sb sb;
+    ntr_sb_init(&sb, line, sizeof line);
+    if (which == 0) {
+      ntr_sb_str(&sb, "nccltrace: NCCLTRACE_MAX_DUMPS=");
+      ntr_sb_u64(&sb, nti_cfg.max_dumps);
+      ntr_sb_str(&sb, " dumps written by this process");
+    } else {
+      ntr_sb_str(&sb, "nccltrace: ");
+      ntr_sb_u64(&sb, (uint64_t)n);
+      ntr_sb_str(&sb, " dumps in ");
+      ntr_sb_str(&sb, ntr_dump_dir());
+      ntr_sb_str(&sb, " (NCCLTRACE_DIR_MAX_DUMPS=");
+      ntr_sb_u64(&sb, nti_cfg.dir_max_dumps);
+      ntr_sb_str(&sb, ")");
+    }
+    ntr_sb_str(&sb, ": further dumps are skipped, the exit and fatal-signal dumps apart (each skip is a "
+                    "dump-capped Note in the ring)\n");
+    nti_say_raw(line);
+  }
+  return 1;
+}
+
+void nti_trigger_fork_child(void) {
+  dumps_written = 0;
+  said_cap[0] = said_cap[1] = 0;
+}
+
 int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason) {
   if (!nti_active() || !nti_proc.dump_ready)
     return -ENODEV;
-  if (over_budget(trigger_kind))
+  if (over_cap(trigger_kind) || over_budget(trigger_kind))
     return -EAGAIN;
   struct ntr_trigger t;
   memset(&t, 0, sizeof t);
@@ -107,6 +163,7 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
      * trigger block says what it is. */
     nti_record_event(NTR_KIND_DUMP, NULL, trig_name(trigger_kind), 0, (uint64_t)trigger_kind, 0);
     __atomic_add_fetch(&nti_proc.ring.hdr->dumps_written, 1, __ATOMIC_RELAXED); /* lock-free: signal-safe */
+    __atomic_add_fetch(&dumps_written, 1, __ATOMIC_RELAXED);
     ntr_sb_str(&sb, "dump written: ");
     ntr_sb_str(&sb, path);
   } else if (rc == -EBUSY) {
@@ -115,6 +172,8 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   } else {
     ntr_sb_str(&sb, "dump failed (errno ");
     ntr_sb_u64(&sb, (uint64_t)(rc < 0 ? -(int64_t)rc : rc));
+    ntr_sb_str(&sb, ": ");
+    ntr_sb_errno(&sb, rc);
     ntr_sb_str(&sb, ") in ");
     ntr_sb_str(&sb, ntr_dump_dir());
   }

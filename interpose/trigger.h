@@ -16,8 +16,12 @@
  * line, cut to the trigger's field (NULL: the trigger's name).  A DUMP
  * record naming the trigger is added to the ring.  @return 0, -EBUSY
  * (another dump in progress), -ENODEV (tracing off), -EAGAIN (over the
- * dump budget), or the dump writer's -errno. */
+ * dump budget or a total: NCCLTRACE_MAX_DUMPS, NCCLTRACE_DIR_MAX_DUMPS),
+ * or the dump writer's -errno. */
 int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason);
+/* Fork child (atfork, single-threaded): a process of its own, so its dump
+ * total (NCCLTRACE_MAX_DUMPS) starts again. */
+void nti_trigger_fork_child(void);
 
 /* A straggler was reported on comm_id: device start events before every
  * collective of it from now on (watchdog.c).  Any thread. */

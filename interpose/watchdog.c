@@ -10,7 +10,8 @@
  *     turn, CAS on pend_tail), single consumer (watchdog).
  * The watchdog touches a comm handle only under nti_life_lock and while
  * c->live is set; destroy/abort clear live under the same lock first.
- * Signal-safety: nothing here runs in a signal handler.
+ * Signal-safety: nothing here runs in a signal handler but
+ * nti_watchdog_last_pass (atomics, nanosleep, pthread_self).
  *
  * Cost on the hot path (per collective outside a group): one
  * cuStreamIsCapturing, one CAS to take an event, one cuEventRecord, one CAS
@@ -72,6 +73,10 @@ static pthread_t wd_thread;
 static int wd_running;           /* under wd_lock */
 static int wd_stop;              /* under wd_lock */
 static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
+/* _exit's request for one more pass (nti_watchdog_last_pass): the count of
+ * requests, and of those a whole pass has followed.  Atomics: the asker
+ * may be a signal handler. */
+static unsigned wd_pass_req, wd_pass_done;
 static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
 
 /* Once per process (pthread_once): several threads may create their first
@@ -766,6 +771,9 @@ static void *watchdog_main(void *arg) {
   pthread_mutex_lock(&wd_lock);
   while (!wd_stop) {
     pthread_mutex_unlock(&wd_lock);
+    /* Acquire pairs with the asker's release: the records it wrote before
+     * asking are in the ring; the pass below starts after them. */
+    unsigned req = __atomic_load_n(&wd_pass_req, __ATOMIC_ACQUIRE);
     uint64_t now = ntr_clock_now();
     nti_py_poll(); /* a Python loaded since our first NCCL call */
     recent_scan(0);
@@ -776,6 +784,8 @@ static void *watchdog_main(void *arg) {
       if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
         poll_async(c);
     }
+    /* Release: the asker that sees it sees the pass's stores (last_completed). */
+    __atomic_store_n(&wd_pass_done, req, __ATOMIC_RELEASE);
     pthread_mutex_lock(&wd_lock);
     if (wd_stop)
       break;
@@ -854,6 +864,24 @@ void nti_watchdog_stop(void) {
   capture_mode_swap(&mode);
 }
 
+int nti_watchdog_last_pass(void) {
+  /* Relaxed read of wd_running (written under wd_lock, which a handler
+   * may not take): a thread that started is seen by whoever made it. */
+  if (!__atomic_load_n(&wd_running, __ATOMIC_RELAXED) || pthread_equal(pthread_self(), wd_thread))
+    return -ESRCH;
+  unsigned want = __atomic_add_fetch(&wd_pass_req, 1, __ATOMIC_RELEASE);
+  /* One pass begun after the request: up to a poll interval (15 ms) of
+   * sleep, then the pass.  Bounded: a watchdog stuck in a driver call, or
+   * waiting for a lock the interrupted thread holds, is not waited for. */
+  for (int i = 0; i < 50; i++) {
+    if ((int)(__atomic_load_n(&wd_pass_done, __ATOMIC_ACQUIRE) - want) >= 0)
+      return 0;
+    struct timespec ts = {0, 4 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return -ETIMEDOUT;
+}
+
 void nti_watchdog_forget(void) {
   /* Fork child: only the forking thread exists; the locks may have been
    * held by the parent's watchdog at fork time, so they are re-created. */
@@ -863,5 +891,6 @@ void nti_watchdog_forget(void) {
   wd_cond = cv;
   wd_running = 0;
   wd_stop = 0;
+  wd_pass_req = wd_pass_done = 0;
   nti_life_lock = m;
 }

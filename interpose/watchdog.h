@@ -6,8 +6,8 @@
  * application's threads (SPMC event rings, Vyukov cells); the rest of a
  * comm's tracking state is the watchdog thread's alone (fields marked
  * "watchdog only" in comm.h).
- * Signal-safety: none of it is signal-safe (CUDA driver calls); the inline
- * tests are (relaxed loads).
+ * Signal-safety: none of it is signal-safe (CUDA driver calls) but the
+ * inline tests (relaxed loads) and nti_watchdog_last_pass.
  */
 #ifndef NTI_WATCHDOG_H
 #define NTI_WATCHDOG_H
@@ -60,6 +60,13 @@ void nti_complete_track_replay(struct nti_comm *c, void *stream, uint64_t seq, u
 void nti_watchdog_comm_ready(struct nti_comm *c);
 void nti_watchdog_start(void);
 void nti_watchdog_stop(void);
+/* _exit and _Exit: the watchdog thread runs one whole pass more, begun
+ * after this call (ops that completed since its last poll are marked
+ * complete before the exit dump), waited for 200 ms at most.  The thread
+ * keeps running.  Async-signal-safe (atomics and nanosleep): _exit may be
+ * called from a handler.  @return 0, -ESRCH no watchdog thread (or called
+ * on it), -ETIMEDOUT. */
+int nti_watchdog_last_pass(void);
 /* Fork child: the watchdog thread did not survive; forget its state. */
 void nti_watchdog_forget(void);
 

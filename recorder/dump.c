@@ -9,7 +9,9 @@
  */
 #include "recorder/dump.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_estimateCCtxSize, ZSTD_initStaticCCtx */
+#define XXH_INLINE_ALL /* header-only: see stack.c */
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -30,6 +33,47 @@
 #include "recorder/diag.h"
 #include "recorder/safedir.h"
 #include "recorder/util.h"
+
+/* libzstd, opened by zs_load and never linked: loading it at every exec of
+ * every program under the preload cost about 0.07 ms, for programs that
+ * never dump (bench/run.sh, exec).  ntr_dump_init (the first NCCL call,
+ * never a handler) and ntr_dump_write_parts load it; the signal-time dump
+ * only calls through the table.  ok is published with release after it. */
+static struct {
+  int ok;
+  size_t (*estimate_cctx_size)(int);
+  size_t (*compress_bound)(size_t);
+  unsigned (*is_error)(size_t);
+  ZSTD_CCtx *(*init_static_cctx)(void *, size_t);
+  size_t (*compress_cctx)(ZSTD_CCtx *, void *, size_t, const void *, size_t, int);
+  ZSTD_CCtx *(*create_cctx)(void);
+  size_t (*free_cctx)(ZSTD_CCtx *);
+} zs;
+static pthread_once_t zs_once = PTHREAD_ONCE_INIT;
+
+static void zs_open(void) {
+  void *h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return;
+#define ZS_SYM(field, name) *(void **)&zs.field = dlsym(h, name)
+  ZS_SYM(estimate_cctx_size, "ZSTD_estimateCCtxSize");
+  ZS_SYM(compress_bound, "ZSTD_compressBound");
+  ZS_SYM(is_error, "ZSTD_isError");
+  ZS_SYM(init_static_cctx, "ZSTD_initStaticCCtx");
+  ZS_SYM(compress_cctx, "ZSTD_compressCCtx");
+  ZS_SYM(create_cctx, "ZSTD_createCCtx");
+  ZS_SYM(free_cctx, "ZSTD_freeCCtx");
+#undef ZS_SYM
+  if (zs.estimate_cctx_size && zs.compress_bound && zs.is_error && zs.init_static_cctx && zs.compress_cctx &&
+      zs.create_cctx && zs.free_cctx)
+    __atomic_store_n(&zs.ok, 1, __ATOMIC_RELEASE);
+}
+
+/* @return 0, or -ELIBACC without a usable libzstd.so.1. */
+static int zs_load(void) {
+  pthread_once(&zs_once, zs_open);
+  return __atomic_load_n(&zs.ok, __ATOMIC_ACQUIRE) ? 0 : -ELIBACC;
+}
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1u << 0)
@@ -125,7 +169,7 @@ static void unmap_all(void) {
 
 /* Open dir for the dumps to come.  A directory that another user could
  * have led us to or can write into (recorder/safedir.h) is replaced by a
- * private one, next to it or under $TMPDIR (else /tmp), and dump_state.note says
+ * private one, next to it or under $TMPDIR (then /tmp), and dump_state.note says
  * so.  Any other failure (not creatable, not a directory) is left for the
  * first dump to report, as it was before we opened anything at init. */
 static void open_dump_dir(const char *dir) {
@@ -140,9 +184,10 @@ static void open_dump_dir(const char *dir) {
   ntr_safedir_say(&sb, "dump directory ", dir, rc, &dump_state.sd);
   char alt[1024], tmp[1024];
   int r2 = ntr_safedir_sibling(&dump_state.sd, dir, alt, sizeof alt);
-  if (r2) {
-    const char *t = getenv("TMPDIR");
-    ntr_strlcpy(tmp, t && t[0] == '/' ? t : "/tmp", sizeof tmp);
+  /* $TMPDIR, then /tmp: a set but unusable $TMPDIR is no reason to skip it */
+  const char *t = getenv("TMPDIR");
+  for (int which = t && t[0] == '/' ? 0 : 1; r2 && which < 2; which++) {
+    ntr_strlcpy(tmp, which == 0 ? t : "/tmp", sizeof tmp);
     char prefix[64];
     struct ntr_sb pb;
     ntr_sb_init(&pb, prefix, sizeof prefix);
@@ -192,12 +237,15 @@ int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
   if (strlen(dir) > 900)
     return -ENAMETOOLONG; /* leaves room for the file name in PATH_MAX-ish buffers */
   uint32_t slots = (uint32_t)(ring->mask + 1);
+  int zrc = zs_load();
+  if (zrc)
+    return zrc;
   if (!dump_state.ready || dump_state.slots != slots) {
     unmap_all();
-    dump_state.cctx_size = ZSTD_estimateCCtxSize(1);
+    dump_state.cctx_size = zs.estimate_cctx_size(1);
     dump_state.payload_cap = payload_bytes(slots);
-    dump_state.out_cap = ZSTD_compressBound(dump_state.payload_cap);
-    if (ZSTD_isError(dump_state.out_cap) || dump_state.out_cap < dump_state.payload_cap)
+    dump_state.out_cap = zs.compress_bound(dump_state.payload_cap);
+    if (zs.is_error(dump_state.out_cap) || dump_state.out_cap < dump_state.payload_cap)
       return -EOVERFLOW;
     dump_state.cctx_mem = map_anon(dump_state.cctx_size);
     dump_state.payload = map_anon(dump_state.payload_cap);
@@ -207,7 +255,7 @@ int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
       unmap_all();
       return -ENOMEM;
     }
-    dump_state.cctx = ZSTD_initStaticCCtx(dump_state.cctx_mem, dump_state.cctx_size);
+    dump_state.cctx = zs.init_static_cctx(dump_state.cctx_mem, dump_state.cctx_size);
     if (!dump_state.cctx) {
       unmap_all();
       return -ENOMEM;
@@ -223,6 +271,37 @@ int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {
 const char *ntr_dump_note(void) { return dump_state.note; }
 
 const char *ntr_dump_dir(void) { return dump_state.dir; }
+
+/* getdents64 on a description of our own (openat "."): the directory fd's
+ * offset is the dumping thread's, and no lock is taken here. */
+long ntr_dump_dir_count(long stop_at) {
+  int fd = ntr_safedir_valid(&dump_state.sd) ? openat(dump_state.sd.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                              : open(dump_state.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  long n = 0;
+  char buf[4096] __attribute__((aligned(8)));
+  for (;;) {
+    long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (got <= 0)
+      break;
+    for (long off = 0; off < got && n < stop_at;) {
+      /* struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name */
+      unsigned short reclen;
+      memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const char *name = buf + off + 19;
+      size_t len = strnlen(name, (size_t)(got - off - 19));
+      if (!reclen)
+        break;
+      n += len > 14 && !memcmp(name, "nccltrace-", 10) && !memcmp(name + len - 4, ".zst", 4);
+      off += reclen;
+    }
+    if (n >= stop_at)
+      break;
+  }
+  close(fd);
+  return n;
+}
 
 void ntr_dump_reset_child(void) {
   /* Relaxed: the child has one thread. */
@@ -452,8 +531,8 @@ static size_t pack(ZSTD_CCtx *cctx, const unsigned char *payload, size_t len, un
   pre->payload_size = len;
   pre->checksum = XXH64(payload, len, 0);
   pre->section_count = NTR_SECTIONS;
-  size_t z = cctx ? ZSTD_compressCCtx(cctx, out, out_cap, payload, len, 1) : 0;
-  if (!cctx || ZSTD_isError(z)) {
+  size_t z = cctx ? zs.compress_cctx(cctx, out, out_cap, payload, len, 1) : 0;
+  if (!cctx || zs.is_error(z)) {
     pre->flags |= 1u; /* stored raw: a dump without compression beats none */
     pre->compressed_size = len;
     *data = payload;
@@ -680,14 +759,16 @@ int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
       (nrecs && !recs) || (str_len && !strs) || ncomms > NTR_COMM_MAX || nstacks > NTR_STACK_MAX ||
       str_len > NTR_STR_BYTES || nrecs > (UINT64_MAX / 2) / sizeof(struct ntr_record))
     return -EINVAL;
+  if (zs_load() != 0)
+    return -ELIBACC;
   uint32_t padded = (str_len + 7u) & ~7u;
   size_t len = NTR_SECTIONS * sizeof(struct ntr_section) + sizeof *hdr +
                (size_t)ncomms * sizeof *comms + (size_t)nstacks * sizeof *stacks +
                (size_t)nrecs * sizeof *recs + sizeof *trig + padded;
   unsigned char *payload = malloc(len);
-  size_t out_cap = ZSTD_compressBound(len);
-  unsigned char *out = ZSTD_isError(out_cap) ? NULL : malloc(out_cap);
-  ZSTD_CCtx *cctx = ZSTD_createCCtx();
+  size_t out_cap = zs.compress_bound(len);
+  unsigned char *out = zs.is_error(out_cap) ? NULL : malloc(out_cap);
+  ZSTD_CCtx *cctx = zs.create_cctx();
   int rc = -ENOMEM;
   if (payload && out && cctx) {
     unsigned char *p = put_section(payload, NTR_SEC_HEADER, sizeof *hdr);
@@ -729,7 +810,7 @@ int ntr_dump_write_image(const char *dir, const struct ntr_ring_header *hdr,
       close(d.fd);
     }
   }
-  ZSTD_freeCCtx(cctx);
+  zs.free_cctx(cctx);
   free(out);
   free(payload);
   return rc;

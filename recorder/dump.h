@@ -36,6 +36,11 @@ const char *ntr_dump_note(void);
 
 /* The dump directory in use: NCCLTRACE_DIR, or its private replacement. */
 const char *ntr_dump_dir(void);
+/* Dump files (nccltrace-*.zst) in the dump directory, counted up to
+ * stop_at.  Async-signal-safe (openat, getdents64, close); lock-free: a
+ * directory fd replaced meanwhile by the dumping thread makes it fail.
+ * @return the count, or -errno. */
+long ntr_dump_dir_count(long stop_at);
 
 /* Append one line (the tracer's own, which the stderr of the process
  * could not take: recorder/diag.h) to <dir>/nccltrace-<job>-<host>-<pid>.log,

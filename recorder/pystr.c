@@ -2,6 +2,7 @@
 #include "recorder/pystr.h"
 
 #include <string.h>
+#define XXH_INLINE_ALL /* header-only: see stack.c */
 #include <xxhash.h>
 
 static size_t entry_bytes(size_t flen, size_t nlen) {

@@ -18,8 +18,9 @@
  *      local rank's part of the budget (LOCAL_WORLD_SIZE), else half of
  *      what is left of it, and at least 64 records when those still fit,
  *      then halving while the reservation fails for lack of space;
- *   3. another directory: $TMPDIR (else /tmp)/nccltrace-<uid>, or a private
- *      directory there if that one is refused, again with smaller rings;
+ *   3. another directory: $TMPDIR/nccltrace-<uid>, then (also when $TMPDIR
+ *      is set but unusable) /tmp/nccltrace-<uid>, or a private directory
+ *      there if that one is refused, again with smaller rings;
  *   4. anonymous memory: recording and in-process dumps work, but the ring
  *      does not survive the process (no `nccltrace collect` after SIGKILL,
  *      nothing for `nccltrace status`).
@@ -71,6 +72,7 @@ struct place {
   int noted;       /* something is in note */
   int over_budget; /* try_dir: the budget, not the file system, said no */
   struct ntr_ring_budget bud; /* the last directory's, as try_dir scanned it */
+  int fsize_cut;   /* RLIMIT_FSIZE made the ring smaller */
 };
 
 /* Create the file in d (path dir) with slots records, reserve and map it. */
@@ -131,6 +133,11 @@ static int try_dir(struct place *pl, const struct ntr_safedir *d, const char *di
   struct ntr_ring_budget *b = &pl->bud;
   *share_cut = 0;
   pl->over_budget = 0;
+  uint64_t lim;
+  if (ntr_fsize_limit(&lim) && file_bytes(s) > lim) { /* no file may pass it, whatever is free */
+    s = fit(s, lim);
+    pl->fsize_cut = 1;
+  }
   int locked = ntr_ring_budget_lock(d->fd);
   int rc = 0;
   if (ntr_ring_budget_scan(d->fd, pl->host, b) == 0 && b->total) {
@@ -233,12 +240,16 @@ static void drop_own_dir(struct ntr_ring *ring, const char *dir) {
   ring->own_dir = 0;
 }
 
-/* $TMPDIR when it is an absolute path, else /tmp; then /nccltrace-<uid>. */
-static int other_dir(char *out, size_t cap) {
+/* Step 3's directories, /nccltrace-<uid> in each: which 0 is $TMPDIR when
+ * it is an absolute path, which 1 is /tmp (also after an unusable $TMPDIR).
+ * @return 0, -ENOENT no such candidate, -ENAMETOOLONG. */
+static int other_dir(int which, char *out, size_t cap) {
   const char *t = ntr_env_get("TMPDIR");
+  if (which == 0 && !(t && t[0] == '/'))
+    return -ENOENT;
   struct ntr_sb sb;
   ntr_sb_init(&sb, out, cap);
-  ntr_sb_str(&sb, t && t[0] == '/' ? t : "/tmp");
+  ntr_sb_str(&sb, which == 0 ? t : "/tmp");
   ntr_sb_str(&sb, "/nccltrace-");
   ntr_sb_u64(&sb, geteuid());
   return sb.overflow ? -ENAMETOOLONG : 0;
@@ -284,7 +295,18 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
     first = pl.bud;
     if (!rc) {
       ring->place = ring->own_dir ? NTR_PLACE_SIBLING : NTR_PLACE_DIR;
-      if (*slots < pl.want) {
+      uint64_t lim;
+      if (*slots < pl.want && pl.fsize_cut && ntr_fsize_limit(&lim) && file_bytes(*slots * 2) > lim) {
+        ntr_sb_str(&pl.note, "ring of ");
+        say_ring(&pl.note, *slots);
+        ntr_sb_str(&pl.note, " instead of ");
+        say_ring(&pl.note, pl.want);
+        ntr_sb_str(&pl.note, " in ");
+        ntr_sb_str(&pl.note, ring->dir);
+        ntr_sb_str(&pl.note, ": no file of this process may pass RLIMIT_FSIZE=");
+        ntr_sb_u64(&pl.note, lim);
+        ntr_sb_str(&pl.note, " bytes (ulimit -f)");
+      } else if (*slots < pl.want) {
         ntr_sb_str(&pl.note, share_cut ? "ring of " : "too little free space in ");
         if (share_cut) {
           say_ring(&pl.note, *slots);
@@ -340,13 +362,28 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
   }
   pl.noted = 1;
 
-  /* 3: another directory, unless it is the same one */
-  char other[1024];
-  if (!other_dir(other, sizeof other) &&
-      !open_dir(&pl, other, &d, ring->dir, sizeof ring->dir, 1)) {
+  /* 3: another directory, unless it is the same one: $TMPDIR, then /tmp */
+  char other[1024], tried[2048] = "";
+  uint64_t seen_dev[3] = {first_dev}, seen_ino[3] = {first_ino};
+  int nseen = first_dev || first_ino ? 1 : 0;
+  struct ntr_sb tr;
+  ntr_sb_init(&tr, tried, sizeof tried);
+  for (int which = 0; which < 2; which++) {
+    if (other_dir(which, other, sizeof other) != 0)
+      continue;
+    if (tr.len)
+      ntr_sb_str(&tr, " nor in ");
+    ntr_sb_str(&tr, other);
+    if (open_dir(&pl, other, &d, ring->dir, sizeof ring->dir, 1) != 0)
+      continue;
     rc = -EEXIST;
-    if (d.dev != first_dev || d.ino != first_ino)
+    int seen = 0;
+    for (int k = 0; k < nseen; k++)
+      seen |= d.dev == seen_dev[k] && d.ino == seen_ino[k];
+    if (!seen) /* $TMPDIR may be /tmp, or the configured directory */
       rc = try_dir(&pl, &d, ring->dir, slots, map, &share_cut);
+    seen_dev[nseen] = d.dev;
+    seen_ino[nseen++] = d.ino;
     close(d.fd);
     if (!rc) {
       ring->place = NTR_PLACE_FALLBACK;
@@ -370,7 +407,7 @@ int ntr_ring_place(struct ntr_ring *ring, const struct ntr_ring_config *cfg, uin
   ring->anon = 1;
   ring->place = NTR_PLACE_ANON;
   ntr_sb_str(&pl.note, "; nor in ");
-  ntr_sb_str(&pl.note, other);
+  ntr_sb_str(&pl.note, tried);
   ntr_sb_str(&pl.note, ": the ring is in anonymous memory, so recording and dumps work but the "
                        "ring does not survive the process (nothing for `nccltrace collect` after "
                        "a SIGKILL, nor for `nccltrace status`)");

@@ -3,13 +3,67 @@
 #define UNW_LOCAL_ONLY /* unwind this process only: no ptrace/remote code paths */
 #include "recorder/stack.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <libunwind.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL /* header-only: no libxxhash to load at every exec */
 #include <xxhash.h>
 
 #include "recorder/symbolize.h"
+
+/* libunwind, opened by ntr_stack_load and never linked: loading it (and the
+ * liblzma it needs) at every exec of every program under the preload cost
+ * about 0.1 ms, for programs that never call NCCL (bench/run.sh, exec).
+ * The names are libunwind's own macros turned into strings (the _UL
+ * prefix of UNW_LOCAL_ONLY).  ok is published with release after the
+ * table; readers load it with acquire. */
+#define NTR_STR(x) #x
+#define NTR_XSTR(x) NTR_STR(x)
+static struct {
+  int ok;
+#if defined(__x86_64__)
+  int (*getcontext)(unw_context_t *);
+#endif
+  int (*init_local)(unw_cursor_t *, unw_context_t *);
+  int (*init_local2)(unw_cursor_t *, unw_context_t *, int);
+  int (*step)(unw_cursor_t *);
+  int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+  int (*is_signal_frame)(unw_cursor_t *);
+  int (*backtrace)(void **, int);
+} uw;
+static pthread_once_t uw_once = PTHREAD_ONCE_INIT;
+
+static void uw_open(void) {
+  void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    h = dlopen("libunwind.so", RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return;
+#define UW_SYM(field, name) *(void **)&uw.field = dlsym(h, name)
+#if defined(__x86_64__)
+  UW_SYM(getcontext, NTR_XSTR(unw_tdep_getcontext));
+  if (!uw.getcontext)
+    return;
+#endif
+  UW_SYM(init_local, NTR_XSTR(unw_init_local));
+  UW_SYM(init_local2, NTR_XSTR(unw_init_local2));
+  UW_SYM(step, NTR_XSTR(unw_step));
+  UW_SYM(get_reg, NTR_XSTR(unw_get_reg));
+  UW_SYM(is_signal_frame, NTR_XSTR(unw_is_signal_frame));
+  UW_SYM(backtrace, "unw_backtrace");
+#undef UW_SYM
+  if (uw.init_local && uw.init_local2 && uw.step && uw.get_reg && uw.is_signal_frame && uw.backtrace)
+    __atomic_store_n(&uw.ok, 1, __ATOMIC_RELEASE);
+}
+
+int ntr_stack_load(void) {
+  pthread_once(&uw_once, uw_open);
+  return __atomic_load_n(&uw.ok, __ATOMIC_ACQUIRE) ? 0 : -ENOENT;
+}
 
 uint32_t ntr_stack_intern(struct ntr_ring *ring, const uint64_t *ip, uint32_t depth) {
   return ntr_stack_intern_kind(ring, NTR_STACK_NATIVE, ip, depth);
@@ -68,8 +122,10 @@ uint32_t ntr_stack_intern_kind(struct ntr_ring *ring, uint32_t kind, const uint6
 
 __attribute__((noinline)) uint32_t ntr_stack_capture(struct ntr_ring *ring) {
   void *buf[NTR_STACK_DEPTH + 1];
+  if (ntr_stack_load() != 0)
+    return 0;
   /* unw_backtrace's frame 0 is this function: skip it */
-  int n = unw_backtrace(buf, (int)(NTR_STACK_DEPTH + 1));
+  int n = uw.backtrace(buf, (int)(NTR_STACK_DEPTH + 1));
   if (n <= 1)
     return 0;
   uint64_t ip[NTR_STACK_DEPTH];
@@ -89,13 +145,17 @@ static inline __attribute__((always_inline)) int fatal_cursor(unw_cursor_t *cur,
      * handler's third argument is a valid context.  UNW_INIT_SIGNAL_FRAME
      * tells libunwind that ip is the faulting instruction itself (not a
      * return address): frame 0 is the faulting function. */
-    return unw_init_local2(cur, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME);
+    return uw.init_local2(cur, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME);
   }
-  if (unw_getcontext(ctx) != 0)
+#if defined(__x86_64__)
+  if (uw.getcontext(ctx) != 0) /* a function there; the caller's registers */
+#else
+  if (unw_getcontext(ctx) != 0) /* inline code elsewhere (aarch64): no symbol */
+#endif
     return -1;
-  int rc = unw_init_local(cur, ctx);
+  int rc = uw.init_local(cur, ctx);
   if (rc == 0)
-    rc = unw_step(cur) > 0 ? 0 : -1; /* skip ntr_stack_fatal itself */
+    rc = uw.step(cur) > 0 ? 0 : -1; /* skip ntr_stack_fatal itself */
   return rc;
 }
 
@@ -124,7 +184,8 @@ void ntr_stack_fatal(struct ntr_ring_header *hdr, int signo, void *ucontext) {
   unw_context_t ctx;
   hdr->bt_signo = (uint32_t)signo;
   hdr->bt_tid = (uint32_t)syscall(SYS_gettid);
-  if (fatal_cursor(&cur, &ctx, ucontext) != 0)
+  /* never dlopen here (a handler): loaded at activation, or no backtrace */
+  if (!__atomic_load_n(&uw.ok, __ATOMIC_ACQUIRE) || fatal_cursor(&cur, &ctx, ucontext) != 0)
     return;
   /* precise[i]: bt_ip[i] is the interrupted instruction itself (frame 0 of
    * a signal context, or the frame right above a signal trampoline), not a
@@ -134,12 +195,12 @@ void ntr_stack_fatal(struct ntr_ring_header *hdr, int signo, void *ucontext) {
   int next_precise = ucontext != NULL;
   do {
     unw_word_t ip = 0;
-    if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
+    if (uw.get_reg(&cur, UNW_REG_IP, &ip) != 0 || ip == 0)
       break;
     precise[depth] = (uint8_t)next_precise;
     hdr->bt_ip[depth++] = ip;
-    next_precise = unw_is_signal_frame(&cur) > 0;
-  } while (depth < NTR_BT_DEPTH && unw_step(&cur) > 0);
+    next_precise = uw.is_signal_frame(&cur) > 0;
+  } while (depth < NTR_BT_DEPTH && uw.step(&cur) > 0);
   /* Release pairs with a live reader's acquire load of bt_depth (nccltrace
    * status); post-mortem readers see the file after we are dead anyway. */
   __atomic_store_n(&hdr->bt_depth, depth, __ATOMIC_RELEASE);

@@ -23,6 +23,11 @@
  * @return the index + 1 of the entry (a record's stack_id), 0 when the stack
  *         could not be captured or the table (NTR_STACK_MAX) is full. */
 uint32_t ntr_stack_capture(struct ntr_ring *ring);
+/* Open libunwind (dlopen, once): done at the first NCCL call, before the
+ * signal handlers exist, so that ntr_stack_fatal finds it; ntr_stack_capture
+ * calls it too.  Not signal-safe.  @return 0, or -ENOENT without
+ * libunwind (then stacks and backtraces are empty). */
+int ntr_stack_load(void);
 
 /* Same for a given ip list (used by ntr_stack_capture; tests use it to
  * exercise deduplication and the full table). */

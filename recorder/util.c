@@ -5,7 +5,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 void ntr_sb_init(struct ntr_sb *sb, char *buf, size_t cap) {
@@ -141,10 +143,27 @@ void ntr_sb_errno(struct ntr_sb *sb, int e) {
   for (size_t i = 0; i < sizeof errno_texts / sizeof errno_texts[0]; i++)
     if (errno_texts[i].e == e) {
       ntr_sb_str(sb, errno_texts[i].text);
+      uint64_t lim;
+      if (e == EFBIG && ntr_fsize_limit(&lim)) {
+        /* the usual cause, and not free space: name the limit */
+        ntr_sb_str(sb, ": past RLIMIT_FSIZE=");
+        ntr_sb_u64(sb, lim);
+        ntr_sb_str(sb, " bytes (ulimit -f)");
+      }
       return;
     }
   ntr_sb_str(sb, "errno ");
   ntr_sb_i64(sb, e);
+}
+
+int ntr_fsize_limit(uint64_t *bytes) {
+  /* the raw system call: getrlimit is not on the async-signal-safe list,
+   * prlimit64 is one system call */
+  struct rlimit rl;
+  if (syscall(SYS_prlimit64, 0, RLIMIT_FSIZE, NULL, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return 0;
+  *bytes = (uint64_t)rl.rlim_cur;
+  return 1;
 }
 
 void ntr_sb_mib(struct ntr_sb *sb, uint64_t bytes) {

@@ -31,7 +31,9 @@ void ntr_sb_component(struct ntr_sb *sb, const char *s, size_t max);
 
 /* Append a short text for errno e (positive or negative): "no space left
  * on device", ..., else "errno N" (strerror is not async-signal-safe). */
-void ntr_sb_errno(struct ntr_sb *sb, int e);
+void ntr_sb_errno(struct ntr_sb *sb, int e); /* EFBIG names RLIMIT_FSIZE when it is set */
+/* RLIMIT_FSIZE's soft limit: 1 and *bytes when there is one, 0 unlimited. */
+int ntr_fsize_limit(uint64_t *bytes);
 /* Append bytes as mebibytes with one decimal: "10.3 MiB". */
 void ntr_sb_mib(struct ntr_sb *sb, uint64_t bytes);
 

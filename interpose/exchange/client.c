@@ -229,6 +229,12 @@ static void *client_thread(void *arg) {
     if ((p[0].revents | p[1].revents) & POLLNVAL)
       continue; /* closed under us: ntx_cl_fds_ok says so */
     now = ntx_cl_now();
+    /* passes are NTX_POLL_MAX_MS apart at most: a long gap is a stop */
+    double away = ntx_freeze_gap(&client->frz, now, 2.0);
+    if (away > 0) {
+      client->woke_at = now;
+      client->away = away;
+    }
     if (client->fd >= 0 && client->state == NTX_CL_CONNECTING && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
       int err = 0;
       socklen_t l = sizeof err;

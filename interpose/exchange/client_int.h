@@ -19,6 +19,7 @@
 #include "interpose/exchange/client_conn.h"
 #include "interpose/exchange/coord.h"
 #include "interpose/exchange/discover.h"
+#include "interpose/exchange/frozen.h"
 #include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 
@@ -132,6 +133,10 @@ struct ntx_client {
   double stream_tokens, stream_t; /* read_ring's rate limit (NTX_STREAM_RATE) */
   int said_waiting, said_gone, said_agg;
   int said_fds;             /* no descriptor for a socket (RLIMIT_NOFILE): said once, instead of "no coordinator answers" */
+  /* This process was stopped (frozen.h): when, and for how long.  A
+   * connection the peer dropped meanwhile is no loss of the peer. */
+  struct ntx_freeze frz;
+  double woke_at, away;
 };
 extern struct ntx_client ntx_cl;
 

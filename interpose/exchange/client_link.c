@@ -278,6 +278,16 @@ void ntx_cl_disconnect(int clean_bye) {
   client->next_connect = now + client->backoff;
   if (!was_ready || __atomic_load_n(&client->stop, __ATOMIC_RELAXED))
     return;
+  if (!clean_bye && client->woke_at > 0 && now - client->woke_at < 10.0) {
+    /* We were the silent one: the peer dropped us after its dead timeout
+     * (it could not look at our process: another host).  Nobody was lost;
+     * the reconnect registers our comms again and checking goes on. */
+    ntx_cl_say("this process was stopped for %.0f s (SIGSTOP, a debugger, a job suspend) and %s closed its "
+               "connection meanwhile; reconnecting", client->away,
+               client->via_agg ? "the node aggregator" : "the coordinator");
+    client->woke_at = 0;
+    return;
+  }
   if (client->via_agg) {
     agg_gone(clean_bye);
   } else if (clean_bye) {

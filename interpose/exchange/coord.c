@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "interpose/exchange/clocksync.h"
+#include "interpose/exchange/frozen.h"
 #include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 #include "recorder/diag.h"
@@ -45,6 +46,9 @@ struct conn {
   size_t out_len, out_cap;
   int want_out;
   struct ntx_clk clk;   /* its clock offset (clocksync.h) */
+  char host[NTX_HOST];  /* its HELLO's, for the stopped-peer check (frozen.h) */
+  int32_t pid;
+  int said_stopped;     /* a stop past the dead timeout: logged once */
 };
 
 struct ntx_coord {
@@ -72,6 +76,7 @@ struct ntx_coord {
   struct ntx_coord_stats st;
   int stop;             /* atomic: ntx_coord_request_stop */
   uint64_t last_log_hash;
+  struct ntx_freeze frz; /* the loop's own passes (frozen.h) */
 };
 
 static double now_s(void) {
@@ -491,6 +496,8 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     co->pending--;
     co->st.clients++;
     ntx_check_client_add(co->chk, id, m.u.hello.host, m.u.hello.pid, m.u.hello.launcher_rank);
+    snprintf(c->host, sizeof c->host, "%s", m.u.hello.host);
+    c->pid = m.u.hello.pid;
     if (m.u.hello.flags & NTX_HELLO_AGG)
       ntx_check_client_set_agg(co->chk, id);
     uint8_t buf[16];
@@ -664,6 +671,15 @@ static void sweep(struct ntx_coord *co, double now) {
     } else if (c->partial_since && now - c->partial_since > co->cfg.slow_timeout_s) {
       co->st.slow_closed++;
       conn_close(co, id, 1, "partial frame timed out");
+    } else if (c->state == C_READY && now - c->last_rx > co->cfg.dead_timeout_s &&
+               ntx_peer_stopped(c->host, c->pid)) {
+      /* Stopped, not dead (a debugger, a suspend): waited for; looked at
+       * again in a second.  Its PINGs resume with it. */
+      if (!c->said_stopped && co->cfg.log)
+        coord_log(co, "connection %u (host %s, pid %d) silent for %.0f s: the process is stopped; waiting for it",
+                  id, c->host, (int)c->pid, now - c->last_rx);
+      c->said_stopped = 1;
+      c->last_rx = now - co->cfg.dead_timeout_s + 1.0;
     } else if (c->state == C_READY && now - c->last_rx > co->cfg.dead_timeout_s) {
       co->st.dead_closed++;
       conn_close(co, id, 1, "silent past the dead timeout");
@@ -705,6 +721,16 @@ void ntx_coord_run(struct ntx_coord *co) {
     int n = epoll_wait(co->ep, evs, 64, 50);
     pthread_mutex_lock(&co->lock);
     double now = now_s();
+    /* This process was stopped (or descheduled for long): nobody could be
+     * heard meanwhile, so every silence timer moves on by the time away. */
+    double away = ntx_freeze_gap(&co->frz, now, 2.0);
+    for (uint32_t id = 0; away > 0 && id < co->cfg.lim.max_clients; id++) {
+      struct conn *c = &co->conns[id];
+      c->opened += away;
+      c->last_rx += away;
+      if (c->partial_since)
+        c->partial_since += away;
+    }
     for (int i = 0; i < n && !co->dead; i++) {
       uint64_t d = evs[i].data.u64;
       if (d == EV_LISTEN) {

@@ -24,6 +24,12 @@ per invocation:
              a strict 2-rank job refuses it with a line naming its pid and
              uid, checks through the coordinator directly, and every
              collective succeeds without waiting for a strict timeout
+  frozen_rank, frozen_rank0, frozen_remote
+             3 ranks async, one SIGSTOPped 12 s during a loop of AllReduce:
+             no "lost" line, no peer_lost dump, a mismatch planted after the
+             resume still reported (frozen_remote, root: the coordinator
+             under another host name cannot look; the resumed rank says it
+             was stopped and reconnects)
 
 Paths come from the environment (set by meson): NTX_LIB, NTX_EMU, NTX_RANK.
 Exit: 0 pass, 1 fail, 77 skip.
@@ -517,6 +523,109 @@ def t_nofile_64(tmp):
 
 def t_nofile_80(tmp):
     nofile_case(tmp, 80)
+
+
+def frozen_case(tmp, victim):
+    # 3 ranks, async check, a loop of AllReduce 20 ms apart; rank `victim`
+    # SIGSTOPped for 12 s (past the coordinator's 10 s dead timeout; its
+    # peers block in their collectives meanwhile), then SIGCONT.  A frozen
+    # rank is not a lost one: no "lost rank" line, no peer_lost dump; and
+    # checking still works after the resume: a mismatch planted then is
+    # reported by every rank.
+    n = 3
+    job = Job(tmp, "frozen", n, {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600"})
+    idfile = os.path.join(tmp, "id")
+    verdict = "mismatch on comm"
+    try:
+        check(job.wait_text(range(n), "calls 20", 30), "ranks not looping")
+        job.procs[victim].send_signal(signal.SIGSTOP)
+        time.sleep(12)
+        job.procs[victim].send_signal(signal.SIGCONT)
+        before = [job.text("out", r).count("calls") for r in range(n)]
+        # the loop goes on after the resume
+        check(job.wait_text(range(n), "calls %d" % (max(before) + 20), 20), "the loop did not resume")
+        time.sleep(1.0)
+        open(idfile + ".cont", "w").close()
+        reported = job.wait_text(range(n), verdict, 20, kind="err")
+        time.sleep(0.3)
+        # what was said and dumped before the driver kills them (after
+        # that, losing rank 0 is real)
+        errs = [job.text("err", r) for r in range(n)]
+        dumps = os.listdir(os.path.join(tmp, "dumps")) if os.path.isdir(os.path.join(tmp, "dumps")) else []
+    finally:
+        job.kill_all()
+    job.show()
+    lost = [(r, ln) for r in range(n) for ln in errs[r].splitlines() if "lost" in ln]
+    print("rank %d stopped 12 s: lost-rank lines %d, peer_lost dumps %d, mismatch after resume reported by %d/%d"
+          % (victim, len(lost), len([d for d in dumps if "peer_lost" in d]),
+             sum(verdict in e for e in errs), n))
+    check(not lost, "a frozen rank reported lost: %s" % lost)
+    check(not [d for d in dumps if "peer_lost" in d], "peer_lost dumps: %s" % dumps)
+    check(reported, "the mismatch planted after the resume was not reported by every rank: %s"
+          % [verdict in e for e in errs])
+
+
+def t_frozen_rank(tmp):
+    frozen_case(tmp, 2)
+
+
+def t_frozen_rank0(tmp):
+    frozen_case(tmp, 0)
+
+
+def t_frozen_remote(tmp):
+    # (root: a UTS namespace) The coordinator runs as if on another host
+    # (a standalone `nccltrace coord` under another host name), so it
+    # cannot look at a silent rank's process: after 10 s it drops rank 2,
+    # stopped for 12 s, and tells the others it was lost (all it can know).
+    # The resumed rank must not take that for the coordinator's loss: it
+    # says it was stopped, reconnects, is admitted again, and a mismatch
+    # planted after the resume is reported by every rank, rank 2 included.
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        print("skip: needs root and unshare (a UTS namespace for another host name)")
+        sys.exit(77)
+    port = free_port()
+    secret = "frozen-remote-test"
+    cerr = open(os.path.join(tmp, "coord.err"), "w")
+    coord = subprocess.Popen(["unshare", "--uts", "sh", "-c", 'hostname ntx-elsewhere && exec "$0" coord --listen '
+                              '127.0.0.1:%d' % port, os.environ["NTX_TOOL"]],
+                             env=dict(os.environ, NCCLTRACE_SECRET=secret), stdout=cerr, stderr=cerr)
+    n, victim = 3, 2
+    job = Job(tmp, "frozen", n, {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600",
+                                 "NCCLTRACE_COORD": "127.0.0.1:%d" % port, "NCCLTRACE_SECRET": secret})
+    idfile = os.path.join(tmp, "id")
+    verdict = "mismatch on comm"
+    try:
+        check(job.wait_text(range(n), "calls 20", 30), "ranks not looping")
+        job.procs[victim].send_signal(signal.SIGSTOP)
+        time.sleep(12)
+        job.procs[victim].send_signal(signal.SIGCONT)
+        before = [job.text("out", r).count("calls") for r in range(n)]
+        check(job.wait_text(range(n), "calls %d" % (max(before) + 20), 20), "the loop did not resume")
+        time.sleep(1.5)  # reconnected and registered again by now
+        open(idfile + ".cont", "w").close()
+        reported = job.wait_text(range(n), verdict, 20, kind="err")
+        time.sleep(0.3)
+        errs = [job.text("err", r) for r in range(n)]
+    finally:
+        job.kill_all()
+        coord.terminate()  # its counters
+        try:
+            coord.wait(5)
+        except subprocess.TimeoutExpired:
+            coord.kill()
+            coord.wait()
+        cerr.close()
+    job.show()
+    with open(os.path.join(tmp, "coord.err")) as f:
+        print("--- coordinator:\n" + f.read())
+    mine = [ln for ln in errs[victim].splitlines() if ln.startswith("nccltrace:")]
+    print("rank %d stopped 12 s, coordinator on another host: its lines %s; mismatch after resume reported by %d/%d"
+          % (victim, mine, sum(verdict in e for e in errs), n))
+    check(not [ln for ln in mine if "lost" in ln], "the resumed rank took its dropped connection for a loss: %s" % mine)
+    check(any("was stopped" in ln for ln in mine), "the resumed rank does not say it was stopped: %s" % mine)
+    check(reported, "the mismatch planted after the resume was not reported by every rank: %s"
+          % [verdict in e for e in errs])
 
 
 def main():

@@ -44,6 +44,11 @@
  *             where the others AllReduce: prints "mm <ncclResult_t>", and
  *             "after ok" when that was refused and an AllReduce after it
  *             gives the right sum; "hung" when it was not refused
+ *   frozen    3 AllReduce, "ready", then AllReduce 20 ms apart, printing
+ *             "calls N" after each, until IDFILE.cont exists (meanwhile
+ *             the driver SIGSTOPs a rank for a while and SIGCONTs it),
+ *             then as stalled after IDFILE.cont: 5 AllReduce, rank 1
+ *             Broadcast where the others AllReduce ("mm ...", "hung")
  * XRANK_OPEN_FDS=N: N descriptors (/dev/null) held open from before init
  * to exit, as an application's own files are.  XRANK_FREE_FDS=N: every
  * descriptor but the N highest taken the same way.
@@ -162,6 +167,26 @@ int main(int argc, char **argv) {
     }
     ncclResult_t r = ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream);
     printf("enqueued %s\n", ncclGetErrorString(r));
+    sleep_ms(60000);
+    return 0;
+  }
+  if (!strcmp(mode, "frozen")) {
+    printf("ready\n");
+    char path[4200];
+    snprintf(path, sizeof path, "%s.cont", argv[4]);
+    for (int i = 1; access(path, F_OK) != 0; i++) {
+      allreduce_checked(comm, nranks);
+      printf("calls %d\n", i);
+      sleep_ms(20);
+    }
+    for (int i = 0; i < 5; i++) {
+      allreduce_checked(comm, nranks);
+      sleep_ms(20);
+    }
+    ncclResult_t r = g_rank == 1 ? ncclBroadcast(dbuf, dbuf, 64, ncclFloat32, 0, comm, stream)
+                                 : ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream);
+    printf("mm %s\n", ncclGetErrorString(r));
+    printf("hung\n");
     sleep_ms(60000);
     return 0;
   }

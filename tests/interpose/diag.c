@@ -18,6 +18,13 @@
  *   diag forkidle   ncclGetUniqueId, then a fork child that makes no NCCL
  *                   call prints "ready PID" and waits; the parent prints
  *                   "child signal N" or "child exit N" when it ends
+ *   diag forkcomm N ncclCommInitRank (one rank) and 5 AllReduce, a unique
+ *                   id for the child; then a fork child (no exec) makes a
+ *                   one-rank comm of its own with it, runs N AllReduce,
+ *                   synchronizes and ends with _exit(0), as Python's
+ *                   multiprocessing children do (destroying nothing: its
+ *                   exit dump holds the comm); the parent prints "child
+ *                   PID exit N" and destroys its comm
  *
  * Exit: 0 done, 1 failure (message on stdout: stderr is under test), 2
  * vfork: a handler did not run, 3 lines: fd 2's flags were changed.
@@ -27,6 +34,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -161,6 +169,50 @@ static int forkidle(void) {
   return 0;
 }
 
+/* A one-rank comm and n AllReduce on a stream of its own, synchronized. */
+static int comm_run(ncclComm_t *comm, int n, const ncclUniqueId *given) {
+  ncclUniqueId id;
+  cudaStream_t s;
+  float *buf;
+  if (given)
+    id = *given;
+  if ((!given && ncclGetUniqueId(&id) != ncclSuccess) || ncclCommInitRank(comm, 1, id, 0) != ncclSuccess ||
+      cudaStreamCreate(&s) != cudaSuccess || cudaMalloc((void **)&buf, 4096) != cudaSuccess) {
+    printf("init failed\n");
+    return -1;
+  }
+  for (int i = 0; i < n; i++)
+    if (ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, *comm, s) != ncclSuccess) {
+      printf("AllReduce failed\n");
+      return -1;
+    }
+  if (cudaStreamSynchronize(s) != cudaSuccess) {
+    printf("cudaStreamSynchronize failed\n");
+    return -1;
+  }
+  return 0;
+}
+
+static int forkcomm(int n) {
+  ncclComm_t parent, child;
+  ncclUniqueId cid; /* made by the parent, as multiprocessing launchers do */
+  if (comm_run(&parent, 5, NULL) || ncclGetUniqueId(&cid) != ncclSuccess)
+    return 1;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    _exit(comm_run(&child, n, &cid) ? 1 : 0); /* as multiprocessing children end */
+  }
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+    printf("fork/waitpid failed\n");
+    return 1;
+  }
+  printf("child %d exit %d\n", (int)pid, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  ncclCommDestroy(parent);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc == 3 && !strcmp(argv[1], "fd2"))
@@ -173,6 +225,8 @@ int main(int argc, char **argv) {
     return idle();
   if (argc == 2 && !strcmp(argv[1], "forkidle"))
     return forkidle();
-  printf("usage: diag fd2 PATH | lines | vfork | idle | forkidle\n");
+  if (argc == 3 && !strcmp(argv[1], "forkcomm"))
+    return forkcomm(atoi(argv[2]));
+  printf("usage: diag fd2 PATH | lines | vfork | idle | forkidle | forkcomm N\n");
   return 1;
 }

@@ -154,12 +154,26 @@ def t_shm_full():
 
 def t_shm_tiny():
     # Item 1: a tmpfs too small for even the smallest ring (64 records, 2.4
-    # MiB), and $TMPDIR on it too: the ring goes to anonymous memory.
+    # MiB), and $TMPDIR on it too: the ring goes to /tmp; and where no file
+    # can take a ring at all (RLIMIT_FSIZE under the smallest ring's size,
+    # as /tmp could not be filled here without harm to others), to
+    # anonymous memory.
+    import resource
     need_root()
     shm = os.path.join(TMP, "tiny")
     mount_tmpfs(shm, "1m")
     env = base_env(NCCLTRACE_RING_DIR=os.path.join(shm, "rings"), TMPDIR=shm)
-    p = start("fill", 70000, env)
+    p = start("fill", 10, env)
+    rc, o, e = finish(p)
+    fl = fallback_lines(e)
+    mine = "/tmp/nccltrace-%d" % os.geteuid()
+    check(rc == 0 and len(fl) == 1 and "is in " + mine in fl[0], "want one line saying the ring is in %s: %s" % (mine, e))
+    print(fl[0])
+
+    def fsize():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+    p = subprocess.Popen([E["prog"], "fill", "70000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=fsize)
     rc, o, e = finish(p)
     check(rc == 0, "exited %d: %s" % (rc, e))
     fl = fallback_lines(e)
@@ -661,6 +675,73 @@ def t_usr1_no_nccl():
     rc, o, e = finish(p, timeout=15)
     check(rc == 0 and "child signal %d" % signal.SIGUSR1 in o, "fork child without NCCL: %s %s" % (o, e))
     print("SIGUSR1 kills diag idle, python, sleep and a fork child without NCCL, traced as untraced")
+
+
+def t_fork_child_comm():
+    # Item 9: a fork child (no exec) that makes its own comm, runs 20
+    # AllReduce, synchronizes and ends with _exit(0), as Python's
+    # multiprocessing children do.  Its exit dump must say all 20 completed
+    # and analyze must not call its healthy run a stall.
+    rc, o, e = run_diag(["forkcomm", "20"], base_env(NCCLTRACE_JOB="forkjob"))
+    check(rc == 0 and "exit 0" in o, "exited %s: %s %s" % (rc, o, e))
+    child = int(o.split("child ")[1].split()[0])
+    dumpdir = os.path.join(TMP, "dumps")
+    dumps = exit_dumps(dumpdir, child)
+    check(len(dumps) == 1, "no exit dump of the child %d: %s" % (child, os.listdir(dumpdir)))
+    comms = json.loads(decode(dumps[0]))["comms"]
+    done = [(c["last_enqueued"], c["last_completed"]) for c in comms]
+    an = subprocess.run([E["tool"], "analyze", "--json", dumpdir], capture_output=True, text=True, timeout=60)
+    verdict = json.loads(an.stdout)["verdict"]["class"] if an.stdout.strip() else an.stderr
+    print("fork child: (enqueued, completed) per comm %s; analyze: %s" % (done, verdict))
+    check(done == [(20, 20)], "the child's dump: (enqueued, completed) %s, want [(20, 20)]" % done)
+    check(verdict == "healthy", "analyze called the healthy parent and child %r" % verdict)
+
+
+def t_fsize_ring():
+    # Low item: a small `ulimit -f` limits every file the process writes;
+    # the lines must name RLIMIT_FSIZE and its value, never "free space".
+    import resource
+    for lim, n in ((4 << 20, 10), (8 << 10, 70000)):
+        def pre(lim=lim):
+            resource.setrlimit(resource.RLIMIT_FSIZE, (lim, lim))
+        p = subprocess.Popen([E["prog"], "fill", str(n)], env=base_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, preexec_fn=pre)
+        rc, o, e = finish(p)
+        check(rc == 0, "RLIMIT_FSIZE=%d: exited %d: %s" % (lim, rc, e))
+        said = lines(e)
+        print("RLIMIT_FSIZE=%d: %s" % (lim, said))
+        check(not [ln for ln in said if "free space" in ln], "RLIMIT_FSIZE=%d reported as free space: %s" % (lim, said))
+        check([ln for ln in said if "RLIMIT_FSIZE=%d" % lim in ln and "ring" in ln],
+              "RLIMIT_FSIZE=%d: no ring line naming the limit: %s" % (lim, said))
+        if lim < 64 << 10:  # the exit dump of 70000 markers is larger than that too
+            check([ln for ln in said if "dump failed" in ln and "RLIMIT_FSIZE=%d" % lim in ln],
+                  "RLIMIT_FSIZE=%d: no dump line naming the limit: %s" % (lim, said))
+
+
+def t_tmpdir_unusable():
+    # Low item: the ring directory and $TMPDIR both unusable (a regular file
+    # in their path): the ring goes to /tmp/nccltrace-<uid>, not to
+    # anonymous memory.
+    blocker = os.path.join(TMP, "file")
+    open(blocker, "w").close()
+    env = base_env(NCCLTRACE_RING_DIR=os.path.join(blocker, "rings"), TMPDIR=os.path.join(blocker, "tmp"))
+    p = start("wait", 10, env)
+    check(p.stdout.readline().strip() == "ready", "did not start")
+    mine = "/tmp/nccltrace-%d" % os.geteuid()
+    rings = glob.glob(os.path.join(mine, "*-%d-*.ring" % p.pid)) + glob.glob(os.path.join(mine, "*-%d.ring" % p.pid))
+    # the tools look there too: status from the default directory, with
+    # the same unusable $TMPDIR
+    senv = {k: v for k, v in env.items() if k not in ("NCCLTRACE_RING_DIR", "LD_PRELOAD")}
+    st_ = subprocess.run([E["tool"], "status"], env=senv, capture_output=True, text=True, timeout=30)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    rc, o, e = finish(p)
+    check(rc == 0, "exited %d: %s" % (rc, e))
+    fl = fallback_lines(e)
+    print(fl)
+    check(rings, "no ring of pid %d in %s: %s" % (p.pid, mine, os.listdir(mine) if os.path.isdir(mine) else "none"))
+    check(len(fl) == 1 and mine in fl[0] and "anonymous" not in fl[0], "want one line naming %s: %s" % (mine, fl))
+    check(str(p.pid) in st_.stdout, "status does not find the ring in %s: %s %s" % (mine, st_.stdout, st_.stderr))
 
 
 TESTS = {k[2:]: v for k, v in globals().items() if k.startswith("t_")}

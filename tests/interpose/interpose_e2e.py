@@ -344,6 +344,41 @@ def t_dumpstorm():
     check(len(notes) == 40 - n, "%d dump-limited notes for %d skipped dumps" % (len(notes), 40 - n))
 
 
+def t_dumpcap():
+    """Issue 27, low item: a total cap on dumps.  NCCLTRACE_MAX_DUMPS=2: of
+    40 SIGUSR1 only 2 dumps, one line naming the knob, the rest dump-capped
+    Notes; NCCLTRACE_DIR_MAX_DUMPS=10 with 10 dumps already in the
+    directory: no SIGUSR1 dump at all.  The exit dump is written in both."""
+    env = base_env()
+    env["NCCLTRACE_RING"] = "4096"
+    env["NCCLTRACE_MAX_DUMPS"] = "2"
+    code, out, err = finish(start_ranks("usr1storm", 1, env))[0]
+    check(code == 0 and "storm done" in out, "exit %s, stdout %r, stderr %r" % (code, out, err))
+    n = len(dumps("*-sigusr1"))
+    capped = [x for x in decode(dumps("*-exit")[0])["records"] if x["kind"] == "Note" and x.get("text") == "dump-capped"]
+    print("NCCLTRACE_MAX_DUMPS=2: %d SIGUSR1 dumps, %d dump-capped notes, exit dumps %d" %
+          (n, len(capped), len(dumps("*-exit"))))
+    check(n == 2, "%d SIGUSR1 dumps under NCCLTRACE_MAX_DUMPS=2: %s" % (n, dumps()))
+    check(err.count("NCCLTRACE_MAX_DUMPS=2 dumps written by this process: further dumps are skipped") == 1,
+          "not exactly one line about the cap: %r" % err)
+    check(len(capped) == 38, "%d dump-capped notes for 38 skipped dumps" % len(capped))
+    for f in dumps():
+        os.unlink(f)
+    for i in range(10):  # another job's dumps in the same directory
+        with open(os.path.join(TMP, "dumps", "nccltrace-other-r%d-h-1-0-exit.zst" % i), "wb") as f:
+            f.write(b"x")
+    env = base_env()
+    env["NCCLTRACE_RING"] = "4096"
+    env["NCCLTRACE_DIR_MAX_DUMPS"] = "10"
+    code, out, err = finish(start_ranks("usr1storm", 1, env))[0]
+    check(code == 0 and "storm done" in out, "exit %s, stdout %r, stderr %r" % (code, out, err))
+    n = len(dumps("*-sigusr1"))
+    print("NCCLTRACE_DIR_MAX_DUMPS=10, 10 there: %d SIGUSR1 dumps, exit dumps %d" % (n, len(dumps("*-exit")) - 10))
+    check(n == 0, "%d SIGUSR1 dumps with the directory at NCCLTRACE_DIR_MAX_DUMPS: %s" % (n, dumps()))
+    check(err.count("(NCCLTRACE_DIR_MAX_DUMPS=10): further dumps are skipped") == 1, "no line: %r" % err)
+    check(len(dumps("*-exit")) == 11, "the exit dump was not written: %s" % dumps())
+
+
 def rings(pattern="*"):
     return sorted(glob.glob(os.path.join(TMP, "rings", "nccltrace-" + pattern + ".ring*")))
 
