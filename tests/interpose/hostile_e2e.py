@@ -292,9 +292,13 @@ def t_collect_fallback():
     check(c.returncode == 0, "collect exited %d: %s" % (c.returncode, c.stderr))
     got = glob.glob(os.path.join(coll, "nccltrace-*-%d-*.zst" % victim.pid))
     check(len(got) == 1 and not os.path.exists(moved[0]), "the ring in $TMPDIR was not collected: %s" % c.stdout)
-    # and with nothing anywhere, the places looked at are named
-    c = subprocess.run([E["tool"], "collect", "--rings", ringdir, "--dir", coll], capture_output=True,
-                       text=True, timeout=60, env=tenv)
+    # and with nothing anywhere, the places looked at are named; the real
+    # /tmp/nccltrace-<uid> (another fallback place, shared with whatever
+    # else runs here) is hidden under an empty tmpfs in a mount namespace
+    mine = "/tmp/nccltrace-%d" % os.geteuid()
+    hide = ("mount -t tmpfs -o mode=0700 none %s && " % mine) if os.path.isdir(mine) else ""
+    c = subprocess.run(["unshare", "-m", "sh", "-c", hide + 'exec "$@"', "sh", E["tool"], "collect", "--rings",
+                        ringdir, "--dir", coll], capture_output=True, text=True, timeout=60, env=tenv)
     check("nothing" in c.stdout and env["TMPDIR"] in c.stdout,
           "an empty collect does not name the fallback place: %s" % c.stdout)
 
@@ -305,15 +309,20 @@ def t_anon_kill():
     # waits for it.  Rank 0's dump says where its ring was, and analyze
     # says that rank 1's ring could not survive the kill instead of
     # calling it a missing collective (a code bug).
-    nofile = os.path.join(TMP, "not-a-dir")
-    open(nofile, "w").close()
-    env = base_env(NCCLTRACE_RING_DIR=os.path.join(nofile, "rings"), TMPDIR=nofile, NCCLTRACE_TIMEOUT="1")
+    # No file can take a ring: RLIMIT_FSIZE under the smallest ring's size
+    # (an unusable $TMPDIR would send the rings to the real /tmp, where a
+    # killed rank's ring would stay behind).
+    import resource
+
+    def fsize():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+    env = base_env(NCCLTRACE_TIMEOUT="1")
     iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
     procs = []
     for r in range(2):
         e = dict(env, RANK=str(r), WORLD_SIZE="2")
         procs.append(subprocess.Popen([E["rank"], "hang", str(r), "2", iddir], env=e, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+                                      stderr=subprocess.PIPE, text=True, preexec_fn=fsize))
     try:
         for p in procs:
             check(p.stdout.readline().strip() == "issued", "pid %d did not issue" % p.pid)
