@@ -71,7 +71,10 @@ with tempfile.TemporaryDirectory() as d:
         left = os.listdir(dumps)
         if os.path.exists(tmp):
             fails.append("B: collect left the temp file: " + r.stdout + r.stderr)
-        fin = [f for f in left if f.endswith(".zst") and not f.startswith(".")]
+        # (collect also sweeps the tracer's fallback places, /tmp/nccltrace-<uid>:
+        # only this job's dumps count)
+        job = user[0].split("-")[1]
+        fin = [f for f in left if f.endswith(".zst") and not f.startswith(".") and f.split("-")[1] == job]
         if len(fin) != 1:
             fails.append("B: collect made no finished dump: %r %s" % (left, r.stdout + r.stderr))
         else:
