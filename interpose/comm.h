@@ -66,6 +66,23 @@ struct __attribute__((aligned(64))) nti_comm {
   uint32_t start_every;           /* a start event every Nth collective, 0 none (atomic) */
   uint64_t ev_free_head, ev_free_tail; /* SPMC free-event ring (atomics) */
   void *ev_free[NTI_EVQ];
+  /* The pool's overflow (watchdog.c "tail events"): two more events,
+   * which ops that find the pool empty (a burst between two polls) record
+   * again, so the newest such op is still timed.  Writers (the op's
+   * thread, or a poller flushing deferred ops) take tail_busy with an
+   * exchange and give up when another holds it; a tail's gen is odd while
+   * one writes, its fields are atomics (relaxed) read between two loads of
+   * it; the watchdog acknowledges a gen it saw complete in done. */
+#define NTI_TAILS 2
+  uint32_t tail_busy;
+  struct nti_tail {
+    void *ev;                     /* (atomic) */
+    uint64_t gen;
+    uint64_t done;                /* gen last seen complete (watchdog; writers read it) */
+    uint64_t seq, pos, pos_first, tsc, stream;
+    uint32_t tid, gid;
+    int p2p;
+  } tail[NTI_TAILS];
   struct nti_pending {
     uint64_t turn;                /* Vyukov cell sequence (atomic) */
     void *ev;

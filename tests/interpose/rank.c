@@ -32,6 +32,9 @@
  *            /proc/self/status), exit 0
  *   usr1storm 5 collectives, then raise(SIGUSR1) 40 times (each one asks
  *            for a dump, synchronously), "storm done", exit 0
+ *   manyops  RANK_OPS (default 1100) collectives, synchronized every 100,
+ *            then one more (NCCLEMU_FAULT=stall:RANK_OPS+1 never completes
+ *            it), "issued", sleep until killed
  *
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded; the handlers only write(2).
@@ -307,6 +310,16 @@ int main(int argc, char **argv) {
     say("nb issued\n");
     sleep_ms(300);
     _exit(0);
+  }
+  if (!strcmp(mode, "manyops")) {
+    const char *v = getenv("RANK_OPS");
+    int n = v ? atoi(v) : 1100;
+    for (int done = 0; done < n; done += 100)
+      allreduces(&c, n - done < 100 ? n - done : 100);
+    NCCL(ncclAllReduce(c.a, c.b, 256, ncclFloat, ncclSum, c.comm, c.s));
+    say("issued\n");
+    for (;;)
+      sleep_ms(1000);
   }
   if (!strcmp(mode, "hang")) {
     allreduces(&c, 2);
