@@ -421,7 +421,7 @@ void nti_start_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t po
 
 void nti_start_boost(unsigned long long comm_id) {
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
-    if (c->cs && c->cs->comm_id == comm_id) {
+    if (!__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE) && c->cs->comm_id == comm_id) {
       __atomic_store_n(&c->start_every, 1, __ATOMIC_RELAXED);
       if (nti_tracked(c))
         nti_comm_fast_off(c); /* start events: the slow path's */
@@ -836,9 +836,32 @@ static void recent_scan(int final) {
   nti_comm_seq_sync_all();
   uint64_t head = __atomic_load_n(&nti_proc.ring.hdr->head, __ATOMIC_ACQUIRE);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+    if (__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE))
+      continue; /* its slot may be another comm's now */
     recent_scan_comm(c, head, final);
     recent_patch(c);
   }
+}
+
+/* A dead comm (destroyed, aborted, or its init failed) with nothing left
+ * to watch -- the call that ended it returned, no event in flight, no
+ * deferred op, tails idle -- is retired: its slot may go to a new comm
+ * (registry.c), and the watchdog never looks at it again.  Watchdog only. */
+static void maybe_retire(struct nti_comm *c) {
+  if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
+    return;
+  uint32_t lc = __atomic_load_n(&c->cs->lifecycle, __ATOMIC_ACQUIRE);
+  if (lc != NTR_COMM_DESTROYED && lc != NTR_COMM_ABORTED && lc != NTR_COMM_INIT_FAILED)
+    return;
+  /* Acquire pairs with the clear after the ending call's EXIT record. */
+  if (__atomic_load_n(&c->cs->blocked_since, __ATOMIC_ACQUIRE) || c->incall_mark ||
+      c->pend_head != __atomic_load_n(&c->pend_tail, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->ndefer, __ATOMIC_RELAXED))
+    return;
+  for (int i = 0; i < NTI_TAILS; i++)
+    if (__atomic_load_n(&c->tail[i].ev, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&c->tail[i].gen, __ATOMIC_ACQUIRE) != __atomic_load_n(&c->tail[i].done, __ATOMIC_RELAXED))
+      return;
+  nti_comm_retire(c);
 }
 
 static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
@@ -924,11 +947,15 @@ static void *watchdog_main(void *arg) {
     nti_py_poll(); /* a Python loaded since our first NCCL call */
     recent_scan(0);
     for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+      if (__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE))
+        continue;
       poll_events(c, now, tmo);
       poll_lifecycle(c, now, tmo);
       poll_incall(c, now, tmo);
       if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
         poll_async(c);
+      else
+        maybe_retire(c);
     }
     /* Release: the asker that sees it sees the pass's stores (last_completed). */
     __atomic_store_n(&wd_pass_done, req, __ATOMIC_RELEASE);
@@ -1006,7 +1033,8 @@ void nti_watchdog_stop(void) {
   int mode = CU_CAPTURE_MODE_RELAXED;
   capture_mode_swap(&mode);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
-    poll_events(c, now, 0);
+    if (!__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE))
+      poll_events(c, now, 0);
   capture_mode_swap(&mode);
 }
 
