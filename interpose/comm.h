@@ -50,6 +50,10 @@ struct __attribute__((aligned(64))) nti_comm {
   };
   int nonblocking;
   int live;              /* 0 once destroy/abort began: watchdog leaves it alone */
+  /* 1 once the watchdog is done with this dead comm (destroyed, aborted or
+   * failed init, nothing in flight): its slot may go to a new comm, and no
+   * tracer thread touches cs from then on (atomic; registry.c). */
+  uint32_t retired;
   uint32_t async_poller; /* 1 while one thread polls ncclCommGetAsyncError and
                             records the change (atomic exchange; others skip) */
   /* The profiler plugin's claim (profiler.c, nti_plugin_claim): 0 none,
@@ -66,6 +70,23 @@ struct __attribute__((aligned(64))) nti_comm {
   uint32_t start_every;           /* a start event every Nth collective, 0 none (atomic) */
   uint64_t ev_free_head, ev_free_tail; /* SPMC free-event ring (atomics) */
   void *ev_free[NTI_EVQ];
+  /* The pool's overflow (watchdog.c "tail events"): two more events,
+   * which ops that find the pool empty (a burst between two polls) record
+   * again, so the newest such op is still timed.  Writers (the op's
+   * thread, or a poller flushing deferred ops) take tail_busy with an
+   * exchange and give up when another holds it; a tail's gen is odd while
+   * one writes, its fields are atomics (relaxed) read between two loads of
+   * it; the watchdog acknowledges a gen it saw complete in done. */
+#define NTI_TAILS 2
+  uint32_t tail_busy;
+  struct nti_tail {
+    void *ev;                     /* (atomic) */
+    uint64_t gen;
+    uint64_t done;                /* gen last seen complete (watchdog; writers read it) */
+    uint64_t seq, pos, pos_first, tsc, stream;
+    uint32_t tid, gid;
+    int p2p;
+  } tail[NTI_TAILS];
   struct nti_pending {
     uint64_t turn;                /* Vyukov cell sequence (atomic) */
     void *ev;
@@ -143,8 +164,18 @@ extern struct nti_comm nti_comm_none;
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind);
 int nti_comm_bind(struct nti_comm *c, ncclComm_t handle);
 void nti_comm_unbind(struct nti_comm *c);
+/* Lifecycle.c's part of a slot's change of hands (under nti_life_lock):
+ * the old owner's final state into the main ring, a NOTE "slot reused",
+ * and out of the exchange's table, before the slot is wiped; and a comm
+ * that got no slot: said once, a NOTE "unwatched" naming it. */
+void nti_life_slot_reused(const struct ntr_comm_state *cs);
+void nti_life_unwatched(uint64_t comm_id, int rank, int nranks);
 /* Fork child only: drop every entry (they pointed into the parent's ring). */
 void nti_registry_forget_all(void);
+/* The watchdog is done with dead comm c (see retired): its ring slot joins
+ * the slots nti_comm_create may reuse, oldest retired first.  Takes
+ * nti_life_lock. */
+void nti_comm_retire(struct nti_comm *c);
 /* Every comm (watchdog iteration), newest first; entries are never freed. */
 struct nti_comm *nti_comm_list(void);
 /* cs->coll_seq of every comm brought up to its counter, c->coll_seq

@@ -26,6 +26,9 @@ void ntx_keys_learn_local(void);
 /* Called at the ENTRY of every communicator init/split/shrink, after cs has
  * comm_id, rank, nranks: registers the rank with the coordinator. */
 void ntx_comm_register(struct ntr_comm_state *cs);
+/* The comm whose state is cs is gone and its slot goes to another comm:
+ * its registration is dropped (the coordinator keeps what it was told). */
+void ntx_comm_unregister(const struct ntr_comm_state *cs);
 /* Strict mode: the calling thread's pending collective(s) (one call, or every
  * record of an outermost group) wait for every rank's fingerprints.
  * @return 0 to proceed, -1 to refuse (msg says what differs). */

@@ -155,6 +155,11 @@ static int job_better(int cls, int32_t nranks, uint64_t id, int bcls, int32_t bn
  * own choice, which later communicators may still improve.  Under
  * nti_life_lock, like every call of nti_job_from_comm. */
 static int job_derived;
+/* The best comm seen so far: kept here, since a retired comm's state goes
+ * with its slot (registry.c) and the choice must not go back. */
+static int best_cls = -1;
+static int32_t best_n;
+static uint64_t best_id;
 
 void nti_job_from_comm(uint64_t comm_id) {
   if ((nti_cfg.job[0] && !job_derived) || !nti_active())
@@ -163,9 +168,9 @@ void nti_job_from_comm(uint64_t comm_id) {
    * includes the one just created; it only grows, under nti_life_lock).
    * design §6 / docs/identity.md "Job id": deriving from the first comm
    * made ranks whose threads create comms concurrently disagree. */
-  int bcls = -1;
-  int32_t bn = 0;
-  uint64_t bid = 0;
+  int bcls = best_cls;
+  int32_t bn = best_n;
+  uint64_t bid = best_id;
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
     const struct ntr_comm_state *cs = c->cs;
     int cls = job_class(cs->init_kind);
@@ -175,6 +180,9 @@ void nti_job_from_comm(uint64_t comm_id) {
       bid = cs->comm_id;
     }
   }
+  best_cls = bcls;
+  best_n = bn;
+  best_id = bid;
   /* Registry full (the comm got no slot) or only split/shrink children of
    * comms we never saw: the comm at hand is all we know. */
   if (!bid && !job_derived)

@@ -88,6 +88,37 @@ static int env_nonblocking(void) {
   return v && v[0] == '0' && v[1] == 0;
 }
 
+void nti_life_slot_reused(const struct ntr_comm_state *cs) {
+  /* The final state, as a reader of the slot would have had it. */
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_NOTE, NTR_PHASE_EVENT, NULL);
+  r->comm_id = cs->comm_id;
+  r->rank = cs->rank;
+  r->nranks = cs->nranks;
+  r->seq = __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED);
+  r->count = __atomic_load_n(&cs->last_completed, __ATOMIC_RELAXED);
+  r->aux = __atomic_load_n(&cs->lifecycle, __ATOMIC_RELAXED);
+  r->result = __atomic_load_n(&cs->async_error, __ATOMIC_RELAXED);
+  strncpy(r->u.text, "slot reused", sizeof r->u.text); /* NUL-padded */
+  nti_record_end(r, pos, NULL);
+  ntx_comm_unregister(cs);
+}
+
+void nti_life_unwatched(uint64_t comm_id, int rank, int nranks) {
+  static int said; /* under nti_life_lock */
+  if (!said++)
+    nti_say("more than %u communicators alive at once: comm %016llx rank %d and later ones are not watched "
+            "(no timeout, no cross-rank check; their calls are recorded without a comm id)",
+            NTR_COMM_MAX, (unsigned long long)comm_id, rank);
+  uint64_t pos;
+  struct ntr_record *r = nti_record_begin(&pos, NTR_KIND_NOTE, NTR_PHASE_EVENT, NULL);
+  r->comm_id = comm_id;
+  r->rank = rank;
+  r->nranks = nranks;
+  strncpy(r->u.text, "unwatched", sizeof r->u.text); /* NUL-padded */
+  nti_record_end(r, pos, NULL);
+}
+
 static struct nti_comm *new_comm(uint64_t id, int rank, int nranks, unsigned kind, int nonblocking,
                                  uint64_t parent, uint64_t aux) {
   pthread_mutex_lock(&nti_life_lock);

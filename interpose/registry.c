@@ -10,7 +10,19 @@
  * A removed entry becomes a tombstone (key = NTI_REG_TOMB) so probe chains stay
  * intact; nti_comm structs are never freed, so a reader that raced with an
  * unbind holds a pointer to a dead but valid struct (its live flag is 0).
+ *
+ * Ring slots (ntr_comm_state) are NTR_COMM_MAX per process: fresh ones
+ * first; then the slot of the comm the watchdog retired longest ago
+ * (destroyed, aborted or failed, nothing in flight: nti_comm_retire), so a
+ * process that makes and destroys comms all its life keeps every new one
+ * watched, and the latest dead ones keep their state longest.  Its old
+ * owner's final state goes into the main ring first, a NOTE "slot reused"
+ * (docs/dump-format.md), then the owner is pointed at a private state
+ * nobody reads and the slot wiped for readers (ntr_ring_comm_wipe).  Past
+ * NTR_COMM_MAX comms alive at once a new one gets no slot: said once,
+ * and each such comm leaves a NOTE "unwatched" naming it.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,14 +33,58 @@ struct nti_reg_slot nti_reg_table[NTI_REG_SLOTS]; /* lookup: nti.h */
 static struct nti_comm *all_comms; /* newest first (atomic head) */
 pthread_mutex_t nti_life_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Retired comms whose slots may be reused, oldest first (under
+ * nti_life_lock): at most one per slot, so NTR_COMM_MAX entries hold them. */
+static struct nti_comm *retired[NTR_COMM_MAX];
+static uint32_t ret_head, ret_tail;
+/* What a retired comm's cs points at once its slot is reused: stray
+ * stores of a late writer land here, and nobody reads it. */
+static struct ntr_comm_state grave;
+/* Threads inside nti_comm_seq_sync_all (atomic): a slot is reused only
+ * when none may still hold its old owner's cs. */
+static uint32_t sync_active;
+
+void nti_comm_retire(struct nti_comm *c) {
+  pthread_mutex_lock(&nti_life_lock);
+  if (!__atomic_load_n(&c->retired, __ATOMIC_RELAXED) && ret_tail - ret_head < NTR_COMM_MAX) {
+    /* Release: the watchdog's last writes to cs come before the slot's reuse. */
+    __atomic_store_n(&c->retired, 1, __ATOMIC_RELEASE);
+    retired[ret_tail++ % NTR_COMM_MAX] = c;
+  }
+  pthread_mutex_unlock(&nti_life_lock);
+}
+
+/* The oldest retired comm's slot, wiped, its final state in the main ring
+ * first.  Under nti_life_lock.  NULL when none (or a sync never ends). */
+static struct ntr_comm_state *slot_reuse(void) {
+  if (ret_head == ret_tail)
+    return NULL;
+  struct nti_comm *old = retired[ret_head % NTR_COMM_MAX];
+  struct ntr_comm_state *cs = old->cs;
+  /* From here a new sync reads the grave; one that loaded cs before is
+   * waited for (each is a short loop of atomics, never blocked). */
+  __atomic_store_n(&old->cs, &grave, __ATOMIC_SEQ_CST);
+  for (int i = 0; __atomic_load_n(&sync_active, __ATOMIC_SEQ_CST); i++) {
+    if (i == 100000) {
+      __atomic_store_n(&old->cs, cs, __ATOMIC_SEQ_CST);
+      return NULL;
+    }
+    sched_yield();
+  }
+  ret_head++;
+  nti_life_slot_reused(cs);
+  ntr_ring_comm_wipe(cs);
+  return cs;
+}
+
 struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_t init_kind) {
   if (!nti_active())
     return NULL;
   struct ntr_comm_state *cs = ntr_ring_comm_alloc(&nti_proc.ring);
+  if (!cs)
+    cs = slot_reuse();
   if (!cs) {
-    static int said;
-    if (!said++)
-      nti_say("more than %u communicators: later ones are recorded without a comm id", NTR_COMM_MAX);
+    nti_life_unwatched(comm_id, rank, nranks);
     return NULL;
   }
   /* sizeof is a multiple of the alignment (64): see struct nti_comm */
@@ -62,14 +118,19 @@ struct nti_comm *nti_comm_create(uint64_t comm_id, int rank, int nranks, uint32_
 struct nti_comm nti_comm_none = {.handle = (ncclComm_t)NTI_REG_TOMB, .fast_handle = (ncclComm_t)NTI_REG_TOMB};
 
 void nti_comm_seq_sync_all(void) {
+  /* Seq-cst against slot_reuse: it either sees us here, or we see the
+   * grave it stored in the old owner's cs. */
+  __atomic_add_fetch(&sync_active, 1, __ATOMIC_SEQ_CST);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+    struct ntr_comm_state *cs = __atomic_load_n(&c->cs, __ATOMIC_SEQ_CST);
     /* Relaxed: a statistic of the mapping, each value a whole word. */
     uint64_t seq = __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED);
-    uint64_t old = __atomic_load_n(&c->cs->coll_seq, __ATOMIC_RELAXED);
+    uint64_t old = __atomic_load_n(&cs->coll_seq, __ATOMIC_RELAXED);
     while (old < seq &&
-           !__atomic_compare_exchange_n(&c->cs->coll_seq, &old, seq, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+           !__atomic_compare_exchange_n(&cs->coll_seq, &old, seq, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
       ;
   }
+  __atomic_sub_fetch(&sync_active, 1, __ATOMIC_SEQ_CST);
 }
 
 void nti_comm_fast_off(struct nti_comm *c) {
@@ -181,4 +242,6 @@ void nti_registry_forget_all(void) {
   /* Fork child, single-threaded: plain stores are enough. */
   memset(nti_reg_table, 0, sizeof nti_reg_table);
   all_comms = NULL;
+  ret_head = ret_tail = 0;
+  sync_active = 0;
 }

@@ -263,6 +263,67 @@ static int pend_push(struct nti_comm *c, void *ev, void *stream, uint64_t seq, u
   }
 }
 
+/* The tail events: an op that finds the pool empty records one again.  A
+ * burst of more ops than the pool holds between two polls (start and
+ * completion events, two per collective) used to leave the ops past the
+ * pool untracked -- and with them the next op, issued before the watchdog
+ * had taken the burst's events back, which never timed out when it was
+ * the one that hung.  CUDA lets an event be recorded again (it then stands
+ * for the newest record), and stream order makes its completion that of
+ * every op before it on the stream: so the newest op of the burst is
+ * timed, and the run is marked complete with it.  Of two tails, a writer
+ * takes one the watchdog has seen complete, else records again the one
+ * holding the older op: the other keeps the op before, so when the newest
+ * hangs, the one before it is still seen complete (last_completed is
+ * exact).  One stream per tail: an op on another stream than both
+ * unacknowledged tails stays untracked, as does one that finds another
+ * writer here (never waited for).  @return 0 tracked. */
+static int tail_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
+                      uint64_t tsc, int p2p, uint32_t tid, uint32_t gid) {
+  if (__atomic_exchange_n(&c->tail_busy, 1, __ATOMIC_ACQUIRE))
+    return -1;
+  struct nti_tail *t = NULL;
+  int fresh = 0;
+  for (int i = 0; i < NTI_TAILS && !fresh; i++) {
+    struct nti_tail *x = &c->tail[i];
+    if (!__atomic_load_n(&x->ev, __ATOMIC_ACQUIRE))
+      continue;
+    /* gen is written only under tail_busy: a plain read */
+    if (x->gen == __atomic_load_n(&x->done, __ATOMIC_ACQUIRE)) {
+      t = x;
+      fresh = 1;
+    } else if (__atomic_load_n(&x->stream, __ATOMIC_RELAXED) == (uint64_t)(uintptr_t)stream &&
+               (!t || __atomic_load_n(&x->pos, __ATOMIC_RELAXED) < __atomic_load_n(&t->pos, __ATOMIC_RELAXED))) {
+      t = x;
+    }
+  }
+  if (!t) {
+    __atomic_store_n(&c->tail_busy, 0, __ATOMIC_RELEASE);
+    return -1;
+  }
+  uint64_t g = t->gen;
+  __atomic_store_n(&t->gen, g + 1, __ATOMIC_RELAXED);
+  /* The odd gen is visible before the record: a query the watchdog makes
+   * after it is discarded (it reads the gen again after its query). */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (fresh)
+    __atomic_store_n(&t->pos_first, pos_first, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->seq, seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->pos, pos, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->tsc, tsc, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->stream, (uint64_t)(uintptr_t)stream, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->tid, tid, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->gid, gid, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->p2p, p2p, __ATOMIC_RELAXED);
+  /* Safe: ordinary stream work on a stream that is not capturing. */
+  (void)cu.event_record(t->ev, stream);
+  /* Release pairs with the watchdog's acquire of the gen: fields and
+   * record are done. */
+  __atomic_store_n(&t->gen, g + 2, __ATOMIC_RELEASE);
+  __atomic_store_n(&c->tail_busy, 0, __ATOMIC_RELEASE);
+  return 0;
+}
+
 /* tid, gid: the thread and group whose records [pos_first, pos] are
  * (complete_records matches them). */
 static void track_as(struct nti_comm *c, void *stream, uint64_t seq, uint64_t pos_first, uint64_t pos,
@@ -287,7 +348,9 @@ static void track_as(struct nti_comm *c, void *stream, uint64_t seq, uint64_t po
   }
   void *ev = ev_take(c);
   if (!ev) {
-    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
+    /* A replay counts in replays_done one by one: no tail for it. */
+    if (replay || tail_track(c, stream, seq, pos_first, pos, tsc, p2p, tid, gid) < 0)
+      nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
     return;
   }
   /* An event that fails to record is still queued: the watchdog's query
@@ -298,7 +361,8 @@ static void track_as(struct nti_comm *c, void *stream, uint64_t seq, uint64_t po
   (void)rr;
   if (pend_push(c, ev, stream, seq, pos_first, pos, tsc, p2p, replay, 0, tid, gid) < 0) {
     /* Rare: the event leaks (the watchdog creates new ones). */
-    nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
+    if (replay || tail_track(c, stream, seq, pos_first, pos, tsc, p2p, tid, gid) < 0)
+      nti_record_patch(pos, c, NTI_KEEP_RESULT, NTR_REC_NO_TRACKING, 0);
   }
 }
 
@@ -357,7 +421,7 @@ void nti_start_track(struct nti_comm *c, void *stream, uint64_t seq, uint64_t po
 
 void nti_start_boost(unsigned long long comm_id) {
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
-    if (c->cs && c->cs->comm_id == comm_id) {
+    if (!__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE) && c->cs->comm_id == comm_id) {
       __atomic_store_n(&c->start_every, 1, __ATOMIC_RELAXED);
       if (nti_tracked(c))
         nti_comm_fast_off(c); /* start events: the slow path's */
@@ -429,6 +493,11 @@ void nti_watchdog_comm_ready(struct nti_comm *c) {
     return;
   }
   ev_fill(c, NTI_EVQ / 2);
+  for (int i = 0; i < NTI_TAILS; i++) {
+    void *tail = NULL;
+    if (cu.event_create(&tail, CU_EV_DISABLE_TIMING) == 0 && tail)
+      __atomic_store_n(&c->tail[i].ev, tail, __ATOMIC_RELEASE);
+  }
   __atomic_store_n(&c->start_every, nti_cfg.start_every, __ATOMIC_RELAXED);
   __atomic_store_n(&c->cu_ctx, ctx, __ATOMIC_RELEASE); /* pairs with ctx_of() */
   nti_comm_flags_update(c);
@@ -469,11 +538,84 @@ static void replay_timeout_report(struct nti_comm *c, const struct ntr_record *g
   nti_dump_now(NTR_TRIG_TIMEOUT, 0, 0, reason);
 }
 
+/* The oldest op of a comm seen not complete at this poll: the head of its
+ * pending events, or the tail event's op when that one is older. */
+struct wd_wait {
+  int set;
+  uint64_t pos, seq, tsc;
+};
+
+/* A tail event (tail_track): its newest op, once its writer is done (the
+ * gen read again after the query says no write overlapped).  Complete:
+ * every op of the run on its stream is; not ready: a candidate for the
+ * timeout.  A failed query acknowledges it too (as a failed pooled event
+ * is given back). */
+static void poll_tail(struct nti_comm *c, struct nti_tail *t, uint64_t now, struct wd_wait *w) {
+  void *ev = __atomic_load_n(&t->ev, __ATOMIC_ACQUIRE);
+  if (!ev)
+    return;
+  /* Acquire pairs with the writer's release of the even gen. */
+  uint64_t g = __atomic_load_n(&t->gen, __ATOMIC_ACQUIRE);
+  if ((g & 1) || g == __atomic_load_n(&t->done, __ATOMIC_RELAXED))
+    return;
+  struct nti_pending cell = {
+      .seq = __atomic_load_n(&t->seq, __ATOMIC_RELAXED),
+      .pos = __atomic_load_n(&t->pos, __ATOMIC_RELAXED),
+      .pos_first = __atomic_load_n(&t->pos_first, __ATOMIC_RELAXED),
+      .tsc = __atomic_load_n(&t->tsc, __ATOMIC_RELAXED),
+      .stream = __atomic_load_n(&t->stream, __ATOMIC_RELAXED),
+      .tid = __atomic_load_n(&t->tid, __ATOMIC_RELAXED),
+      .group_id = __atomic_load_n(&t->gid, __ATOMIC_RELAXED),
+      .p2p = __atomic_load_n(&t->p2p, __ATOMIC_RELAXED),
+  };
+  /* Potentially unsafe, made only in thread-local or relaxed mode, as the
+   * pool's queries (poll_events). */
+  cu_result q = cu.event_query(ev);
+  /* Pairs with the writer's fence after its odd gen: a record that began
+   * before the query shows here. */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&t->gen, __ATOMIC_RELAXED) != g)
+    return; /* recorded again meanwhile: next poll */
+  if (q == CU_NOT_READY) {
+    if (!w->set || cell.pos < w->pos)
+      *w = (struct wd_wait){1, cell.pos, cell.seq, cell.tsc};
+    return;
+  }
+  if (q == 0) {
+    if (!cell.p2p && cell.seq > __atomic_load_n(&c->cs->last_completed, __ATOMIC_RELAXED))
+      __atomic_store_n(&c->cs->last_completed, cell.seq, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->cs->last_complete_tsc, now, __ATOMIC_RELAXED);
+    complete_records(c, &cell, now);
+  }
+  /* Release pairs with tail_track's acquire: a later op starts a new run. */
+  __atomic_store_n(&t->done, g, __ATOMIC_RELEASE);
+}
+
+/* A destroyed (or aborted) comm whose tails are idle: their events go back
+ * to the driver, and tail_busy stays taken (no writer records one again). */
+static void tail_release(struct nti_comm *c) {
+  uint32_t lc = __atomic_load_n(&c->cs->lifecycle, __ATOMIC_ACQUIRE);
+  if (lc != NTR_COMM_DESTROYED && lc != NTR_COMM_ABORTED)
+    return;
+  for (int i = 0; i < NTI_TAILS; i++)
+    if (__atomic_load_n(&c->tail[i].ev, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&c->tail[i].gen, __ATOMIC_ACQUIRE) != __atomic_load_n(&c->tail[i].done, __ATOMIC_RELAXED))
+      return;
+  if (__atomic_exchange_n(&c->tail_busy, 1, __ATOMIC_ACQUIRE))
+    return;
+  for (int i = 0; i < NTI_TAILS; i++) {
+    void *ev = __atomic_exchange_n(&c->tail[i].ev, NULL, __ATOMIC_ACQ_REL);
+    if (ev)
+      cu.event_destroy(ev); /* not a potentially unsafe call */
+  }
+}
+
 static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
   void *ctx = ctx_of(c);
   if (!cu_ready() || !ctx)
     return;
   cu.ctx_set(ctx); /* binds a context, touches no stream: safe during a capture */
+  struct wd_wait w = {0};
   for (;;) {
     uint64_t h = c->pend_head;
     struct nti_pending *cell = &c->pend[h & (NTI_EVQ - 1)];
@@ -487,16 +629,7 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     if (q == CU_NOT_READY) {
       /* Events on one comm complete in order: the oldest pending one is the
        * first op that has not finished. */
-      if (tmo && now > cell->tsc && now - cell->tsc > tmo && cell->pos + 1 > c->timeout_reported_pos) {
-        c->timeout_reported_pos = cell->pos + 1;
-        struct ntr_record r;
-        unsigned kind = ntr_ring_read_slot(&nti_proc.ring.slots[cell->pos & nti_proc.ring.mask], &r) == cell->pos + 1
-                            ? r.kind : 0;
-        if (kind == NTR_KIND_GRAPH_LAUNCH)
-          replay_timeout_report(c, &r, secs(now - cell->tsc));
-        else
-          timeout_report(c, cell->seq, kind ? nti_kind_name(kind) : "op", secs(now - cell->tsc));
-      }
+      w = (struct wd_wait){1, cell->pos, cell->seq, cell->tsc};
       break;
     }
     if (q == 0 && cell->start) {
@@ -519,11 +652,23 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     __atomic_store_n(&cell->turn, h + NTI_EVQ, __ATOMIC_RELEASE);
     c->pend_head = h + 1;
   }
+  for (int i = 0; i < NTI_TAILS; i++)
+    poll_tail(c, &c->tail[i], now, &w);
+  if (tmo && w.set && now > w.tsc && now - w.tsc > tmo && w.pos + 1 > c->timeout_reported_pos) {
+    c->timeout_reported_pos = w.pos + 1;
+    struct ntr_record r;
+    unsigned kind = ntr_ring_read_slot(&nti_proc.ring.slots[w.pos & nti_proc.ring.mask], &r) == w.pos + 1 ? r.kind : 0;
+    if (kind == NTR_KIND_GRAPH_LAUNCH)
+      replay_timeout_report(c, &r, secs(now - w.tsc));
+    else
+      timeout_report(c, w.seq, kind ? nti_kind_name(kind) : "op", secs(now - w.tsc));
+  }
   if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE)) {
     /* Only when the pool runs low (more than 3/8 of the queue in flight at
      * once), then back to half: a driver's cuEventCreate may allocate, and
      * a malloc on this thread costs it a glibc arena, 64 MiB of address
-     * space (recorder/heap.h); the init fill covers ordinary depths. */
+     * space (recorder/heap.h); the init fill covers ordinary depths, the
+     * tail event a burst past them. */
     if (c->ev_free_tail - __atomic_load_n(&c->ev_free_head, __ATOMIC_ACQUIRE) < NTI_EVQ / 8)
       ev_fill(c, NTI_EVQ / 2);
   } else if (c->pend_head == __atomic_load_n(&c->pend_tail, __ATOMIC_ACQUIRE)) {
@@ -531,6 +676,7 @@ static void poll_events(struct nti_comm *c, uint64_t now, uint64_t tmo) {
     void *ev;
     while ((ev = ev_take(c)))
       cu.event_destroy(ev); /* not a potentially unsafe call */
+    tail_release(c);
   }
 }
 
@@ -690,9 +836,32 @@ static void recent_scan(int final) {
   nti_comm_seq_sync_all();
   uint64_t head = __atomic_load_n(&nti_proc.ring.hdr->head, __ATOMIC_ACQUIRE);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+    if (__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE))
+      continue; /* its slot may be another comm's now */
     recent_scan_comm(c, head, final);
     recent_patch(c);
   }
+}
+
+/* A dead comm (destroyed, aborted, or its init failed) with nothing left
+ * to watch -- the call that ended it returned, no event in flight, no
+ * deferred op, tails idle -- is retired: its slot may go to a new comm
+ * (registry.c), and the watchdog never looks at it again.  Watchdog only. */
+static void maybe_retire(struct nti_comm *c) {
+  if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
+    return;
+  uint32_t lc = __atomic_load_n(&c->cs->lifecycle, __ATOMIC_ACQUIRE);
+  if (lc != NTR_COMM_DESTROYED && lc != NTR_COMM_ABORTED && lc != NTR_COMM_INIT_FAILED)
+    return;
+  /* Acquire pairs with the clear after the ending call's EXIT record. */
+  if (__atomic_load_n(&c->cs->blocked_since, __ATOMIC_ACQUIRE) || c->incall_mark ||
+      c->pend_head != __atomic_load_n(&c->pend_tail, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->ndefer, __ATOMIC_RELAXED))
+    return;
+  for (int i = 0; i < NTI_TAILS; i++)
+    if (__atomic_load_n(&c->tail[i].ev, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&c->tail[i].gen, __ATOMIC_ACQUIRE) != __atomic_load_n(&c->tail[i].done, __ATOMIC_RELAXED))
+      return;
+  nti_comm_retire(c);
 }
 
 static void poll_lifecycle(struct nti_comm *c, uint64_t now, uint64_t tmo) {
@@ -778,11 +947,15 @@ static void *watchdog_main(void *arg) {
     nti_py_poll(); /* a Python loaded since our first NCCL call */
     recent_scan(0);
     for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
+      if (__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE))
+        continue;
       poll_events(c, now, tmo);
       poll_lifecycle(c, now, tmo);
       poll_incall(c, now, tmo);
       if (__atomic_load_n(&c->live, __ATOMIC_ACQUIRE))
         poll_async(c);
+      else
+        maybe_retire(c);
     }
     /* Release: the asker that sees it sees the pass's stores (last_completed). */
     __atomic_store_n(&wd_pass_done, req, __ATOMIC_RELEASE);
@@ -860,7 +1033,8 @@ void nti_watchdog_stop(void) {
   int mode = CU_CAPTURE_MODE_RELAXED;
   capture_mode_swap(&mode);
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
-    poll_events(c, now, 0);
+    if (!__atomic_load_n(&c->retired, __ATOMIC_ACQUIRE))
+      poll_events(c, now, 0);
   capture_mode_swap(&mode);
 }
 

@@ -255,6 +255,25 @@ struct ntr_comm_state *ntr_ring_comm_alloc(struct ntr_ring *ring) {
   return cs;
 }
 
+void ntr_ring_comm_wipe(struct ntr_comm_state *cs) {
+  /* Release: a reader that sees a later store sees these. */
+  __atomic_store_n(&cs->lifecycle, NTR_COMM_FREE, __ATOMIC_RELEASE);
+  __atomic_store_n(&cs->comm_id, 0, __ATOMIC_RELEASE);
+  for (uint32_t k = 0; k < NTR_COMM_RECENT; k++)
+    __atomic_store_n(&cs->recent[k].commit, 0, __ATOMIC_RELEASE);
+  /* The rest word by word (a memset may store bytes): the header, then
+   * each entry's body after its commit. */
+  uint64_t *w = (uint64_t *)(void *)cs;
+  for (size_t i = 0; i < offsetof(struct ntr_comm_state, recent) / 8; i++)
+    __atomic_store_n(&w[i], 0, __ATOMIC_RELAXED);
+  for (uint32_t k = 0; k < NTR_COMM_RECENT; k++) {
+    uint64_t *r = (uint64_t *)(void *)&cs->recent[k];
+    for (size_t i = 1; i < sizeof cs->recent[k] / 8; i++)
+      __atomic_store_n(&r[i], 0, __ATOMIC_RELAXED);
+  }
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 void ntr_ring_commit_recent(struct ntr_comm_state *cs, const struct ntr_record *rec,
                             uint64_t pos) {
   /* Relaxed: the index only has to be unique per record. */

@@ -9,7 +9,7 @@
  * A ntr_ring_cursor belongs to one thread; its signal handlers must not use
  * it (they take ntr_ring_reserve).
  * Signal-safety: ntr_ring_reserve, ntr_ring_commit, ntr_ring_release,
- * ntr_ring_comm_alloc, ntr_ring_lost, ntr_ring_read (and its forms
+ * ntr_ring_comm_alloc, ntr_ring_comm_wipe, ntr_ring_lost, ntr_ring_read (and its forms
  * ntr_ring_read_slot and ntr_ring_read_copies) and ntr_ring_settle
  * are async-signal-safe (atomics and plain stores only); ntr_ring_reopen_child is async-signal-safe in the sense
  * that a pthread_atfork child handler needs (syscalls only, no malloc, no
@@ -310,6 +310,14 @@ static inline void ntr_ring_publish(struct ntr_record *rec, uint64_t pos) {
 
 /* Hand out a fresh comm slot (zeroed), or NULL when all NTR_COMM_MAX are used. */
 struct ntr_comm_state *ntr_ring_comm_alloc(struct ntr_ring *ring);
+/* Make a used slot fresh again for another comm (its old owner writes it no
+ * more: the caller's contract).  In an order a concurrent reader (a dump, a
+ * live `status` or `collect`) can live with: lifecycle FREE and comm_id 0
+ * first, so a copy taken meanwhile names no comm; then every recent[]
+ * entry's commit 0, so no old record is taken for one of the slot's; then
+ * the rest.  Every store is a whole aligned word: a reader sees old or new
+ * values, never a torn one.  Async-signal-safe. */
+void ntr_ring_comm_wipe(struct ntr_comm_state *cs);
 
 /* Records overwritten so far: positions handed out, less those never used
  * (skipped and released blocks' rest, hdr->unused), less one ring's worth;

@@ -436,6 +436,18 @@ void ntx_comm_register(struct ntr_comm_state *cs) {
   nudge(); /* init is no hot path: register at once */
 }
 
+void ntx_comm_unregister(const struct ntr_comm_state *cs) {
+  if (!cs || !ntx_enabled())
+    return;
+  pthread_mutex_lock(&client->mu);
+  for (int i = 0; i < client->nregs;)
+    if (client->regs[i].cs == cs)
+      client->regs[i] = client->regs[--client->nregs];
+    else
+      i++;
+  pthread_mutex_unlock(&client->mu);
+}
+
 static struct timespec deadline_after(double s) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -19,6 +19,8 @@ import os
 import pwd
 import resource
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -350,6 +352,99 @@ def t_anon_kill():
     check("rank 1 left no evidence; its ring could not survive a kill" in a.stdout,
           "analyze does not say rank 1's ring could not survive a kill: %s %s" % (a.stdout, a.stderr))
     check("missing collective" not in a.stdout, "analyze still calls it a missing collective: %s" % a.stdout)
+
+
+def free_port():
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def t_many_comms():
+    # Round two, item 14: 300 communicators made and destroyed (more than
+    # the 256 comm slots of a ring), then a split of the world comm on
+    # which the two ranks disagree on the count: the comm is still watched
+    # -- the cross-rank check reports the mismatch, the watchdog times the
+    # hung AllReduce out on both ranks -- and analyze says mismatch, not
+    # healthy.  Each rank's ring says which old comms gave up their slots.
+    port = free_port()
+    secret = "nti-many-comms"
+    coord = subprocess.Popen([E["tool"], "coord", "--listen", "127.0.0.1:%d" % port],
+                             env=dict(os.environ, NCCLTRACE_SECRET=secret), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    env = base_env(NCCLTRACE_TIMEOUT="1", NCCLTRACE_CHECK="async", NCCLTRACE_COORD="127.0.0.1:%d" % port,
+                   NCCLTRACE_SECRET=secret)
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+    procs = []
+    dumpdir = os.path.join(TMP, "dumps")
+    try:
+        time.sleep(0.3)
+        if coord.poll() is not None:
+            fail("coordinator did not start: %s" % coord.stderr.read())
+        for r in range(2):
+            e = dict(env, RANK=str(r), WORLD_SIZE="2", RANK_COMMS="300")
+            procs.append(subprocess.Popen([E["rank"], "manycomms", str(r), "2", iddir], env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        for p in procs:
+            check(p.stdout.readline().strip() == "issued", "pid %d did not issue" % p.pid)
+        want = {(p.pid, k) for p in procs for k in ("timeout", "mismatch")}
+        got = set()
+        for _ in range(100):
+            for pid, k in want - got:
+                if glob.glob(os.path.join(dumpdir, "nccltrace-*-%d-*-%s.zst" % (pid, k))):
+                    got.add((pid, k))
+            if got == want:
+                break
+            time.sleep(0.2)
+        time.sleep(0.3)  # renamed into place complete
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        errs = [p.communicate()[1] for p in procs]
+        coord.kill()
+        coord.communicate()
+    check(got == want, "dumps (pid, trigger) %s, expected %s; stderr %s" % (sorted(got), sorted(want), errs))
+    for p, err in zip(procs, errs):
+        check(not lines(err, "communicators alive at once"), "pid %d says a comm went unwatched: %s" % (p.pid, err))
+        f = glob.glob(os.path.join(dumpdir, "nccltrace-*-%d-*-timeout.zst" % p.pid))[0]
+        d = json.loads(decode(f))
+        check("seq 1 AllReduce" in d["trigger"]["reason"], "timeout trigger %s" % d["trigger"])
+        reused = [x for x in d["records"] if x["kind"] == "Note" and x["text"] == "slot reused"]
+        check(reused and all(x["comm"] for x in reused), "no slot-reuse notes naming the old comms: %s" % reused[:2])
+    a = subprocess.run([E["tool"], "analyze", "--json", dumpdir, os.path.join(TMP, "rings")], capture_output=True,
+                       text=True, timeout=120)
+    v = json.loads(a.stdout)["verdict"]
+    print(v["summary"])
+    check(v["class"] == "collective_mismatch" and v.get("field") == "count", "verdict %s" % v)
+
+
+def t_comms_unwatched():
+    # Round two, item 14, the real limit: 300 communicators alive at once
+    # (never destroyed) on one rank.  Past the 256 slots the process says
+    # so once, names each comm it cannot watch in the ring, and analyze
+    # says in its verdict which comms were not watched.
+    env = base_env(NCCLTRACE_TIMEOUT="1", RANK_COMMS="300", RANK_KEEP="1")
+    iddir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+    p = subprocess.Popen([E["rank"], "manycomms", "0", "1", iddir], env=dict(env, RANK="0", WORLD_SIZE="1"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        check(p.stdout.readline().strip() == "issued", "pid %d did not issue" % p.pid)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    said = lines(err, "communicators alive at once")
+    check(len(said) == 1, "lines about unwatched comms: %s" % err)
+    d = json.loads(decode(glob.glob(os.path.join(TMP, "dumps", "nccltrace-*-%d-*-sigterm.zst" % p.pid))[0]))
+    notes = [x for x in d["records"] if x["kind"] == "Note" and x["text"] == "unwatched"]
+    check(len(notes) == 300 + 2 - 256 and all(x["comm"] for x in notes), "%d unwatched notes" % len(notes))
+    a = subprocess.run([E["tool"], "analyze", os.path.join(TMP, "dumps")], capture_output=True, text=True, timeout=60)
+    print(a.stdout)
+    check("not watched" in a.stdout and notes[0]["comm"][:8] in a.stdout,
+          "analyze does not say which comms were not watched: %s %s" % (a.stdout, a.stderr))
 
 
 # The tracer's address space on top of an untraced rank (docs/reliability.md,

@@ -763,6 +763,39 @@ def t_incall():
           "comm state in the timeout dump: %s" % c)
 
 
+def t_burst():
+    # 1,100 collectives in bursts of 100 (each burst takes more completion
+    # and start events than a comm's pool holds between two watchdog
+    # polls), then #1101 stalls on every rank, issued right after the last
+    # burst: each rank still times it out, and still saw #1100 complete
+    n = 3
+    env = base_env()
+    env["NCCLTRACE_TIMEOUT"] = "1"
+    procs = start_ranks("manyops", n, env, {"NCCLEMU_FAULT": "stall:1101", "RANK_OPS": "1100"})
+    try:
+        deadline = time.time() + 20
+        got = {}
+        while time.time() < deadline and len(got) < n:
+            for r, p in enumerate(procs):
+                f = next(iter(dumps("*-%d-*-timeout" % p.pid)), None)
+                if f:
+                    got[r] = f
+            time.sleep(0.2)
+        time.sleep(0.3)  # the dump is renamed into place complete
+    finally:
+        kill_all(procs)
+    check(len(got) == n, "timeout dumps from ranks %s of %d within 20 s" % (sorted(got), n))
+    for r in range(n):
+        d = decode(got[r])
+        check("seq 1101 AllReduce" in d["trigger"]["reason"], "rank %d trigger %s" % (r, d["trigger"]))
+        c = d["comms"][0]
+        check(c["last_enqueued"] == 1101 and c["last_completed"] == 1100,
+              "rank %d comm state: enqueued %s completed %s" % (r, c["last_enqueued"], c["last_completed"]))
+        ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
+        check(len(ar) == 1101 and not ar[-1]["completed"] and "no_tracking" not in ar[-1]["flags"],
+              "rank %d: %d AllReduce records, the last %s" % (r, len(ar), ar[-1] if ar else None))
+
+
 def free_port():
     import socket
     with socket.socket() as so:

@@ -32,6 +32,15 @@
  *            /proc/self/status), exit 0
  *   usr1storm 5 collectives, then raise(SIGUSR1) 40 times (each one asks
  *            for a dump, synchronously), "storm done", exit 0
+ *   manycomms RANK_COMMS (default 300) one-rank comms (ncclCommInitAll of
+ *            this rank's device), each with one AllReduce, then destroyed
+ *            (kept alive with RANK_KEEP=1);
+ *            then a split of the world comm on which rank 1 issues an
+ *            AllReduce of another count (a mismatch that hangs), "issued",
+ *            sleep until killed
+ *   manyops  RANK_OPS (default 1100) collectives, synchronized every 100,
+ *            then one more (NCCLEMU_FAULT=stall:RANK_OPS+1 never completes
+ *            it), "issued", sleep until killed
  *
  * Exit: 0 done, 1 failure (message on stderr).
  * Thread-safety / signal-safety: single-threaded; the handlers only write(2).
@@ -307,6 +316,34 @@ int main(int argc, char **argv) {
     say("nb issued\n");
     sleep_ms(300);
     _exit(0);
+  }
+  if (!strcmp(mode, "manycomms")) {
+    const char *v = getenv("RANK_COMMS");
+    int n = v ? atoi(v) : 300, dev = c.rank;
+    for (int i = 0; i < n; i++) {
+      ncclComm_t one;
+      NCCL(ncclCommInitAll(&one, 1, &dev));
+      NCCL(ncclAllReduce(c.a, c.b, 64, ncclFloat, ncclSum, one, c.s));
+      CUDA(cudaStreamSynchronize(c.s));
+      if (!getenv("RANK_KEEP"))
+        NCCL(ncclCommDestroy(one));
+    }
+    ncclComm_t sub;
+    NCCL(ncclCommSplit(c.comm, 0, c.rank, &sub, NULL));
+    NCCL(ncclAllReduce(c.a, c.b, c.rank == 1 ? 128 : 256, ncclFloat, ncclSum, sub, c.s));
+    say("issued\n");
+    for (;;)
+      sleep_ms(1000);
+  }
+  if (!strcmp(mode, "manyops")) {
+    const char *v = getenv("RANK_OPS");
+    int n = v ? atoi(v) : 1100;
+    for (int done = 0; done < n; done += 100)
+      allreduces(&c, n - done < 100 ? n - done : 100);
+    NCCL(ncclAllReduce(c.a, c.b, 256, ncclFloat, ncclSum, c.comm, c.s));
+    say("issued\n");
+    for (;;)
+      sleep_ms(1000);
   }
   if (!strcmp(mode, "hang")) {
     allreduces(&c, 2);

@@ -9,7 +9,11 @@
  * and ncclBroadcast fingerprint alike, other fields do not; without a
  * launcher job id, the derived job id follows the job communicator (most
  * ranks, then smallest id, InitRank family before InitAll, never a split)
- * whatever the creation order, and the ring file is renamed after it.
+ * whatever the creation order, and the ring file is renamed after it;
+ * past NTR_COMM_MAX comms, a new one takes the slot of the comm retired
+ * longest ago (wiped: no old recent[] entry, no old id), its old owner is
+ * told (final state) and points elsewhere from then on, and with every
+ * slot alive a new comm gets none and is said unwatched.
  * Exit: 0 pass, 1 fail.
  * Thread-safety: four reader threads and the main thread as the writer.
  */
@@ -28,6 +32,19 @@
 struct nti_global nti_proc;
 NTI_TLS struct nti_tls nti_tls;
 void nti_first_comm(void) {}
+/* lifecycle.c's hooks: what they were told */
+static uint64_t reused_id, unwatched_id;
+static int nreused, nunwatched;
+void nti_life_slot_reused(const struct ntr_comm_state *cs) {
+  reused_id = cs->comm_id;
+  nreused++;
+}
+void nti_life_unwatched(uint64_t comm_id, int rank, int nranks) {
+  (void)rank;
+  (void)nranks;
+  unwatched_id = comm_id;
+  nunwatched++;
+}
 
 #define NCOMMS 64
 #define HANDLE(i) ((ncclComm_t)(uintptr_t)(0x10000 + (i) * 0x40))
@@ -125,6 +142,49 @@ static int job_rule(void) {
   return 0;
 }
 
+/* Fill every slot, then retire and reuse (the comms of the earlier
+ * tests hold the first slots; none of them is retired). */
+static int slot_reuse(void) {
+  static struct nti_comm *more[NTR_COMM_MAX];
+  int n = 0;
+  struct nti_comm *c;
+  pthread_mutex_lock(&nti_life_lock);
+  while (n < (int)NTR_COMM_MAX && (c = nti_comm_create(0x50000 + (uint64_t)n, 0, 2, NTR_KIND_COMM_INIT_RANK)))
+    more[n++] = c;
+  pthread_mutex_unlock(&nti_life_lock);
+  if (n == 0 || n == (int)NTR_COMM_MAX || nunwatched != 1 || unwatched_id != 0x50000 + (uint64_t)n)
+    NT_RET_FAIL("%d comms fit, %d unwatched (last %#llx)", n, nunwatched, (unsigned long long)unwatched_id);
+  /* two retired, the second first: the older retirement is reused first */
+  struct ntr_comm_state *s3 = more[3]->cs, *s1 = more[1]->cs;
+  s3->lifecycle = NTR_COMM_DESTROYED;
+  s3->recent[7].commit = 99;
+  nti_comm_retire(more[3]);
+  nti_comm_retire(more[1]);
+  nti_comm_retire(more[1]); /* twice: one entry */
+  pthread_mutex_lock(&nti_life_lock);
+  struct nti_comm *a = nti_comm_create(0x60000, 1, 2, NTR_KIND_COMM_INIT_RANK);
+  struct nti_comm *b = nti_comm_create(0x60001, 1, 2, NTR_KIND_COMM_INIT_RANK);
+  struct nti_comm *none = nti_comm_create(0x60002, 1, 2, NTR_KIND_COMM_INIT_RANK);
+  pthread_mutex_unlock(&nti_life_lock);
+  if (!a || a->cs != s3 || !b || b->cs != s1 || none)
+    NT_RET_FAIL("reuse: %p %p (slots %p %p), third %p", (void *)a, (void *)b, (void *)s3, (void *)s1, (void *)none);
+  if (nreused != 2 || reused_id != 0x50001)
+    NT_RET_FAIL("told of %d reuses, last %#llx", nreused, (unsigned long long)reused_id);
+  if (s3->comm_id != 0x60000 || s3->rank != 1 || s3->lifecycle != NTR_COMM_INIT || s3->recent[7].commit ||
+      s3->rec_count)
+    NT_RET_FAIL("reused slot not fresh: id %#llx rank %d lifecycle %u commit %llu", (unsigned long long)s3->comm_id,
+                s3->rank, s3->lifecycle, (unsigned long long)s3->recent[7].commit);
+  if (more[3]->cs == s3 || more[3]->cs->comm_id || !more[3]->retired)
+    NT_RET_FAIL("the old owner still points at its slot");
+  more[3]->coll_seq = 77;
+  nti_comm_seq_sync_all(); /* writes through every comm's cs: the old owner's no longer lands in s3 */
+  if (s3->coll_seq != 0)
+    NT_RET_FAIL("the old owner's seq %llu reached the reused slot", (unsigned long long)s3->coll_seq);
+  if (nunwatched != 2 || unwatched_id != 0x60002)
+    NT_RET_FAIL("third comm not said unwatched");
+  return 0;
+}
+
 int main(void) {
   if (identity())
     return 1;
@@ -175,6 +235,8 @@ int main(void) {
   if (r < 0 || nti_comm_lookup(HANDLE(5)) != comms[5])
     NT_RET_FAIL("rebind after tombstones");
   if (job_rule())
+    return 1;
+  if (slot_reuse())
     return 1;
   ntr_ring_close(&nti_proc.ring, 1);
   rmdir(dir);

@@ -637,6 +637,10 @@ const char *nta_fate_name(enum nta_fate f);
 void nta_blocked_in(const struct nta_member *m, char *buf, size_t len);
 void nta_member_state(const struct nta_member *m, char *buf, size_t len);
 void nta_comm_hex(uint64_t id, char out[17]);
+/* 1 when r is the tracer's NOTE "unwatched": comm r->comm_id (rank
+ * r->rank) got no ring slot, so it had no timeout and no cross-rank check
+ * (reduce.c keeps these records). */
+int nta_note_unwatched(const struct ntr_record *r);
 /* pysite.c: Python call sites in reports. */
 /* " at train.py:80 in train_step" for a call of m's process, "" when none. */
 void nta_site_text(const struct nta_proc *p, unsigned pystack, char *buf, size_t len);

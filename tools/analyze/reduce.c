@@ -221,6 +221,12 @@ static int kept_kind(unsigned k) {
   }
 }
 
+/* The interposer's NOTE naming a comm it gave no slot (more than
+ * NTR_COMM_MAX alive at once): the verdict lists those comms. */
+int nta_note_unwatched(const struct ntr_record *r) {
+  return r->kind == NTR_KIND_NOTE && strncmp(r->u.text, "unwatched", sizeof r->u.text) == 0;
+}
+
 static int keep(struct red *R, const struct ntr_record *r) {
   struct nta_proc *p = R->p;
   if (p->nkeep == R->capkeep) {
@@ -350,7 +356,7 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
     if (r->tsc > *max_tsc)
       *max_tsc = r->tsc;
   }
-  if (kept_kind(r->kind)) {
+  if (kept_kind(r->kind) || nta_note_unwatched(r)) {
     p->nmarks += r->kind == NTR_KIND_MARK;
     if (keep(R, r))
       return -1;

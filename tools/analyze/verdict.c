@@ -269,6 +269,42 @@ static void shared_process_note(struct nta_verdict *v) {
   }
 }
 
+/* Comms a process could not watch (more than NTR_COMM_MAX alive at once:
+ * no slot, so no timeout, no cross-rank check, their calls recorded
+ * without a comm id): a verdict, healthy above all, holds only for the
+ * comms that were watched, and says which were not (their NOTE records;
+ * a ring that lapped since has lost them, the process's stderr line
+ * stays). */
+static void unwatched_note(const struct nta_job *job, struct nta_verdict *v) {
+  size_t cap = sizeof(v->summary);
+  for (int i = 0; i < job->nprocs; i++) {
+    const struct nta_proc *p = &job->procs[i];
+    char list[200] = "";
+    size_t l = 0;
+    uint32_t named = 0;
+    for (uint64_t k = 0; k < p->nkeep; k++) {
+      const struct ntr_record *r = &p->keep[k];
+      if (!nta_note_unwatched(r))
+        continue;
+      if (named < 4 && l + 40 < sizeof list) {
+        char hex[17];
+        nta_comm_hex(r->comm_id, hex);
+        l += (size_t)snprintf(list + l, sizeof list - l, "%scomm %.8s rank %d", named ? ", " : "", hex, (int)r->rank);
+      }
+      named++;
+    }
+    uint32_t total = named;
+    size_t o = strlen(v->summary);
+    if (!total || !p->img || o + 320 >= cap)
+      continue;
+    snprintf(v->summary + o, cap - o,
+             " [%u communicator%s not watched in pid %d on %.64s (more than %u alive at once: no timeout, no "
+             "cross-rank check)%s%s%s]",
+             total, total > 1 ? "s" : "", p->img->hdr.pid, p->img->hdr.host, p->img->hdr.comm_max, named ? ": " : "",
+             list, named > 4 ? ", ..." : "");
+  }
+}
+
 /* What the verdict line says about evidence it did not use: files of
  * other owners left out, launcher ranks claimed twice, other attempts and
  * other jobs in the inputs (load.c).  None of them changes the verdict;
@@ -473,6 +509,7 @@ void nta_decide(struct nta_job *job) {
     snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
              job->nunreadable, job->nunreadable > 1 ? "s" : "");
   other_evidence(job, v);
+  unwatched_note(job, v);
   if (v->cls == NTA_RANK_EXIT && v->exit_code == 127)
     snprintf(v->next, sizeof(v->next),
              "read that rank's stderr for 'symbol lookup error' or 'error while loading shared libraries': "
