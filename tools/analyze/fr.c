@@ -100,7 +100,11 @@ static void site(const struct ntf_entry *e, char *buf, size_t len) {
   if (!e || !e->nframes)
     return;
   const char *f = strrchr(e->frames[0].file, '/');
-  snprintf(buf, len, " at %s:%d in %s", f ? f + 1 : e->frames[0].file, e->frames[0].line, e->frames[0].func);
+  /* a longer site is cut, never an error: the output is bounded by len */
+  int n = snprintf(buf, len, " at %.110s:%d in %.60s", f ? f + 1 : e->frames[0].file, e->frames[0].line,
+                   e->frames[0].func);
+  if (n < 0)
+    buf[0] = 0;
 }
 
 static void describe(const struct ntf_entry *e, char *buf, size_t len) {
