@@ -12,8 +12,17 @@
  * (bench/minrec.c) in the same alternation, and the ratio of nccltrace's
  * added ns to the minimal recorder's is printed ("ratio:").
  *
+ * With --metrics PORT, both sides are traced (LIBNCCLTRACE) and alternate
+ * NCCLTRACE_METRICS unset and =127.0.0.1:PORT, while a scraper thread of
+ * this parent (bench/scrape.h) GETs /metrics every second; it prints both
+ * medians, how many scrapes were answered, and their ratio ("ratio:", on
+ * over off).  Each child must live some seconds to be scraped: give it
+ * --calls of tens of millions.  Exit 1 also when no scrape was answered.
+ *
  * Exit: 0 (with --max-ns: 0 only when added <= T), 1 on failure.
- * Thread-safety / signal-safety: a single-threaded program.
+ * Thread-safety / signal-safety: the measured children are single-threaded
+ * (but for the tracer's threads); the parent's scraper thread shares one
+ * atomic counter with it.
  */
 #include <errno.h>
 #include <nccl.h>
@@ -25,6 +34,7 @@
 #include <unistd.h>
 
 #include "bench/scale/bu.h"
+#include "bench/scrape.h"
 
 static double now_ns(void) {
   struct timespec ts;
@@ -74,12 +84,58 @@ static int run_child(long calls, const char *preload, double *out, double *lo) {
   return rc;
 }
 
+static void rm_dirs(const char *tmpl) {
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+  if (system(cmd) != 0)
+    fprintf(stderr, "overhead: could not remove %s\n", tmpl);
+}
+
+/* --metrics: traced without the endpoint vs traced with it, scraped every
+ * second, alternating.  The children inherit the environment set here
+ * (the scraper thread reads none of it). */
+static int metrics_pair(long calls, int rounds, const char *lib, int port, const char *tmpl) {
+  char addr[32];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  if (bsc_start(port) != 0) {
+    fprintf(stderr, "overhead: no scraper thread\n");
+    return 1;
+  }
+  double off[50], on[50], off_lo = 1e30, on_lo = 1e30;
+  for (int r = 0; r < rounds; r++) {
+    double a, b;
+    unsetenv("NCCLTRACE_METRICS");
+    int rc = run_child(calls, lib, &off[r], &a);
+    setenv("NCCLTRACE_METRICS", addr, 1);
+    if (rc || run_child(calls, lib, &on[r], &b)) {
+      fprintf(stderr, "overhead: a child run failed\n");
+      return 1;
+    }
+    off_lo = a < off_lo ? a : off_lo;
+    on_lo = b < on_lo ? b : on_lo;
+  }
+  unsetenv("NCCLTRACE_METRICS");
+  long answered = bsc_count();
+  double f = bu_median(off, rounds), o = bu_median(on, rounds);
+  printf("metrics off: %.2f ns/call (traced; median of %d runs x %ld calls)\n", f, rounds, calls);
+  printf("metrics on:  %.2f ns/call (NCCLTRACE_METRICS=%s, %ld scrapes answered, 1 s apart)\n", o, addr,
+         answered);
+  printf("best:        off %.2f, on %.2f ns/call (fastest repetition)\n", off_lo, on_lo);
+  printf("ratio:       %.3f on / off (fastest repetitions: %.3f)\n", o / f, on_lo / off_lo);
+  rm_dirs(tmpl);
+  if (answered == 0) {
+    fprintf(stderr, "overhead: the endpoint never answered a scrape\n");
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   long calls = 2000000;
   int rounds = 5;
   double max_ns = -1;
   const char *minrec = NULL;
-  int i = 1;
+  int i = 1, port = 0;
   if (argc == 3 && !strcmp(argv[1], "--child"))
     return child(atol(argv[2]));
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -91,11 +147,14 @@ int main(int argc, char **argv) {
       max_ns = atof(argv[++i]);
     else if (!strcmp(argv[i], "--minrec") && i + 1 < argc)
       minrec = argv[++i];
+    else if (!strcmp(argv[i], "--metrics") && i + 1 < argc)
+      port = atoi(argv[++i]);
     else
       break;
   }
   if (argc - i != 2 || calls < 1000 || rounds < 1 || rounds > 50) {
-    fprintf(stderr, "usage: overhead [--calls N] [--rounds R] [--max-ns T] LIBNCCLTRACE NOOP_DIR\n");
+    fprintf(stderr, "usage: overhead [--calls N] [--rounds R] [--max-ns T] [--minrec LIB] [--metrics PORT] "
+                    "LIBNCCLTRACE NOOP_DIR\n");
     return 1;
   }
   const char *lib = argv[i], *noop = argv[i + 1];
@@ -104,6 +163,8 @@ int main(int argc, char **argv) {
   if (bu_trace_dirs(tmpl, sizeof tmpl, "bench"))
     return 1;
   setenv("LD_LIBRARY_PATH", noop, 1); /* both sides run on the no-op NCCL */
+  if (port > 0)
+    return metrics_pair(calls, rounds, lib, port, tmpl);
   double plain[50], traced[50], mr[50], plain_lo = 1e30, traced_lo = 1e30, mr_lo = 1e30;
   for (int r = 0; r < rounds; r++) {
     double a, b, c;
@@ -130,9 +191,6 @@ int main(int argc, char **argv) {
            m - p > 0 ? (t - p) / (m - p) : 0.0,
            mr_lo - plain_lo > 0 ? (traced_lo - plain_lo) / (mr_lo - plain_lo) : 0.0);
   }
-  char cmd[200];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
-  if (system(cmd) != 0)
-    fprintf(stderr, "overhead: could not remove %s\n", tmpl);
+  rm_dirs(tmpl);
   return max_ns >= 0 && t - p > max_ns ? 1 : 0;
 }

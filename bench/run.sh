@@ -99,11 +99,11 @@ overhead() { # NAME TARGET_NS RATIO_TARGET|- ENV...
 }
 
 if [ $quick = 1 ]; then
-  calls=500000; rounds=3; trounds=3; tcalls=300000; scalls=500; srounds=3
+  calls=500000; rounds=3; mcalls=10000000; mrounds=3; trounds=3; tcalls=300000; scalls=500; srounds=3
   ana="--ranks 16,64,256 --recs 2048 --big-ranks 256 --big-recs 65536 --reps 1"
   coordsecs=2; aggsecs=2; memrounds=1; glaunches=5000; grounds=3
 else
-  calls=2000000; rounds=7; trounds=5; tcalls=1000000; scalls=2000; srounds=5
+  calls=2000000; rounds=7; mcalls=20000000; mrounds=5; trounds=5; tcalls=1000000; scalls=2000; srounds=5
   ana="--ranks 64,256,1024 --recs 4096 --big-ranks 1024 --big-recs 65536 --reps 3"
   coordsecs=4; aggsecs=4; memrounds=3; glaunches=20000; grounds=5
 fi
@@ -124,11 +124,25 @@ overhead "added ns per collective call, async check on" 40 1.5 NCCLTRACE_CHECK=a
 kill "$coord_pid" 2>/dev/null; wait "$coord_pid" 2>/dev/null; coord_pid=""
 section "per-call overhead, NCCLTRACE_STACKS=1"
 overhead "added ns per collective call, NCCLTRACE_STACKS=1" 300 - NCCLTRACE_STACKS=1
+section "per-call ns, NCCLTRACE_METRICS scraped every second vs off (bench/overhead --metrics, alternating)"
+metrics_row() { # its "ratio:" line becomes a row; each child lives seconds, so it is scraped
+  local txt r v=FAIL mport=$((20000 + RANDOM % 20000))
+  txt=$("$b/overhead" --metrics "$mport" --calls "$mcalls" --rounds "$mrounds" "$lib" "$noop" 2>&1)
+  local rc=$?
+  printf '%s\n' "$txt" | tee -a "$out"
+  r=$(printf '%s\n' "$txt" | sed -n 's/^ratio: *\([0-9.]*\).*/\1/p')
+  if [ $rc -ne 0 ] || [ -z "$r" ]; then
+    echo "FIGURE|ns per call, metrics scraped every 1 s / off (same run)|did not run|<= 1.05 x|FAIL" | tee -a "$out"; failed=1; return
+  fi
+  awk -v a="$r" 'BEGIN { exit !(a <= 1.05) }' && v=PASS
+  echo "FIGURE|ns per call, metrics scraped every 1 s / off (same run)|$r x|<= 1.05 x|$v" | tee -a "$out"
+}
+metrics_row
 
 section "instructions per call, calling thread (callgrind; bench/icount.sh)"
 if command -v valgrind >/dev/null 2>&1; then
   "$here/bench/icount.sh" "$b/icount" "$noop" "$lib" "$b/libminrec.so" --budget 100 --budget-stacks 400 \
-    --plugin "$b/plugin_cost" 2>&1 |
+    --plugin "$b/plugin_cost" --metrics 0.5 2>&1 |
     tee -a "$out" | grep '^ICOUNT|' | awk -F'|' '{ printf "  %-40s %8s per call, %7s added, %5s x minrec\n", $2, $3, $4, $5 }'
 else
   echo "FIGURE|instructions added per collective|valgrind missing|<= 100|INFO" | tee -a "$out"
