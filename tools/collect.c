@@ -201,7 +201,7 @@ int ntt_collect_main(int argc, char **argv) {
     switch (c) {
     case 'r': snprintf(rings, sizeof rings, "%s", optarg); named = 1; break;
     case 'd': snprintf(dir, sizeof dir, "%s", optarg); break;
-    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    case 'h': ntt_usage_cmd(stdout, "collect"); return NTT_EXIT_OK;
     default: fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n"); return NTT_EXIT_INPUT;
     }
   }

@@ -212,7 +212,7 @@ int ntt_decode_main(int argc, char **argv) {
     switch (c) {
     case 'j': json = 1; break;
     case 's': salvage = 1; break;
-    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    case 'h': ntt_usage_cmd(stdout, "decode"); return NTT_EXIT_OK;
     default: fprintf(stderr, "usage: nccltrace decode FILE... [--json] [--salvage]\n"); return NTT_EXIT_INPUT;
     }
   }

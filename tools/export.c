@@ -478,7 +478,7 @@ int ntt_export_main(int argc, char **argv) {
     switch (c) {
     case 'c': chrome = 1; break;
     case 'o': outpath = optarg; break;
-    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    case 'h': ntt_usage_cmd(stdout, "export"); return NTT_EXIT_OK;
     default: fputs(export_usage, stderr); return NTT_EXIT_INPUT;
     }
   }

@@ -15,6 +15,68 @@
 int nta_main(int argc, char **argv) __attribute__((weak));
 int ntx_coord_main(int argc, char **argv) __attribute__((weak));
 
+/* One entry per usage form; a command may have several (collect). */
+static const struct {
+  const char *cmd, *text;
+} ntt_sections[] = {
+    {"run",
+     "  run [--dir D] [--ring-dir R] [--check off|async|strict] [--timeout S] [--coord] -- CMD [ARGS...]\n"
+     "      Run CMD with libnccltrace.so preloaded (prepended to any LD_PRELOAD).\n"
+     "      --dir D         dumps go to D (NCCLTRACE_DIR)\n"
+     "      --ring-dir R    ring files go to R (NCCLTRACE_RING_DIR)\n"
+     "      --check MODE    cross-rank check: off, async or strict (NCCLTRACE_CHECK)\n"
+     "      --timeout S     dump when an operation does not finish in S seconds (NCCLTRACE_TIMEOUT)\n"
+     "      --coord         start a standalone coordinator on 127.0.0.1 for the ranks\n"
+     "                      CMD starts (NCCLTRACE_COORD); without one, run anyway\n"
+     "      The library is found through NCCLTRACE_LIB, else the build tree, else the\n"
+     "      install prefix.  The exit status is CMD's.\n"},
+    {"decode",
+     "  decode FILE... [--json] [--salvage]\n"
+     "      Print ring files and dumps: header (host, pid, ranks, job, versions, state,\n"
+     "      lost/torn records, trigger, environment), the backtrace of a fatal signal,\n"
+     "      the communicator table, then one line per record, oldest first.\n"
+     "      --json          one JSON object per file (docs/decode-json.md); several\n"
+     "                      files print {\"files\": [...]}\n"
+     "      --salvage       keep whatever is intact in a damaged file\n"},
+    {"analyze",
+     "  analyze PATH... [--json] [--job ID]\n"
+     "      Name the root cause of a failed or hung job from its dumps and ring files\n"
+     "      (files or directories).  See `nccltrace analyze --help`.\n"},
+    {"export",
+     "  export --chrome PATH... -o FILE\n"
+     "      Write a Chrome trace event file (Perfetto, chrome://tracing): one process\n"
+     "      per rank, one track per communicator, one slice per operation from enqueue\n"
+     "      to completion, instant events for markers, errors, signals and exits.\n"
+     "      PATH: dumps (*.zst), ring files (*.ring) or directories (recursive).\n"},
+    {"collect",
+     "  collect [--rings R] [--dir D]\n"
+     "      Turn the ring file of every process that no longer exists into a dump in D\n"
+     "      and remove the ring.  Rings of live processes, or written on another host,\n"
+     "      are left alone.  R defaults to NCCLTRACE_RING_DIR, else\n"
+     "      /dev/shm/nccltrace-<uid>; D to NCCLTRACE_DIR, else ./nccltrace-dumps.\n"},
+    {"collect",
+     "  collect --host H[,H...] [--via 'CMD {host}'] [--rings R] [--dir D] [--out O]\n"
+     "      Gather many hosts' evidence into O/<host>/ (O: ./nccltrace-collected).\n"
+     "      Per host, CMD (e.g. 'ssh {host}', 'ip netns exec ns-{host}') runs\n"
+     "      `sh -s` there: it collects that host's rings, then sends every dump\n"
+     "      of D and every ring left in R.  Without --via, R and D are read here\n"
+     "      (a shared file system).  R and D may contain {host}.\n"},
+    {"status",
+     "  status [--rings R] [--watch SECONDS]\n"
+     "      Show every traced process on this host from its ring, without signalling\n"
+     "      it: per communicator the rank, last enqueued and completed collective, age\n"
+     "      of the oldest operation in flight, a blocked call and for how long, and\n"
+     "      async errors.  --watch refreshes every SECONDS until interrupted.\n"},
+    {"coord",
+     "  coord --listen HOST:PORT\n"
+     "      Run a standalone coordinator for the cross-rank check (NCCLTRACE_SECRET\n"
+     "      required, the same as the ranks').  See `nccltrace coord --help`.\n"},
+};
+
+static const char ntt_exit_text[] =
+    "Exit status: 0 success; 1 failure; 2 unreadable input or bad usage (one line\n"
+    "per unreadable file on stderr: \"nccltrace: FILE: reason\").\n";
+
 void ntt_usage(FILE *out) {
   fputs(
       "usage: nccltrace COMMAND [OPTIONS] [ARGS]\n"
@@ -24,63 +86,18 @@ void ntt_usage(FILE *out) {
       "checks that ranks agree on each collective, and leaves dumps behind when a job\n"
       "hangs, crashes or is killed.  This command reads that evidence.\n"
       "\n"
-      "Commands:\n"
-      "  run [--dir D] [--ring-dir R] [--check off|async|strict] [--timeout S] [--coord] -- CMD [ARGS...]\n"
-      "      Run CMD with libnccltrace.so preloaded (prepended to any LD_PRELOAD).\n"
-      "      --dir D         dumps go to D (NCCLTRACE_DIR)\n"
-      "      --ring-dir R    ring files go to R (NCCLTRACE_RING_DIR)\n"
-      "      --check MODE    cross-rank check: off, async or strict (NCCLTRACE_CHECK)\n"
-      "      --timeout S     dump when an operation does not finish in S seconds (NCCLTRACE_TIMEOUT)\n"
-      "      --coord         start a standalone coordinator on 127.0.0.1 for the ranks\n"
-      "                      CMD starts (NCCLTRACE_COORD); without one, run anyway\n"
-      "      The library is found through NCCLTRACE_LIB, else the build tree, else the\n"
-      "      install prefix.  The exit status is CMD's.\n"
-      "\n"
-      "  decode FILE... [--json] [--salvage]\n"
-      "      Print ring files and dumps: header (host, pid, ranks, job, versions, state,\n"
-      "      lost/torn records, trigger, environment), the backtrace of a fatal signal,\n"
-      "      the communicator table, then one line per record, oldest first.\n"
-      "      --json          one JSON object per file (docs/decode-json.md); several\n"
-      "                      files print {\"files\": [...]}\n"
-      "      --salvage       keep whatever is intact in a damaged file\n"
-      "\n"
-      "  analyze PATH... [--json] [--job ID]\n"
-      "      Name the root cause of a failed or hung job from its dumps and ring files\n"
-      "      (files or directories).  See `nccltrace analyze --help`.\n"
-      "\n"
-      "  export --chrome PATH... -o FILE\n"
-      "      Write a Chrome trace event file (Perfetto, chrome://tracing): one process\n"
-      "      per rank, one track per communicator, one slice per operation from enqueue\n"
-      "      to completion, instant events for markers, errors, signals and exits.\n"
-      "      PATH: dumps (*.zst), ring files (*.ring) or directories (recursive).\n"
-      "\n"
-      "  collect [--rings R] [--dir D]\n"
-      "      Turn the ring file of every process that no longer exists into a dump in D\n"
-      "      and remove the ring.  Rings of live processes, or written on another host,\n"
-      "      are left alone.  R defaults to NCCLTRACE_RING_DIR, else\n"
-      "      /dev/shm/nccltrace-<uid>; D to NCCLTRACE_DIR, else ./nccltrace-dumps.\n"
-      "\n"
-      "  collect --host H[,H...] [--via 'CMD {host}'] [--rings R] [--dir D] [--out O]\n"
-      "      Gather many hosts' evidence into O/<host>/ (O: ./nccltrace-collected).\n"
-      "      Per host, CMD (e.g. 'ssh {host}', 'ip netns exec ns-{host}') runs\n"
-      "      `sh -s` there: it collects that host's rings, then sends every dump\n"
-      "      of D and every ring left in R.  Without --via, R and D are read here\n"
-      "      (a shared file system).  R and D may contain {host}.\n"
-      "\n"
-      "  status [--rings R] [--watch SECONDS]\n"
-      "      Show every traced process on this host from its ring, without signalling\n"
-      "      it: per communicator the rank, last enqueued and completed collective, age\n"
-      "      of the oldest operation in flight, a blocked call and for how long, and\n"
-      "      async errors.  --watch refreshes every SECONDS until interrupted.\n"
-      "\n"
-      "  coord --listen HOST:PORT\n"
-      "      Run a standalone coordinator for the cross-rank check.\n"
-      "\n"
-      "  help, --help       this text\n"
-      "  version, --version the version\n"
-      "\n"
-      "Exit status: 0 success; 1 failure; 2 unreadable input or bad usage (one line\n"
-      "per unreadable file on stderr: \"nccltrace: FILE: reason\").\n"
+      "Commands:\n",
+      out);
+  for (size_t i = 0; i < sizeof ntt_sections / sizeof ntt_sections[0]; i++) {
+    fputs(ntt_sections[i].text, out);
+    fputc('\n', out);
+  }
+  fputs("  help, --help       this text\n"
+        "  version, --version the version\n"
+        "\n",
+        out);
+  fputs(ntt_exit_text, out);
+  fputs(
       "\n"
       "Environment of traced processes (read once at start): NCCLTRACE_DISABLE,\n"
       "NCCLTRACE_DIR, NCCLTRACE_RING_DIR, NCCLTRACE_JOB, NCCLTRACE_RING, NCCLTRACE_TIMEOUT,\n"
@@ -88,6 +105,23 @@ void ntt_usage(FILE *out) {
       "NCCLTRACE_SKEW_S, NCCLTRACE_AGG, NCCLTRACE_ENV_CHECK, NCCLTRACE_SECRET, NCCLTRACE_STACKS,\n"
       "NCCLTRACE_REAL_NCCL.\n",
       out);
+}
+
+void ntt_usage_cmd(FILE *out, const char *cmd) {
+  int first = 1;
+  for (size_t i = 0; i < sizeof ntt_sections / sizeof ntt_sections[0]; i++) {
+    if (strcmp(ntt_sections[i].cmd, cmd) != 0)
+      continue;
+    /* "  run [--dir D] ..." reads "usage: nccltrace run [--dir D] ..." */
+    fprintf(out, "%s nccltrace %s", first ? "usage:" : "   or:", ntt_sections[i].text + 2);
+    first = 0;
+  }
+  if (first) {
+    ntt_usage(out);
+    return;
+  }
+  fputc('\n', out);
+  fputs(ntt_exit_text, out);
 }
 
 static int run_module(int (*fn)(int, char **), const char *what, int argc, char **argv) {

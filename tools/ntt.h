@@ -28,6 +28,8 @@ int ntt_status_main(int argc, char **argv);
 int ntt_export_main(int argc, char **argv);
 int ntt_run_main(int argc, char **argv);
 void ntt_usage(FILE *out);
+/* One command's part of that text, as its --help (main.c). */
+void ntt_usage_cmd(FILE *out, const char *cmd);
 
 /* ---- formatting (fmt.c) ------------------------------------------------- */
 /* "2026-12-02T11:00:00.123456Z" (UTC, microseconds); "-" for 0. */

@@ -344,7 +344,7 @@ int ntt_run_main(int argc, char **argv) {
       break;
     }
     case 'C': coord = 1; break;
-    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    case 'h': ntt_usage_cmd(stdout, "run"); return NTT_EXIT_OK;
     default: fputs(run_usage, stderr); return NTT_EXIT_INPUT;
     }
   }

@@ -153,7 +153,7 @@ int ntt_status_main(int argc, char **argv) {
       }
       break;
     }
-    case 'h': ntt_usage(stdout); return NTT_EXIT_OK;
+    case 'h': ntt_usage_cmd(stdout, "status"); return NTT_EXIT_OK;
     default: fprintf(stderr, "usage: nccltrace status [--rings R] [--watch SECONDS]\n"); return NTT_EXIT_INPUT;
     }
   }

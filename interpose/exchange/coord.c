@@ -49,6 +49,7 @@ struct conn {
   char host[NTX_HOST];  /* its HELLO's, for the stopped-peer check (frozen.h) */
   int32_t pid;
   int said_stopped;     /* a stop past the dead timeout: logged once */
+  int heard;            /* it sent a byte: a close before HELLO is then logged */
 };
 
 struct ntx_coord {
@@ -614,12 +615,15 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
       return;
     ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-      conn_close(co, id, 1, c->state == C_READY ? NULL : "closed before authenticating");
+      /* A connection that closes without a byte is a port probe (run's own
+       * readiness check, a Kubernetes tcpSocket probe): not worth a line. */
+      conn_close(co, id, 1, c->state == C_READY || !c->heard ? NULL : "closed before authenticating");
       return;
     }
     if (n < 0)
       break;
     c->in_len += (size_t)n;
+    c->heard = 1;
     c->last_rx = now;
     size_t off = 0;
     for (;;) {

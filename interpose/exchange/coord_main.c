@@ -20,9 +20,10 @@ static void on_signal(int sig) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: nccltrace coord --listen HOST:PORT [--skew S] [--init-wait S] [--max-clients N] [--quiet]\n"
-          "  The secret is NCCLTRACE_SECRET (set the same value for every rank);\n"
-          "  without it the key is derived from the environment, which must then\n"
-          "  match the ranks' (see docs/wire-protocol.md).\n");
+          "  NCCLTRACE_SECRET is required: export the same value to the coordinator\n"
+          "  and to every rank.  Without it ranks authenticate with their\n"
+          "  communicators' unique ids, which a standalone coordinator never sees,\n"
+          "  so it refuses to start (see docs/wire-protocol.md).\n");
 }
 
 static int parse_double(const char *s, double *out) {

@@ -97,6 +97,10 @@ int main(void) {
   load("NCCLTRACE_AGG_HOST", "hostA", out, sizeof out);
   if (strcmp(nti_cfg.agg_host, "hostA") != 0 || out[0])
     NT_RET_FAIL("NCCLTRACE_AGG_HOST=hostA: \"%s\", said \"%s\"", nti_cfg.agg_host, out);
+  /* DISABLE is a bool like the others: "2" is said, once, and tracing stays on */
+  load("NCCLTRACE_DISABLE", "2", out, sizeof out);
+  if (nti_cfg.disable != 0 || lines(out) != 1 || !strstr(out, "NCCLTRACE_DISABLE=\"2\" is not valid; using 0"))
+    NT_RET_FAIL("NCCLTRACE_DISABLE=2: disable %d, said \"%s\"", nti_cfg.disable, out);
   load("NCCLTRACE_AGG_HOST", NULL, out, sizeof out);
   if (nti_cfg.agg_host[0])
     NT_RET_FAIL("NCCLTRACE_AGG_HOST unset: \"%s\"", nti_cfg.agg_host);

@@ -7,7 +7,8 @@ library to LD_PRELOAD, passes --dir/--ring-dir/--check/--timeout as
 NCCLTRACE_* variables, keeps CMD's own options, returns CMD's exit status
 (127 when CMD does not exist), refuses a missing NCCLTRACE_LIB, and with
 --coord either points NCCLTRACE_COORD at a listening coordinator or says the
-coordinator is unavailable and runs anyway.
+coordinator is unavailable and runs anyway; every subcommand's --help is its
+own (coord's says NCCLTRACE_SECRET is required).
 Exit 0 pass, 1 fail.
 """
 import os
@@ -78,5 +79,15 @@ if out.get("K"):
     check(out["K"].startswith("127.0.0.1:"), "NCCLTRACE_COORD points at loopback: %r" % out["K"])
 else:
     check("running without" in p.stderr, "coordinator unavailability is said: %r" % p.stderr)
+
+# Each subcommand's --help is its own, not the global text; coord's says
+# what its code enforces: NCCLTRACE_SECRET is required.
+for sub in ("run", "decode", "analyze", "collect", "export", "status", "coord"):
+    p = run(NT, sub, "--help")
+    check(p.returncode == 0 and p.stdout.startswith("usage: nccltrace %s " % sub) and "Commands:" not in p.stdout,
+          "%s --help prints its own help (rc %d):\n%s" % (sub, p.returncode, p.stdout[:300]))
+p = run(NT, "coord", "--help")
+check("NCCLTRACE_SECRET is required" in p.stdout and "derived" not in p.stdout,
+      "coord --help says the secret is required:\n%s" % p.stdout)
 
 sys.exit(finish())

@@ -575,6 +575,12 @@ void nta_detect_init(struct nta_job *job, const struct nta_comm *c);       /* de
 int nta_kind_collective_reg(unsigned kind);
 void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c); /* detect_init.c */
 void nta_rank_list(const int *r, int n, char *buf, size_t len);
+/* r[0..n) of total ranks (n <= total, the rest not kept): what does not fit
+ * in buf, or was not kept, ends as ",... and K more" (detect.c). */
+void nta_rank_list_of(const int *r, int n, int total, char *buf, size_t len);
+/* "code 137 (128+9, SIGKILL)": an exit status, with the signal a shell or
+ * launcher encodes as 128+N named; "code 1" otherwise (fates.c). */
+void nta_exit_text(int code, char *buf, size_t len);
 const char *nta_plural(int n);
 /* The first ranks of [0, c->nranks) without evidence, at most max, into out
  * (work: members + max, whatever nranks says).  @return how many. */

@@ -86,10 +86,26 @@ void nta_describe_op(const struct nta_op *o, char *buf, size_t len) {
 }
 
 void nta_rank_list(const int *r, int n, char *buf, size_t len) {
+  nta_rank_list_of(r, n, n, buf, len);
+}
+
+void nta_rank_list_of(const int *r, int n, int total, char *buf, size_t len) {
+  enum { TAIL = 24 }; /* " and 2147483647 more" */
   size_t o = 0;
+  int i = 0;
   buf[0] = 0;
-  for (int i = 0; i < n && o + 12 < len; i++)
-    o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "", r[i]);
+  for (; i < n; i++) {
+    char one[16];
+    int w = snprintf(one, sizeof one, "%s%d", i ? "," : "", r[i]);
+    int last = i == n - 1 && total <= n;
+    /* the last one needs no room for a tail; any other keeps room for it */
+    if (o + (size_t)w + (last ? 1 : TAIL) > len)
+      break;
+    memcpy(buf + o, one, (size_t)w + 1);
+    o += (size_t)w;
+  }
+  if (total > i && o + TAIL <= len)
+    snprintf(buf + o, len - o, i ? " and %d more" : "%d ranks", total - i);
 }
 
 const char *nta_plural(int n) {
@@ -308,13 +324,13 @@ static void detect_mismatch(struct nta_job *job, const struct nta_comm *c) {
     k->stack_proc = c->ranked[culprit]->proc;
     k->stack_id = ops[culprit].pystack;
   }
-  nta_rank_list(cul, nc, ra, sizeof(ra));
-  nta_rank_list(other, no, rb, sizeof(rb));
+  nta_rank_list_of(cul, nc, gsize[cg], ra, sizeof(ra));
+  nta_rank_list_of(other, no, gsize[maj], rb, sizeof(rb));
   int in_group = (ops[culprit].flags | ops[lead[maj]].flags) & NTR_REC_IN_GROUP;
   snprintf(k->summary, sizeof(k->summary),
            "collective mismatch on comm %s seq %llu%s: %s %s called %s while %s %s called %s%s",
-           hex, (unsigned long long)s, in_group ? " (inside a group)" : "", nta_plural(nc), ra, a,
-           nta_plural(no), rb, b, ng > 2 ? " (and more variants)" : "");
+           hex, (unsigned long long)s, in_group ? " (inside a group)" : "", nta_plural(gsize[cg]), ra, a,
+           nta_plural(gsize[maj]), rb, b, ng > 2 ? " (and more variants)" : "");
   for (int i = 0; i < nr; i++)
     if (has[i]) {
       char d[160];
@@ -429,11 +445,12 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
   struct nta_op first, o;
   const struct nta_proc *first_proc = NULL;
   int have = 0;
-  int waiting[NTA_MAX_VRANKS], nw = 0;
+  int waiting[NTA_MAX_VRANKS], nw = 0, nw_all = 0;
   for (int i = 0; i < c->nranked; i++) {
     const struct nta_member *m = c->ranked[i];
     if (m->issued < s)
       continue;
+    nw_all++;
     if (nta_coll_find(m, s, &o) && (!have || o.t_ns < t)) {
       first = o;
       first_proc = m->proc;
@@ -448,8 +465,9 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
     return;
   k->comm = c;
   k->seq = s;
-  for (int i = 0; i < c->nranked && k->nranks < NTA_MAX_VRANKS; i++)
-    if (!c->ranked[i]->in_init && c->ranked[i]->issued < s)
+  int nm_all = 0;
+  for (int i = 0; i < c->nranked; i++)
+    if (!c->ranked[i]->in_init && c->ranked[i]->issued < s && nm_all++ < NTA_MAX_VRANKS)
       k->ranks[k->nranks++] = c->ranked[i]->rank;
   char hex[17], d[160] = "it", rm[256], rw[256], at[400] = "", last[600] = "";
   nta_comm_hex(c->id, hex);
@@ -457,8 +475,8 @@ static void detect_missing(struct nta_job *job, const struct nta_comm *c) {
     nta_describe_op(&first, d, sizeof(d));
     nta_site_text(first_proc, first.pystack, at, sizeof(at));
   }
-  nta_rank_list(k->ranks, k->nranks, rm, sizeof(rm));
-  nta_rank_list(waiting, nw, rw, sizeof(rw));
+  nta_rank_list_of(k->ranks, k->nranks, nm_all, rm, sizeof(rm));
+  nta_rank_list_of(waiting, nw, nw_all, rw, sizeof(rw));
   /* verdict.stack: the first culprit's last call on the comm, where its
    * code went another way (pysite.c) */
   const struct nta_member *cm = k->nranks ? nta_rank(c, k->ranks[0]) : NULL;

@@ -111,6 +111,16 @@ static const char *sig_name(int s) {
   return n ? n : "signal";
 }
 
+void nta_exit_text(int code, char *buf, size_t len) {
+  /* 128+N is how a shell, a launcher and a container runtime report a child
+   * that signal N ended; the rank's own exit(137) reads the same. */
+  const char *n = code > 128 && code < 128 + 65 ? ntr_name_signal(code - 128) : NULL;
+  if (n)
+    snprintf(buf, len, "code %d (128+%d, %s)", code, code - 128, n);
+  else
+    snprintf(buf, len, "code %d", code);
+}
+
 static void proc_where(const struct nta_proc *p, char *buf, size_t len) {
   snprintf(buf, len, "pid %d on %.64s", p->img->hdr.pid, p->img->hdr.host);
 }
@@ -193,23 +203,27 @@ void nta_detect_fates(struct nta_job *job) {
     nta_proc_label(p, label, sizeof label);
     if (p->fate == NTA_EXITED && p->run) {
       /* Its exit hook never ran: the status is nccltrace run's (runexit.c). */
+      char code[64];
+      nta_exit_text(p->exit_code, code, sizeof code);
       nta_event_add(job, p->fate_ns + 1, p->lrank, "exit",
-                    "%s exited with code %d without an exit record (seen by nccltrace run); last record here",
-                    where, p->exit_code);
+                    "%s exited with %s without an exit record (seen by nccltrace run); last record here",
+                    where, code);
       if (p->exit_code != 0 && (k = nta_cand_add(job, NTA_RANK_EXIT, p->fate_ns)) != NULL) {
         k->exit_code = p->exit_code;
         snprintf(k->summary, sizeof(k->summary),
-                 "%s exited with code %d without an exit record (the status nccltrace run saw)%s", label,
-                 p->exit_code,
+                 "%s exited with %s without an exit record (the status nccltrace run saw)%s", label,
+                 code,
                  p->exit_code == 127 ? "; exit 127 that bypasses exit() is how the dynamic linker ends a process "
                                        "('symbol lookup error', 'error while loading shared libraries')"
                                      : "; it ended without exit() (_exit, exit_group, the dynamic linker)");
       }
     } else if (p->fate == NTA_EXITED) {
-      nta_event_add(job, p->fate_ns, p->lrank, "exit", "%s exited with code %d", where, p->exit_code);
+      char code[64];
+      nta_exit_text(p->exit_code, code, sizeof code);
+      nta_event_add(job, p->fate_ns, p->lrank, "exit", "%s exited with %s", where, code);
       if (p->exit_code != 0 && (k = nta_cand_add(job, NTA_RANK_EXIT, p->fate_ns)) != NULL) {
         k->exit_code = p->exit_code;
-        snprintf(k->summary, sizeof(k->summary), "%s exited with code %d", label, p->exit_code);
+        snprintf(k->summary, sizeof(k->summary), "%s exited with %s", label, code);
       }
     } else if (p->fate == NTA_SIGNALED) {
       const struct ntr_ring_header *h = &p->img->hdr;
@@ -235,11 +249,16 @@ void nta_detect_fates(struct nta_job *job) {
       char seen[64] = "", launcher[256] = "";
       if (p->run)
         snprintf(seen, sizeof seen, " (nccltrace run saw it killed by %s)", sig_name(p->signo));
-      if (p->launcher && (p->launcher->signaled || p->launcher->code))
-        snprintf(launcher, sizeof launcher, "; its launcher %s (pid %d, started by nccltrace run) then %s %d "
+      if (p->launcher && (p->launcher->signaled || p->launcher->code)) {
+        char st[64];
+        if (p->launcher->signaled)
+          snprintf(st, sizeof st, "was killed by %s (%d)", sig_name(p->launcher->code), p->launcher->code);
+        else
+          snprintf(st, sizeof st, "exited with "), nta_exit_text(p->launcher->code, st + strlen(st), sizeof st - strlen(st));
+        snprintf(launcher, sizeof launcher, "; its launcher %s (pid %d, started by nccltrace run) then %s "
                  "(a launcher's status is one rank's, not necessarily this one's)",
-                 p->launcher->exe[0] ? p->launcher->exe : "?", p->launcher->pid,
-                 p->launcher->signaled ? "was killed by signal" : "exited with code", p->launcher->code);
+                 p->launcher->exe[0] ? p->launcher->exe : "?", p->launcher->pid, st);
+      }
       /* one ns after its last record: the chain shows that record first */
       nta_event_add(job, p->fate_ns + 1, p->lrank, "vanished",
                     "%s left no exit record and is gone%s; last record here", where, seen);

@@ -84,8 +84,10 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
 void nta_member_state(const struct nta_member *m, char *buf, size_t len) {
   const struct nta_proc *p = m->proc;
   char f[48];
+  char code[40];
+  nta_exit_text(p->exit_code, code, sizeof code);
   if (p->fate == NTA_EXITED)
-    snprintf(f, sizeof(f), "exited %d", p->exit_code);
+    snprintf(f, sizeof(f), "exited %s", code + 5); /* "137 (128+9, SIGKILL)": "code " left out */
   else if (p->fate == NTA_SIGNALED)
     snprintf(f, sizeof(f), "%s %d", p->fatal ? "crashed" : "killed by signal", p->signo);
   else

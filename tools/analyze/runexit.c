@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "recorder/format.h"
+#include "recorder/names.h"
 #include "tools/analyze/analyze.h"
 
 /* Slack between the run's clock readings and the records (same host, same
@@ -243,15 +244,18 @@ void nta_runexit_detect(struct nta_job *job) {
       continue;
     if (lo && ((r->end_ns && r->end_ns + RUNEXIT_SLACK_NS < lo) || (r->start_ns && r->start_ns > hi + RUNEXIT_SLACK_NS)))
       continue;
-    char who[160], status[48];
+    char who[160], status[80];
     if (r->rank >= 0)
       snprintf(who, sizeof who, "rank %d (pid %d on %s, %s)", r->rank, r->pid, r->host, r->exe[0] ? r->exe : "?");
     else
       snprintf(who, sizeof who, "pid %d on %s (%s)", r->pid, r->host, r->exe[0] ? r->exe : "?");
-    if (r->signaled)
-      snprintf(status, sizeof status, "was killed by signal %d", r->code);
-    else
-      snprintf(status, sizeof status, "exited with code %d", r->code);
+    if (r->signaled) {
+      const char *sn = ntr_name_signal(r->code);
+      snprintf(status, sizeof status, "was killed by %s (%d)", sn ? sn : "signal", r->code);
+    } else {
+      snprintf(status, sizeof status, "exited with ");
+      nta_exit_text(r->code, status + strlen(status), sizeof status - strlen(status));
+    }
     /* No ring, no dump: it never reached its first NCCL call with the
      * tracer loaded.  Exit 127 before that is the dynamic linker's. */
     const char *hint = !r->signaled && r->code == 127

@@ -12,7 +12,7 @@
 #include "tools/analyze/analyze.h"
 
 #define TB_BASE_NS 1700000000000000000ull
-#define TB_MAX_IMGS 64
+#define TB_MAX_IMGS 128
 
 static uint64_t tb_cap = 4096; /* records per synthetic image */
 

@@ -308,7 +308,38 @@ static void t_run_parse(void) {
   NT_CHECK(nta_runexit_parse(big, sizeof big, &r, why, sizeof why) == -1, "oversized accepted");
 }
 
+/* Rank 1 is gone; nccltrace run saw the status a shell or launcher gives a
+ * child killed by SIGKILL, 137 = 128 + 9: the text names the signal. */
+static void t_run_137(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world(&job, r, 3);
+    tb_steps(img, W, 2, 0);
+    if (r == 1) {
+      tb_vanish(img);
+    } else {
+      tb_ar(img, W, 1024, 20, -1);
+      tb_timeout(img, W, 3, 1020);
+      tb_signal(img, SIGTERM, 1300);
+    }
+  }
+  add_runexit(&job, "node0", 1001, 1, 0, 137, -5, 25);
+  run(&job, "run_137");
+  NT_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.exit_code == 137, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(strstr(job.v.summary, "code 137 (128+9, SIGKILL)"), "summary: %s", job.v.summary);
+  nta_job_free(&job);
+  char b[96];
+  nta_exit_text(143, b, sizeof b);
+  NT_CHECK(!strcmp(b, "code 143 (128+15, SIGTERM)"), "143: %s", b);
+  nta_exit_text(1, b, sizeof b);
+  NT_CHECK(!strcmp(b, "code 1"), "1: %s", b);
+  nta_exit_text(128, b, sizeof b);
+  NT_CHECK(!strcmp(b, "code 128"), "128: %s", b);
+}
+
 int main(void) {
+  t_run_137();
   t_multirank_killed();
   t_two_procs();
   t_multirank_mismatch();

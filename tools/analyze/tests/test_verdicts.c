@@ -846,7 +846,44 @@ static void t_hostile_nranks(void) {
   nta_job_free(&job);
 }
 
+/* 80 ranks, rank 79 never issues the third collective: the 79 waiting ranks
+ * are more than a verdict keeps (64); the text says how many it left out
+ * instead of stopping mid-list, and the formatter does the same when its
+ * buffer is what runs out. */
+static void t_many_waiting(void) {
+  struct nta_job job;
+  tb_job(&job);
+  const int n = 80;
+  for (int r = 0; r < n; r++) {
+    struct ntt_image *img = world_rank(&job, r, n);
+    tb_steps(img, W, 2, 0);
+    if (r == n - 1) {
+      tb_exit(img, 0, 25);
+    } else {
+      tb_ar(img, W, 1024, 30, -1);
+      tb_timeout(img, W, 3, 1030);
+    }
+  }
+  run(&job, "many_waiting");
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL && job.v.nranks == 1 && job.v.ranks[0] == n - 1, "got %s: %s",
+           tb_cls(&job), job.v.summary);
+  NT_CHECK(strstr(job.v.summary, "0,1,2,") && strstr(job.v.summary, ",63 and 15 more"), "summary: %s",
+           job.v.summary);
+  nta_job_free(&job);
+  int r[64];
+  for (int i = 0; i < 64; i++)
+    r[i] = 1000 + i;
+  char small[40];
+  nta_rank_list(r, 64, small, sizeof small);
+  NT_CHECK(strstr(small, "1000,1001,") && strstr(small, " more") && strlen(small) < sizeof small, "cut list: %s",
+           small);
+  char all[512];
+  nta_rank_list(r, 64, all, sizeof all);
+  NT_CHECK(!strstr(all, "more") && strstr(all, ",1063"), "whole list: %s", all);
+}
+
 int main(void) {
+  t_many_waiting();
   t_healthy();
   t_bcast_alias();
   t_op_mismatch();
