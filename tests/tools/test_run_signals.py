@@ -146,6 +146,11 @@ try:
         r.wait_state(r.child, False, "SIGCONT to the group continues CMD")
         r.wait_state(r.p.pid, False, "and run")
         r.wait_out(lambda o: r.letters(b"C") >= 2, "CMD saw the group's SIGCONT")
+        # A group-wide send the kernel merged for run stays unmatched at
+        # run's helper for up to 2 s, and a signal to run alone in that
+        # window is not passed on (docs/user-guide.md, the rule's limits):
+        # the part below tests signals to run alone, after that window.
+        time.sleep(2.2)
         os.kill(r.p.pid, signal.SIGSTOP)
         r.wait_state(r.p.pid, True, "SIGSTOP stops run")
         time.sleep(0.2)  # CMD must still be running: give a wrong stop the time to show
