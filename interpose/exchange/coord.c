@@ -360,13 +360,14 @@ static void say_fds(struct ntx_coord *co, int emfile) {
   if (co->said_fds)
     return;
   co->said_fds = 1;
+  /* through the one diagnostic writer: fd 2 checked, never blocking */
   if (emfile)
-    fprintf(stderr, "nccltrace: the coordinator cannot accept connections: too many open files, RLIMIT_NOFILE=%ld "
-                    "reached (ulimit -n); ranks that cannot connect run unchecked\n", ntx_fd_limit());
+    ntr_diag_say("nccltrace: ", "the coordinator cannot accept connections: too many open files, RLIMIT_NOFILE=%ld "
+                 "reached (ulimit -n); ranks that cannot connect run unchecked", ntx_fd_limit());
   else
-    fprintf(stderr, "nccltrace: the coordinator accepts no connection while %ld descriptors are left under "
-                    "RLIMIT_NOFILE=%ld and %ld are kept for the application (ulimit -n); ranks that cannot connect "
-                    "run unchecked\n", co->headroom, ntx_fd_limit(), co->reserve);
+    ntr_diag_say("nccltrace: ", "the coordinator accepts no connection while %ld descriptors are left under "
+                 "RLIMIT_NOFILE=%ld and %ld are kept for the application (ulimit -n); ranks that cannot connect "
+                 "run unchecked", co->headroom, ntx_fd_limit(), co->reserve);
 }
 
 /* Descriptors left to the process, counted at most every HEADROOM_S

@@ -202,8 +202,13 @@ EMU_API int emu_capture_fork(struct CUstream_st *s, uint64_t cap_id)
     rc = EMU_E_CAPTURED_EVENT;   /* the capture that recorded it is over */
   else if (atomic_load_explicit(&s->cap, memory_order_relaxed))
     rc = EMU_E_CAPTURE_MERGE;
-  else if (c->nmem == EMU_CAP_MAX_STREAMS)
+  else if (c->nmem == EMU_CAP_MAX_STREAMS) {
     rc = EMU_E_NOT_SUPPORTED;
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+      emu_log("capture %llu: more than %d streams fork into one capture (emulator limit): cudaErrorNotSupported",
+              (unsigned long long)cap_id, EMU_CAP_MAX_STREAMS);
+  }
   else {
     c->mem[c->nmem].stream = s;
     c->mem[c->nmem].nnodes = c->mem[c->nmem].joined = 0;
