@@ -47,7 +47,7 @@ pg_timeout=${PG_TIMEOUT:-30} deadline=${DEADLINE:-60} trace_timeout=${TIMEOUT:-1
 # tag in their environment, and whatever still carries it is ended.
 end_case() { # tag
   for e in /proc/[0-9]*/environ; do
-    if tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "NCCLTRACE_RUN_ALL_TAG=$1"; then
+    if { tr '\0' '\n' <"$e"; } 2>/dev/null | grep -qx "NCCLTRACE_RUN_ALL_TAG=$1"; then
       p=${e#/proc/}; kill -KILL "${p%/environ}" 2>/dev/null || true
     fi
   done
@@ -82,7 +82,7 @@ for _ in range(200):
   fi
   NCCLTRACE_RUN_ALL_TAG=$tag timeout -k 10 "$deadline" "$nccltrace" run --timeout "$trace_timeout" \
     --dir "$d/dumps" --ring-dir "$d/rings" -- \
-    $wrap torchrun --nproc-per-node "$nproc" --master-port "$port" "$here/faults.py" "$c" --pg-timeout "$pg_timeout" \
+    $wrap torchrun --nproc-per-node "$nproc" --master-port "$port" --rdzv-id "nccltrace-$tag" "$here/faults.py" "$c" --pg-timeout "$pg_timeout" \
     >"$d/job.log" 2>&1 || true
   end_case "$tag"
   "$nccltrace" collect --rings "$d/rings" --dir "$d/dumps" >/dev/null 2>&1 || true
