@@ -375,13 +375,17 @@ int ntt_run_main(int argc, char **argv) {
   if (wrc != 0)
     fprintf(stderr, "nccltrace: run: cannot start the signal witness (%s): signals sent to the whole "
                     "process group may reach CMD twice\n", strerror(-wrc));
-  /* Handlers before CMD exists (a signal in between would kill run);
-   * blocked across the fork until CMD is known, so none is lost or
-   * handled by the forked copy before exec. */
-  sigset_t all, old_mask;
+  /* Blocked before CMD exists (a signal in between would kill run) and
+   * from then on in run: ntt_runsig_wait takes them.  All blocked across
+   * the fork, so the forked copy handles none before exec. */
+  sigset_t all, old_mask, run_mask;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, &old_mask);
-  ntt_runsig_install();
+  run_mask = old_mask;
+  int irc = ntt_runsig_install(&run_mask);
+  if (irc != 0)
+    fprintf(stderr, "nccltrace: run: no signalfd (%s): signals reach CMD up to 20 ms late\n",
+            strerror(-irc));
   uint64_t start_ns = real_ns();
   fflush(NULL);
   pid_t parent = getpid();
@@ -412,7 +416,7 @@ int ntt_run_main(int argc, char **argv) {
     _exit(err == ENOENT ? 127 : 126);
   }
   ntt_runsig_set_child(pid);
-  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  sigprocmask(SIG_SETMASK, &run_mask, NULL);
   int exec_err = 0;
   if (ep[1] >= 0)
     close(ep[1]);

@@ -2,9 +2,9 @@
  * control through it (docs/user-guide.md "nccltrace run", the rule).
  *
  * Thread-safety: run is single-threaded; these functions run on its one
- * thread.  Signal-safety: ntt_runsig_handler is async-signal-safe (kill,
- * getpgid, getpgrp, write, read, poll, clock_gettime, errno saved); the
- * rest is not called from a handler.
+ * thread.  Signal-safety: run has no handler for these signals: they stay
+ * blocked in run and are taken from its queue in ntt_runsig_wait, in the
+ * order take_pending explains, so nothing here runs in a handler.
  *
  * The rule.  CMD shares run's process group (terminal job control and
  * `timeout` need that), so a signal sent to the whole group -- `kill -SIG
@@ -49,15 +49,17 @@
 
 #define WITNESS_STALE_NS 2000000000ull /* a delivery run never asked about */
 #define WITNESS_REPLY_MS 1000          /* run's wait for an answer */
+#define NOFD_POLL_MS 20                /* without a signalfd: how often run looks */
 
 static const int fwd_sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGUSR1,
                                SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
 #define NFWD (sizeof fwd_sigs / sizeof fwd_sigs[0])
 
-static volatile sig_atomic_t child_pid;
+static pid_t child_pid;
 static pid_t witness_pid = -1;
 static int ask_fd = -1, reply_fd = -1; /* run's ends; -1: no witness */
-static volatile sig_atomic_t witness_gone_said;
+static int witness_gone_said;
+static int sig_fd = -1; /* readable while one of run's signals is pending */
 
 static void fwd_set(sigset_t *s) {
   sigemptyset(s);
@@ -169,7 +171,8 @@ int ntt_runsig_start(void) {
 }
 
 /* @return 1 when the witness got sig too (a group-wide send), 0 when not,
- * -1 without a witness.  Async-signal-safe. */
+ * -1 without a witness.  sig 0 only makes the witness take in every
+ * delivery queued to it so far. */
 static int witness_saw(int sig) {
   if (ask_fd < 0)
     return -1;
@@ -186,41 +189,77 @@ static int witness_saw(int sig) {
     ask_fd = -1;
     if (!witness_gone_said) {
       witness_gone_said = 1;
-      static const char msg[] = "nccltrace: run: the signal witness stopped answering; signals sent to "
-                                "the whole process group may now reach CMD twice\n";
-      if (write(2, msg, sizeof msg - 1) < 0)
-        ok = 0;
+      fprintf(stderr, "nccltrace: run: the signal witness stopped answering; signals sent to the "
+                      "whole process group may now reach CMD twice\n");
     }
     return -1;
   }
   return a;
 }
 
-void ntt_runsig_handler(int sig, siginfo_t *info, void *uc) {
-  (void)uc;
-  int saved = errno;
+/* One delivery of sig to run, already taken from its queue: passed on to
+ * CMD unless the same send reached CMD from the kernel. */
+static void pass_on(int sig, const siginfo_t *info) {
   int group = witness_saw(sig); /* asked first: each delivery is claimed once */
   pid_t c = (pid_t)child_pid;
-  if (c > 0) {
-    int reached; /* the same send reached CMD from the kernel */
-    if (getpgid(c) != getpgrp())
-      reached = 0; /* CMD left our group: nothing sent to it reaches CMD */
-    else if (info && info->si_code > 0)
-      reached = 1; /* the kernel's: a terminal signals the whole group */
-    else
-      reached = group > 0;
-    if (!reached)
-      kill(c, sig);
-  }
-  errno = saved;
+  if (c <= 0)
+    return;
+  int reached;
+  if (getpgid(c) != getpgrp())
+    reached = 0; /* CMD left our group: nothing sent to it reaches CMD */
+  else if (info->si_code > 0)
+    reached = 1; /* the kernel's: a terminal signals the whole group */
+  else
+    reached = group > 0;
+  if (!reached)
+    kill(c, sig);
 }
 
-void ntt_runsig_install(void) {
-  struct sigaction sa = {.sa_sigaction = ntt_runsig_handler, .sa_flags = SA_SIGINFO | SA_RESTART};
-  /* One at a time: the questions to the witness never interleave. */
-  fwd_set(&sa.sa_mask);
+/* Every signal pending for run, each passed on or not.  The order is the
+ * point: the set pending is read first, then the witness takes in its
+ * queue, then only signals of that set are taken from run's.  A group-wide
+ * send reaches the witness before run, so each delivery run takes is
+ * already counted by the witness, and a later send the witness gets merges
+ * with nothing of its own that run has not taken too: the witness never
+ * holds fewer deliveries of a group-wide send than run takes (taking first
+ * and asking after let a send land between, merged at the witness alone:
+ * CMD got it twice). */
+static void take_pending(void) {
+  sigset_t pend, fwd;
+  if (sigpending(&pend) != 0)
+    return;
+  fwd_set(&fwd);
+  int any = 0;
   for (size_t i = 0; i < NFWD; i++)
-    sigaction(fwd_sigs[i], &sa, NULL);
+    any |= sigismember(&pend, fwd_sigs[i]) == 1;
+  if (!any)
+    return;
+  witness_saw(0);
+  for (size_t i = 0; i < NFWD; i++) {
+    int sig = fwd_sigs[i];
+    if (sigismember(&pend, sig) != 1)
+      continue;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    siginfo_t info;
+    const struct timespec zero = {0, 0};
+    if (sigtimedwait(&one, &info, &zero) == sig)
+      pass_on(sig, &info);
+  }
+}
+
+int ntt_runsig_install(sigset_t *mask) {
+  sigset_t set;
+  fwd_set(&set);
+  sigaddset(&set, SIGCHLD); /* only to wake the wait: CMD stopped or ended */
+  for (int s = 1; s < NSIG; s++)
+    if (sigismember(&set, s) == 1)
+      sigaddset(mask, s);
+  /* A blocked SIGCHLD left at SIG_DFL is still queued (the kernel ignores
+   * no blocked signal), so the signalfd sees it. */
+  sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  return sig_fd < 0 ? -errno : 0;
 }
 
 void ntt_runsig_child_reset(void) {
@@ -257,17 +296,31 @@ static void stop_self(int sig) {
 
 int ntt_runsig_wait(pid_t pid, int *st) {
   for (;;) {
-    pid_t r = waitpid(pid, st, WUNTRACED);
+    take_pending();
+    pid_t r = waitpid(pid, st, WUNTRACED | WNOHANG);
     if (r < 0) {
       if (errno == EINTR)
         continue;
       return -errno;
     }
-    if (WIFSTOPPED(*st)) {
+    if (r == pid) {
+      if (!WIFSTOPPED(*st))
+        return 0;
       stop_self(WSTOPSIG(*st));
       continue;
     }
-    return 0;
+    /* Readable means pending: nothing is taken here (take_pending does,
+     * in its order); SIGCHLD is taken and dropped, the waitpid above
+     * reads what it said. */
+    struct pollfd p = {.fd = sig_fd, .events = POLLIN};
+    if (poll(&p, sig_fd >= 0 ? 1 : 0, sig_fd >= 0 ? -1 : NOFD_POLL_MS) < 0 && errno != EINTR)
+      return -errno;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&chld, NULL, &zero) == SIGCHLD)
+      ;
   }
 }
 
@@ -282,6 +335,9 @@ void ntt_runsig_stop(void) {
   if (reply_fd >= 0)
     close(reply_fd);
   reply_fd = -1;
+  if (sig_fd >= 0)
+    close(sig_fd);
+  sig_fd = -1;
   kill(witness_pid, SIGKILL);
   while (waitpid(witness_pid, NULL, 0) < 0 && errno == EINTR)
     ;

@@ -2,8 +2,8 @@
  * (each send reaches CMD once), and job control through it (run_sig.c has
  * the rule).
  *
- * Thread-safety: run's one thread only.  Signal-safety: ntt_runsig_handler
- * is the handler and async-signal-safe; nothing else is called from one.
+ * Thread-safety: run's one thread only.  Signal-safety: no handler; run
+ * keeps these signals blocked and takes them in ntt_runsig_wait.
  */
 #ifndef NTT_RUN_SIG_H
 #define NTT_RUN_SIG_H
@@ -14,15 +14,18 @@
  * group-wide send from one to run alone).  Before CMD is forked.
  * @return 0, or -errno: run then passes on every kill(2)-sent signal. */
 int ntt_runsig_start(void);
-/* Install the handler for the signals run passes on (SIGINT SIGTERM SIGHUP
- * SIGQUIT SIGUSR1 SIGUSR2 SIGTSTP SIGTTIN SIGTTOU SIGCONT). */
-void ntt_runsig_install(void);
-void ntt_runsig_handler(int sig, siginfo_t *info, void *uc);
+/* Adds to *mask the signals run passes on (SIGINT SIGTERM SIGHUP SIGQUIT
+ * SIGUSR1 SIGUSR2 SIGTSTP SIGTTIN SIGTTOU SIGCONT) and SIGCHLD, which run
+ * keeps blocked from then on (set *mask as run's mask before CMD is
+ * forked's copy needs them), and opens the signalfd that wakes the wait.
+ * @return 0, or -errno: no signalfd, and the wait looks every 20 ms. */
+int ntt_runsig_install(sigset_t *mask);
 /* In the forked CMD before exec: those signals back to SIG_DFL. */
 void ntt_runsig_child_reset(void);
 /* The pid signals are passed on to (0: none). */
 void ntt_runsig_set_child(pid_t pid);
-/* waitpid(pid) until it ends, stopping run whenever CMD stops.
+/* waitpid(pid) until it ends, passing on run's signals as they come and
+ * stopping run whenever CMD stops.
  * @return 0 (*st: its status) or -errno. */
 int ntt_runsig_wait(pid_t pid, int *st);
 /* CMD has ended: nothing is passed on any more; the witness is ended. */
