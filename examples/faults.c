@@ -13,6 +13,11 @@
  *   root      everyone Broadcasts, R names a different root
  *   skip      R leaves the loop before collective K and exits 0
  *   lazy      R never creates the communicator (lazy init skipped), exits 0
+ *   lazy_group after step K-1 the others create 8 more nonblocking
+ *             communicators of every rank (a framework's new groups, made
+ *             at their first use); R never uses them and waits: the
+ *             others wait in their inits (R must not be 0, which hands out
+ *             the ids)
  *   exit42    R exits with code 42 before step K
  *   app_error R hits an application error and exits 1
  *   abort     R aborts the communicator (ncclCommAbort) and exits 3
@@ -53,7 +58,44 @@ static void mark(const char *what, long long v) {
 static const char *const cases[] = {"none", "stall", "op", "raw_op", "shape", "order", "dtype",
                                     "redop", "root", "skip", "lazy", "exit42", "app_error", "abort",
                                     "segv", "sigkill", "group", "split", "split_skip", "p2p", "p2p_peer",
-                                    "ring", "window_skip", "bad_rank", "loader_exit", NULL};
+                                    "ring", "window_skip", "bad_rank", "loader_exit", "lazy_group", NULL};
+
+/* lazy_group: eight communicators of every rank, nonblocking, that R never
+ * joins.  Eight, so that at least one of them has a smaller id than the
+ * world communicator's (8 in 9 runs): a tracer that let an unfinished
+ * comm decide the derived job id split the job (docs/identity.md). */
+static void lazy_groups(const char *idfile, int me) {
+  enum { NLAZY = 8 };
+  ncclComm_t lazy[NLAZY];
+  for (int i = 0; i < NLAZY; i++) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s.lazy%d", idfile, i) >= (int)sizeof path) {
+      fprintf(stderr, "rank %d: unique id path too long\n", ex_rank);
+      exit(2);
+    }
+    ncclUniqueId id;
+    ex_unique_id(path, &id);
+    if (me)
+      continue;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&lazy[i], ex_size, id, ex_rank, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      fprintf(stderr, "rank %d: lazy init %d: %s\n", ex_rank, i, ncclGetErrorString(r));
+      exit(1);
+    }
+  }
+  if (me)
+    fprintf(stderr, "rank %d: never uses the new groups (their lazy inits are skipped)\n", ex_rank);
+  for (;;) {
+    if (!me)
+      for (int i = 0; i < NLAZY; i++) {
+        ncclResult_t st = ncclSuccess;
+        ncclCommGetAsyncError(lazy[i], &st);
+      }
+    ex_sleep_ms(100);
+  }
+}
 
 static __attribute__((noinline)) void inject_segfault(volatile int *p) {
   *p = 42; /* the backtrace names this function */
@@ -85,6 +127,10 @@ int main(int argc, char **argv) {
   int me = ex_rank == R;
   if (IS("p2p_peer") && ex_size < 3) {
     fprintf(stderr, "p2p_peer needs WORLD_SIZE >= 3\n");
+    return 2;
+  }
+  if (IS("lazy_group") && R == 0) {
+    fprintf(stderr, "lazy_group needs --rank other than 0 (rank 0 hands out the ids)\n");
     return 2;
   }
   if (IS("split") && ex_size < 4) {
@@ -152,6 +198,8 @@ int main(int argc, char **argv) {
     }
     if (me)
       fprintf(stderr, "rank %d: injecting '%s' at step %d\n", ex_rank, kase, step);
+    if (IS("lazy_group"))
+      lazy_groups(idfile, me); /* never returns */
     if (IS("none") || IS("stall")) {
       NCCL_CHECK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, comm, s));
     } else if (IS("op") || IS("raw_op")) {

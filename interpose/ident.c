@@ -2,7 +2,9 @@
  *
  * Thread-safety: the hash functions are pure.  nti_job_from_comm runs in a
  * lifecycle wrapper under nti_life_lock (it walks the registry and may
- * rewrite nti_cfg.job and the ring's job id).
+ * rewrite nti_cfg.job and the ring's job id); nti_job_comm_ready takes
+ * that lock, from an application thread or the watchdog's (no allocation:
+ * snprintf into the stack, link/unlink).
  * Signal-safety: the hash functions are async-signal-safe; nti_job_from_comm
  * is not (renames the ring file).
  *
@@ -155,11 +157,18 @@ static int job_better(int cls, int32_t nranks, uint64_t id, int bcls, int32_t bn
  * own choice, which later communicators may still improve.  Under
  * nti_life_lock, like every call of nti_job_from_comm. */
 static int job_derived;
-/* The best comm seen so far: kept here, since a retired comm's state goes
- * with its slot (registry.c) and the choice must not go back. */
+/* The best comm seen so far whose init completed: kept here, since a
+ * retired comm's state goes with its slot (registry.c) and the choice must
+ * not go back. */
 static int best_cls = -1;
 static int32_t best_n;
 static uint64_t best_id;
+
+/* Init returned ncclSuccess (or its nonblocking init finished): the comm
+ * exists on every member, not only on the ranks that entered its init. */
+static int init_completed(uint32_t lc) {
+  return lc == NTR_COMM_READY || lc == NTR_COMM_FINALIZING || lc == NTR_COMM_REVOKED;
+}
 
 void nti_job_from_comm(uint64_t comm_id) {
   if ((nti_cfg.job[0] && !job_derived) || !nti_active())
@@ -167,22 +176,36 @@ void nti_job_from_comm(uint64_t comm_id) {
   /* The best communicator this process has created so far (the list
    * includes the one just created; it only grows, under nti_life_lock).
    * design §6 / docs/identity.md "Job id": deriving from the first comm
-   * made ranks whose threads create comms concurrently disagree. */
-  int bcls = best_cls;
-  int32_t bn = best_n;
-  uint64_t bid = best_id;
+   * made ranks whose threads create comms concurrently disagree.  Only a
+   * comm whose init completed decides: a comm some ranks entered and
+   * others never will (a lazily created comm of a rank that went another
+   * way) must not move those ranks to another id than their peers'.  Comms
+   * still in their init give a provisional id only while no comm has
+   * completed one. */
+  int bcls = best_cls, pcls = -1;
+  int32_t bn = best_n, pn = 0;
+  uint64_t bid = best_id, pid = 0;
   for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all) {
     const struct ntr_comm_state *cs = c->cs;
     int cls = job_class(cs->init_kind);
-    if (cs->comm_id && cls > 0 && job_better(cls, cs->nranks, cs->comm_id, bcls, bn, bid)) {
+    if (!cs->comm_id || cls <= 0)
+      continue;
+    uint32_t lc = __atomic_load_n(&cs->lifecycle, __ATOMIC_ACQUIRE);
+    if (init_completed(lc) && job_better(cls, cs->nranks, cs->comm_id, bcls, bn, bid)) {
       bcls = cls;
       bn = cs->nranks;
       bid = cs->comm_id;
+    } else if (lc == NTR_COMM_INIT && job_better(cls, cs->nranks, cs->comm_id, pcls, pn, pid)) {
+      pcls = cls;
+      pn = cs->nranks;
+      pid = cs->comm_id;
     }
   }
   best_cls = bcls;
   best_n = bn;
   best_id = bid;
+  if (!bid)
+    bid = pid;
   /* Registry full (the comm got no slot) or only split/shrink children of
    * comms we never saw: the comm at hand is all we know. */
   if (!bid && !job_derived)
@@ -202,4 +225,10 @@ void nti_job_from_comm(uint64_t comm_id) {
   int rc = ntr_ring_set_job(&nti_proc.ring, nti_cfg.job);
   if (rc < 0)
     nti_say("cannot record job id %s in the ring: %s", nti_cfg.job, strerror(-rc));
+}
+
+void nti_job_comm_ready(uint64_t comm_id) {
+  pthread_mutex_lock(&nti_life_lock);
+  nti_job_from_comm(comm_id);
+  pthread_mutex_unlock(&nti_life_lock);
 }

@@ -168,6 +168,7 @@ struct nti_comm *nti_plugin_comm_new(uint64_t id, int rank, int nranks) {
   c->cs->flags |= NTR_REC_PLUGIN;
   __atomic_store_n(&c->live, 1, __ATOMIC_RELEASE);
   __atomic_store_n(&c->cs->lifecycle, NTR_COMM_READY, __ATOMIC_RELEASE);
+  nti_job_comm_ready(c->cs->comm_id);
   nti_watchdog_comm_ready(c);
   return c;
 }
@@ -216,6 +217,8 @@ static void init_done(struct nti_comm *c, ncclResult_t res, ncclComm_t h) {
               (unsigned long long)c->cs->comm_id);
     __atomic_store_n(&c->cs->lifecycle, res == ncclSuccess ? NTR_COMM_READY : NTR_COMM_INIT,
                      __ATOMIC_RELEASE);
+    if (res == ncclSuccess)
+      nti_job_comm_ready(c->cs->comm_id);
     nti_watchdog_comm_ready(c);
   } else {
     __atomic_store_n(&c->cs->lifecycle, NTR_COMM_INIT_FAILED, __ATOMIC_RELEASE);

@@ -39,6 +39,7 @@
 #include "recorder/thread.h"
 #include "interpose/resolve.h"
 #include "interpose/comm.h"
+#include "interpose/ident.h"
 #include "interpose/record.h"
 #include "interpose/watchdog.h"
 #include "interpose/graph.h"
@@ -895,8 +896,10 @@ void nti_async_transition(struct nti_comm *c, ncclResult_t now) {
   if (now == ncclSuccess && old == ncclInProgress) {
     /* A nonblocking init/finalize/split finished. */
     uint32_t lc = __atomic_load_n(&cs->lifecycle, __ATOMIC_ACQUIRE);
-    if (lc == NTR_COMM_INIT)
+    if (lc == NTR_COMM_INIT) {
       __atomic_store_n(&cs->lifecycle, NTR_COMM_READY, __ATOMIC_RELEASE);
+      nti_job_comm_ready(cs->comm_id);
+    }
     nti_blocked_clear(cs);
   } else if (now != ncclSuccess && now != ncclInProgress) {
     char reason[96];

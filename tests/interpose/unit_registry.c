@@ -8,8 +8,9 @@
  * (split by color and n, scalable with one id == InitRank id); ncclBcast
  * and ncclBroadcast fingerprint alike, other fields do not; without a
  * launcher job id, the derived job id follows the job communicator (most
- * ranks, then smallest id, InitRank family before InitAll, never a split)
- * whatever the creation order, and the ring file is renamed after it;
+ * ranks, then smallest id, InitRank family before InitAll, never a split,
+ * only comms whose init completed once one has) whatever the creation
+ * order, and the ring file is renamed after it;
  * past NTR_COMM_MAX comms, a new one takes the slot of the comm retired
  * longest ago (wiped: no old recent[] entry, no old id), its old owner is
  * told (final state) and points elsewhere from then on, and with every
@@ -112,34 +113,57 @@ static int job_rule(void) {
     uint64_t id;
     int nranks;
     unsigned kind;
+    int ready; /* its init completes */
     const char *want;
   } steps[] = {
       /* a later comm with a smaller id and the same size wins */
-      {0x0fff, 4, NTR_KIND_COMM_INIT_RANK_CONFIG, "c0000000000000fff"},
+      {0x0fff, 4, NTR_KIND_COMM_INIT_RANK_CONFIG, 1, "c0000000000000fff"},
+      /* ... but not while its init has not completed: a comm some ranks
+       * enter and others never will must not move the id */
+      {0x0ffe, 4, NTR_KIND_COMM_INIT_RANK, 0, "c0000000000000fff"},
+      {0x7000, 64, NTR_KIND_COMM_INIT_RANK, 0, "c0000000000000fff"},
       /* a larger one wins over smaller ids; the first-created does not matter */
-      {0x9000, 8, NTR_KIND_COMM_INIT_RANK, "c0000000000009000"},
-      {0x8000, 8, NTR_KIND_COMM_INIT_RANK_SCALABLE, "c0000000000008000"},
+      {0x9000, 8, NTR_KIND_COMM_INIT_RANK, 1, "c0000000000009000"},
+      {0x8000, 8, NTR_KIND_COMM_INIT_RANK_SCALABLE, 1, "c0000000000008000"},
       /* a sub-communicator of the job, made with its own unique id */
-      {0x0001, 2, NTR_KIND_COMM_INIT_RANK, "c0000000000008000"},
+      {0x0001, 2, NTR_KIND_COMM_INIT_RANK, 1, "c0000000000008000"},
       /* process-local InitAll ids and split children never replace it */
-      {0x0002, 16, NTR_KIND_COMM_INIT_ALL, "c0000000000008000"},
-      {0x0003, 16, NTR_KIND_COMM_SPLIT, "c0000000000008000"},
+      {0x0002, 16, NTR_KIND_COMM_INIT_ALL, 1, "c0000000000008000"},
+      {0x0003, 16, NTR_KIND_COMM_SPLIT, 1, "c0000000000008000"},
   };
+  /* No comm has completed its init: the best of those in theirs decides,
+   * provisionally. */
   pthread_mutex_lock(&nti_life_lock);
   nti_job_from_comm(0x1000);
   pthread_mutex_unlock(&nti_life_lock);
   if (expect_job("c0000000000001000"))
     return 1;
+  /* The registry test's comms complete their init. */
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+    c->cs->lifecycle = NTR_COMM_READY;
+  nti_job_comm_ready(0x1000);
+  if (expect_job("c0000000000001000"))
+    return 1;
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
     pthread_mutex_lock(&nti_life_lock);
-    if (!nti_comm_create(steps[i].id, 0, steps[i].nranks, steps[i].kind))
+    struct nti_comm *c = nti_comm_create(steps[i].id, 0, steps[i].nranks, steps[i].kind);
+    if (!c)
       NT_RET_FAIL("create %#llx", (unsigned long long)steps[i].id);
     nti_job_from_comm(steps[i].id);
     pthread_mutex_unlock(&nti_life_lock);
+    if (steps[i].ready) {
+      c->cs->lifecycle = NTR_COMM_READY;
+      nti_job_comm_ready(steps[i].id);
+    }
     if (expect_job(steps[i].want))
       return 1;
   }
-  return 0;
+  /* A comm that completes its init late decides then: the 64-rank one. */
+  for (struct nti_comm *c = nti_comm_list(); c; c = c->next_all)
+    if (c->cs->comm_id == 0x7000)
+      c->cs->lifecycle = NTR_COMM_READY;
+  nti_job_comm_ready(0x7000);
+  return expect_job("c0000000000007000");
 }
 
 /* Fill every slot, then retire and reuse (the comms of the earlier
