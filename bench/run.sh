@@ -148,6 +148,28 @@ else
   echo "FIGURE|instructions added per collective|valgrind missing|<= 100|INFO" | tee -a "$out"
 fi
 
+section "dlopen with and without the preload (bench/dlopen_cost, alternating processes)"
+dlopen_row() { # medians of 5 alternating rounds; INFO: dlopen is never on a collective's path
+  local d i u t uo un to tn
+  d=$(mktemp -d /tmp/nccltrace-dlopen-cost.XXXXXX) || { failed=1; return; }
+  uo=""; un=""; to=""; tn=""
+  for i in 1 2 3 4 5; do
+    u=$(env LD_LIBRARY_PATH="$build/tests/emu" "$b/dlopen_cost" --calls "$((calls / 50))" 2>/dev/null)
+    t=$(env LD_LIBRARY_PATH="$build/tests/emu" LD_PRELOAD="$lib" NCCLTRACE_CHECK=off NCCLTRACE_RING_DIR="$d" \
+      NCCLTRACE_DIR="$d" "$b/dlopen_cost" --calls "$((calls / 50))" 2>/dev/null)
+    uo="$uo $(printf '%s\n' "$u" | sed -n 's/^other: //p')"; un="$un $(printf '%s\n' "$u" | sed -n 's/^nccl: //p')"
+    to="$to $(printf '%s\n' "$t" | sed -n 's/^other: //p')"; tn="$tn $(printf '%s\n' "$t" | sed -n 's/^nccl: //p')"
+  done
+  rm -rf "$d"
+  med() { printf '%s\n' $1 | sort -g | sed -n 3p; }
+  if [ -z "$(med "$tn")" ] || [ -z "$(med "$un")" ]; then
+    echo "FIGURE|ns per dlopen+dlclose|did not run|-|FAIL" | tee -a "$out"; failed=1; return
+  fi
+  echo "FIGURE|ns per dlopen+dlclose of libm, untraced / traced|$(med "$uo") / $(med "$to") ns|-|INFO" | tee -a "$out"
+  echo "FIGURE|ns per dlopen+dlclose of libnccl, untraced / traced|$(med "$un") / $(med "$tn") ns|-|INFO" | tee -a "$out"
+}
+dlopen_row
+
 section "profiler plugin per event beside the preload per call (bench/plugin_cost, one process)"
 plugin_row() { # its "added:", "plugin event:" and "ratio:" lines become rows (INFO: no target yet)
   local txt a e r d

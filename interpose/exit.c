@@ -51,10 +51,24 @@ static void exit_evidence(int status, const char *how) {
   }
 }
 
+/* A libnccl mapped that is not the one our wrappers call: its calls were
+ * never recorded.  Said once and noted in the ring ("nccl unseen"), so
+ * analyze does not take this process's silence for a rank without NCCL
+ * work (dlopen.c). */
+static void note_unseen_nccl(void) {
+  char path[256];
+  if (!nti_dlopen_unseen(path, sizeof path))
+    return;
+  nti_say("%s is loaded but the tracer never called it (a second NCCL, dlmopen, or a dlopen it could "
+          "not route): this process's calls into it are not recorded", path);
+  nti_record_event(NTR_KIND_NOTE, NULL, "nccl unseen", 0, 0, 0);
+}
+
 static void on_exit_handler(int status, void *arg) {
   (void)arg;
   if (!take_exit())
     return;
+  note_unseen_nccl();
   /* Flush what the exchange has pending and stop polling; the watchdog's
    * last pass marks ops that completed since its previous poll. */
   ntx_stop();

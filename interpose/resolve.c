@@ -142,6 +142,35 @@ static void *fallback_handle(void) {
   return h;
 }
 
+/* Load bases of the objects two symbols are in (NULL: unknown). */
+static void *object_of(void *sym) {
+  Dl_info di;
+  return sym && dladdr(sym, &di) ? di.dli_fbase : NULL;
+}
+
+int nti_resolve_adopt(void *h) {
+  void *v = dlsym(h, "ncclGetVersion");
+  if (!v || is_self(v))
+    return 0;
+  void *obj = object_of(v);
+  int rc;
+  pthread_mutex_lock(&handle_lock);
+  void *g = dlsym(RTLD_NEXT, "ncclGetVersion");
+  if (g && !is_self(g)) {
+    rc = object_of(g) == obj ? 1 : -1;
+  } else if (nccl_handle) {
+    rc = object_of(dlsym(nccl_handle, "ncclGetVersion")) == obj ? 1 : -1;
+  } else {
+    /* First NCCL of the process: ours to call from now on (a lookup that
+     * failed before stored nothing, so the next call finds it). */
+    __atomic_store_n(&nccl_handle, h, __ATOMIC_RELEASE);
+    handle_tried = 1;
+    rc = 1;
+  }
+  pthread_mutex_unlock(&handle_lock);
+  return rc;
+}
+
 static void *lookup(const char *name) {
   void *s = dlsym(RTLD_NEXT, name);
   if (s && !is_self(s))

@@ -61,7 +61,8 @@ void *nti_resolve(enum nti_fn fn);
   X(execv, int, (const char *, char *const[]))                             \
   X(execvp, int, (const char *, char *const[]))                            \
   X(fexecve, int, (int, char *const[], char *const[]))                     \
-  X(execveat, int, (int, const char *, char *const[], char *const[], int))
+  X(execveat, int, (int, const char *, char *const[], char *const[], int)) \
+  X(dlopen, void *, (const char *, int))
 
 struct nti_libc {
 #define NTI_LIBC_FIELD(name, ret, params) ret(*name) params; /* NULL: absent */
@@ -88,6 +89,15 @@ void nti_libc_resolve(void);
 /* Any symbol of the real NCCL (not a table row: ncclCommCount, ...),
  * found the same way as the rows.  NULL when absent. */
 void *nti_nccl_symbol(const char *name);
+/* h, a handle of a libnccl the application dlopen'ed (dlopen.c): make it
+ * the library our wrappers call when none is in use yet.
+ * @return 1 adopted (or already the one in use), 0 h is libnccltrace.so
+ * itself, -1 another NCCL is in use.  Not signal-safe. */
+int nti_resolve_adopt(void *h);
+/* A libnccl mapped in this process that is not the one our wrappers call
+ * (its calls are invisible): 1 and its path in path, else 0.  Walks the
+ * loaded objects: not signal-safe (dlopen.c). */
+int nti_dlopen_unseen(char *path, size_t cap);
 /* ncclGetVersion of the real library, 0 when unavailable. */
 int nti_real_nccl_version(void);
 

@@ -647,6 +647,7 @@ void nta_comm_hex(uint64_t id, char out[17]);
  * r->rank) got no ring slot, so it had no timeout and no cross-rank check
  * (reduce.c keeps these records). */
 int nta_note_unwatched(const struct ntr_record *r);
+int nta_note_unseen(const struct ntr_record *r);
 /* pysite.c: Python call sites in reports. */
 /* " at train.py:80 in train_step" for a call of m's process, "" when none. */
 void nta_site_text(const struct nta_proc *p, unsigned pystack, char *buf, size_t len);

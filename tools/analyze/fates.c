@@ -188,6 +188,26 @@ void nta_proc_label(const struct nta_proc *p, char *buf, size_t len) {
   }
 }
 
+/* A rank that died with no communicator recorded: either it made no NCCL
+ * call yet, or its calls were invisible to the tracer (NCCL loaded past
+ * the preload: the tracer's "nccl unseen" note says so for sure).  Its
+ * death is then no evidence about NCCL, and the text must say which. */
+static void invisible_nccl(const struct nta_proc *p, char *summary, size_t cap) {
+  if (p->nmd > 0)
+    return;
+  int unseen = 0;
+  for (uint64_t j = 0; j < p->nkeep && !unseen; j++)
+    unseen = nta_note_unseen(&p->keep[j]);
+  size_t n = strlen(summary);
+  if (n + 1 >= cap)
+    return;
+  snprintf(summary + n, cap - n, "%s",
+           unseen ? " [its NCCL calls were invisible to the tracer: the libnccl it loaded is not the one the "
+                    "tracer calls (a second NCCL, or loaded by dlmopen); its stderr names the library]"
+                  : " [no NCCL call of this process was recorded: it died before its first one, or its NCCL "
+                    "calls were invisible to the tracer (NCCL loaded past the preload)]");
+}
+
 void nta_detect_fates(struct nta_job *job) {
   for (int i = 0; i < job->nprocs; i++) {
     const struct nta_proc *p = &job->procs[i];
@@ -282,6 +302,7 @@ void nta_detect_fates(struct nta_job *job) {
     if (k) {
       k->proc = p;
       k->victim = victim_at(p, p->fate_ns);
+      invisible_nccl(p, k->summary, sizeof k->summary);
     }
     if (p->lost)
       nta_event_add(job, p->first_ns, p->lrank, "lost",

@@ -227,6 +227,12 @@ int nta_note_unwatched(const struct ntr_record *r) {
   return r->kind == NTR_KIND_NOTE && strncmp(r->u.text, "unwatched", sizeof r->u.text) == 0;
 }
 
+/* The interposer's NOTE that a libnccl it never called was loaded
+ * (interpose/exit.c): this process's NCCL calls were invisible. */
+int nta_note_unseen(const struct ntr_record *r) {
+  return r->kind == NTR_KIND_NOTE && strncmp(r->u.text, "nccl unseen", sizeof r->u.text) == 0;
+}
+
 static int keep(struct red *R, const struct ntr_record *r) {
   struct nta_proc *p = R->p;
   if (p->nkeep == R->capkeep) {
@@ -356,7 +362,7 @@ static int take(struct red *R, const struct ntr_record *r, uint64_t *min_tsc, ui
     if (r->tsc > *max_tsc)
       *max_tsc = r->tsc;
   }
-  if (kept_kind(r->kind) || nta_note_unwatched(r)) {
+  if (kept_kind(r->kind) || nta_note_unwatched(r) || nta_note_unseen(r)) {
     p->nmarks += r->kind == NTR_KIND_MARK;
     if (keep(R, r))
       return -1;
