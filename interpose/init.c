@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "interpose/nti.h"
+#include "interpose/errfile.h"
 #include "interpose/resolve.h"
 #include "interpose/comm.h"
 #include "interpose/group.h"
@@ -265,6 +266,7 @@ static void nti_init(void) {
   if (nti_cfg.stacks)
     nti_proc.sites = NTI_SITES_NATIVE;
   nti_signals_load(); /* the handlers themselves come with the ring */
+  nti_errfile_init();
   nti_exit_install();
   nti_fork_install();
   if (pthread_key_create(&exit_key, thread_exit) == 0)

@@ -14,6 +14,7 @@
 #include "interpose/nti.h"
 #include "interpose/record.h"
 #include "interpose/trigger.h"
+#include "interpose/errfile.h"
 #include "recorder/dump.h"
 #include "recorder/names.h"
 #include "recorder/util.h"
@@ -135,7 +136,24 @@ void nti_trigger_fork_child(void) {
   said_cap[0] = said_cap[1] = 0;
 }
 
+static int dump_now(int trigger_kind, int signo, int exit_code, const char *reason, char *path,
+                    size_t path_cap);
+
 int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason) {
+  char path[512];
+  path[0] = 0;
+  int rc = dump_now(trigger_kind, signo, exit_code, reason, path, sizeof path);
+  /* torchelastic's error file (errfile.h): the first cause a live report
+   * gave, written when the rank ends badly. */
+  if (trigger_kind == NTR_TRIG_MISMATCH || trigger_kind == NTR_TRIG_PEER_LOST)
+    nti_errfile_cause(reason ? reason : trig_name(trigger_kind), rc == 0 ? path : "");
+  else if (trigger_kind == NTR_TRIG_SIGNAL || (trigger_kind == NTR_TRIG_EXIT && exit_code != 0))
+    nti_errfile_write(signo, exit_code);
+  return rc;
+}
+
+static int dump_now(int trigger_kind, int signo, int exit_code, const char *reason, char *path,
+                    size_t path_cap) {
   if (!nti_active() || !nti_proc.dump_ready)
     return -ENODEV;
   if (over_cap(trigger_kind) || over_budget(trigger_kind))
@@ -148,10 +166,8 @@ int nti_dump_now(int trigger_kind, int signo, int exit_code, const char *reason)
   t.tsc = ntr_clock_now();
   t.lost = ntr_ring_lost(&nti_proc.ring);
   reason_fit(t.reason, sizeof t.reason, reason ? reason : trig_name(trigger_kind));
-  char path[512];
-  path[0] = 0;
   nti_comm_seq_sync_all(); /* the comm states the dump copies show every op issued */
-  int rc = ntr_dump_write(&nti_proc.ring, &t, path, sizeof path);
+  int rc = ntr_dump_write(&nti_proc.ring, &t, path, path_cap);
   char line[768];
   struct ntr_sb sb;
   ntr_sb_init(&sb, line, sizeof line);

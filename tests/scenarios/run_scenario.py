@@ -55,6 +55,12 @@ def parse():
     p.add_argument("--expect-blocked-in")
     p.add_argument("--expect-timeout", action="store_true",
                    help="the evidence holds a watchdog timeout on every rank")
+    p.add_argument("--expect-error-file",
+                   help="TORCHELASTIC_ERROR_FILE is set for the ranks: the tracer writes the first cause "
+                        "there, in torchelastic's JSON shape, with this text in its message")
+    p.add_argument("--error-file-app", action="store_true",
+                   help="with --expect-error-file: the application's own error file is there first and "
+                        "must be left as it is")
     p.add_argument("--min-procs", type=int,
                    help="processes that must have left evidence (default: every rank)")
     p.add_argument("prog", nargs=argparse.REMAINDER)
@@ -105,6 +111,13 @@ def main():
     })
     for k in ("NCCLEMU_FAULT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
         env.pop(k, None)
+    errfile = os.path.join(tmp, "torchelastic-error.json")
+    app_error = '{"message": {"message": "RuntimeError: the application\'s own", "extraInfo": {"timestamp": "1"}}}'
+    if a.expect_error_file:
+        env["TORCHELASTIC_ERROR_FILE"] = errfile
+        if a.error_file_app:
+            with open(errfile, "w") as f:
+                f.write(app_error)
     for kv in a.env:
         k, v = kv.split("=", 1)
         env[k] = v
@@ -142,6 +155,8 @@ def main():
             doc = None
         if doc is not None:
             ok = check(a, doc, log) and rc == 0
+            if a.expect_error_file:
+                ok = check_error_file(a, errfile, app_error, log) and ok
             if a.expect_replays is not None:
                 ok = check_replays(a, dumps, tenv, log) and ok
             if pre is not None:
@@ -163,6 +178,32 @@ def main():
                 print(line)
     print("%s: %s" % (a.name, "PASS" if ok else "FAIL"))
     return 0 if ok else 1
+
+
+def check_error_file(a, path, app_error, log):
+    """torchelastic's error file: the application's own left alone, else
+    ours in the shape torchrun reads (message.message, extraInfo)."""
+    try:
+        text = open(path).read()
+    except OSError as e:
+        log.append("MISMATCH error file: %s" % e)
+        return False
+    if a.error_file_app:
+        good = text == app_error
+        log.append("error file %s the application's" % ("kept" if good else "REPLACED"))
+        return good
+    try:
+        m = json.loads(text)["message"]
+        good = (a.expect_error_file in m["message"] and m["message"].startswith("nccltrace: ") and
+                m["message"] in m["extraInfo"]["py_callstack"] and "Its dump: " in m["extraInfo"]["py_callstack"]
+                and m["extraInfo"]["timestamp"].isdigit())
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        log.append("MISMATCH error file is not torchelastic's shape (%s): %r" % (e, text[:500]))
+        return False
+    log.append("error file: %r" % m["message"][:300])
+    if not good:
+        log.append("MISMATCH error file lacks %r or a part of the shape: %r" % (a.expect_error_file, text[:800]))
+    return good
 
 
 def check_replays(a, dumps, env, log):

@@ -220,6 +220,24 @@ def case_groups(tmp):
             check(not any(parents), "fresh: no comm has a parent")
 
 
+def case_errfile(tmp):
+    """torchrun's ChildFailedError summary shows the tracer's first cause:
+    a strict-mode mismatch (tests/torch/errfile_case.py) is refused, every
+    rank raises and exits 1, and the root cause's traceback is the line the
+    tracer wrote into TORCHELASTIC_ERROR_FILE (interpose/errfile.c)."""
+    p = torchrun(3, port(), os.path.join(E["NTT_SRC"], "tests/torch/errfile_case.py"), [], tmp,
+                 extra_env={"NCCLTRACE_CHECK": "strict", "NCCLTRACE_STRICT_TIMEOUT": "10"}, timeout=180)
+    out = p.stdout + p.stderr
+    check(p.returncode != 0 and "ChildFailedError" in out, "errfile: torchrun failed with ChildFailedError (exit %d)"
+          % p.returncode)
+    m = re.search(r"Root Cause \(first observed failure\):.*?error_file\s*:\s*(\S+).*?traceback\s*:\s*(.*?)\n",
+                  out, re.S)
+    check(m is not None and m.group(2).startswith("nccltrace: "),
+          "errfile: the root cause's traceback is the tracer's line: %r" % (m.group(2)[:300] if m else out[-1500:]))
+    if m:
+        print("root cause: " + m.group(2)[:300])
+
+
 def case_fr_p2p(tmp):
     """Send/recv under PyTorch's Flight Recorder (tests/torch/fr_cases.py):
     a healthy exchange is healthy by FR alone, in both of FR's forms (PyTorch's
@@ -243,7 +261,7 @@ def case_fr_p2p(tmp):
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("faults", "train", "graph", "groups", "fr_p2p"):
+    if len(sys.argv) != 2 or sys.argv[1] not in ("faults", "train", "graph", "groups", "fr_p2p", "errfile"):
         sys.exit(__doc__)
     py = E["NTT_TORCH_PY"]
     if not py or not os.access(py, os.X_OK) or subprocess.run([py, "-c", "import torch"]).returncode:
