@@ -9,7 +9,9 @@
  * A ring is held with a non-blocking exclusive flock while it is converted,
  * so two collects running at once never dump the same ring twice.  Rings of
  * live processes and rings written on another host (a shared directory) are
- * never touched: pid numbers mean nothing across hosts.
+ * never touched: pid numbers mean nothing across hosts.  With --job ID only
+ * that job's rings (and leftover dumps) are touched: a directory shared by
+ * several jobs is never collected wholesale by one of them.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -62,7 +64,7 @@ static void fill_trigger(const struct ntt_image *img, struct ntr_trigger *t) {
 }
 
 /* @return 0 converted or left alone on purpose, 1 failed, 2 unreadable. */
-static int collect_one(const char *ring, const char *dir, const char *myhost) {
+static int collect_one(const char *ring, const char *dir, const char *myhost, const char *job) {
   char sr[4096], se[512];
   ntt_esc(ring, sr, sizeof sr);
   /* O_NONBLOCK: a FIFO put in place of the ring must not hang us. */
@@ -92,7 +94,12 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
     salvaged = 1;
   }
   int rc = 0;
-  if (strcmp(img.hdr.host, myhost) != 0) {
+  char id[64];
+  snprintf(id, sizeof id, "%.*s", 63, img.hdr.job_id);
+  if (job && strcmp(id, job) != 0) {
+    char e1[128];
+    printf("%s: job %s, not %s: left alone\n", sr, ntt_esc(id[0] ? id : "-", e1, sizeof e1), ntt_esc(job, se, sizeof se));
+  } else if (strcmp(img.hdr.host, myhost) != 0) {
     struct ntt_ident id;
     ntt_ident_of(&img.hdr, &id);
     printf("%s: written on host %s, not %s: left alone\n", sr, id.host, myhost);
@@ -122,7 +129,7 @@ static int collect_one(const char *ring, const char *dir, const char *myhost) {
 
 /* Leftover temp files of unfinished dumps in dir: salvage what they hold.
  * A temp file of a live process on this host is being written: left alone. */
-static int salvage_tmps(const char *dir, const char *myhost) {
+static int salvage_tmps(const char *dir, const char *myhost, const char *job) {
   DIR *d = opendir(dir);
   if (!d)
     return 0;
@@ -149,6 +156,15 @@ static int salvage_tmps(const char *dir, const char *myhost) {
     if (ntt_image_load(raw, 1, &img, err, sizeof err)) {
       char se[512];
       printf("%s: unfinished dump, nothing salvageable (%s): left alone\n", path, ntt_esc(err, se, sizeof se));
+      continue;
+    }
+    char id[64];
+    snprintf(id, sizeof id, "%.*s", 63, img.hdr.job_id);
+    if (job && strcmp(id, job) != 0) {
+      char e1[128], e2[128];
+      printf("%s: unfinished dump of job %s, not %s: left alone\n", path, ntt_esc(id[0] ? id : "-", e1, sizeof e1),
+             ntt_esc(job, e2, sizeof e2));
+      ntt_image_free(&img);
       continue;
     }
     if (strcmp(img.hdr.host, myhost) == 0 && kill((pid_t)img.hdr.pid, 0) == 0) {
@@ -191,22 +207,25 @@ int ntt_collect_main(int argc, char **argv) {
     if (!strncmp(argv[i], "--host", 6) || !strncmp(argv[i], "--via", 5))
       return ntt_collect_via_main(argc, argv);
   static const struct option opts[] = {
-      {"rings", required_argument, NULL, 'r'}, {"dir", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0}};
+      {"rings", required_argument, NULL, 'r'}, {"dir", required_argument, NULL, 'd'},
+      {"job", required_argument, NULL, 'j'},   {"help", no_argument, NULL, 'h'}, {0}};
   char rings[4096], dir[4096];
+  const char *job = NULL;
   int named = ntt_default_ring_dir(rings, sizeof rings);
   ntt_default_dump_dir(dir, sizeof dir);
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "r:d:h", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "r:d:j:h", opts, NULL)) != -1) {
     switch (c) {
     case 'r': snprintf(rings, sizeof rings, "%s", optarg); named = 1; break;
     case 'd': snprintf(dir, sizeof dir, "%s", optarg); break;
+    case 'j': job = optarg; break;
     case 'h': ntt_usage_cmd(stdout, "collect"); return NTT_EXIT_OK;
-    default: fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n"); return NTT_EXIT_INPUT;
+    default: fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D] [--job ID]\n"); return NTT_EXIT_INPUT;
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D]\n");
+    fprintf(stderr, "usage: nccltrace collect [--rings R] [--dir D] [--job ID]\n");
     return NTT_EXIT_INPUT;
   }
   /* As the recorder stores it (struct ntr_ring_header.host): 63 bytes. */
@@ -214,7 +233,7 @@ int ntt_collect_main(int argc, char **argv) {
   if (gethostname(host, sizeof host) != 0)
     snprintf(host, sizeof host, "unknown");
   host[sizeof host - 1] = '\0';
-  int tmp_rc = salvage_tmps(dir, host);
+  int tmp_rc = salvage_tmps(dir, host, job);
   char **list = NULL, why[512], shown[4096];
   ntt_esc(rings, shown, sizeof shown);
   int n = ntt_list_rings(rings, named, &list, why, sizeof why);
@@ -237,7 +256,7 @@ int ntt_collect_main(int argc, char **argv) {
   }
   int worst = tmp_rc;
   for (int i = 0; i < n; i++) {
-    int rc = collect_one(list[i], dir, host);
+    int rc = collect_one(list[i], dir, host, job);
     if (rc == 2 || (rc == 1 && worst != 2))
       worst = rc;
   }

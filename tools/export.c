@@ -12,6 +12,14 @@
  * timeline, deduplicated by record position.  Times are microseconds since
  * the earliest record of all inputs (otherData.t0_ns holds that instant), so
  * the double-precision "ts" keeps sub-microsecond resolution.
+ *
+ * One job is exported: the one --job names, else the most recent
+ * (tools/jobpick.c, the rule analyze follows), said on stderr when others
+ * are present.  An operation never completed runs to the last timestamp of
+ * all that job's evidence (every image read, not only the first of each
+ * process: a dump taken at a watchdog timeout is rarely the last word).
+ * --rank, --comm and --since/--until narrow what is drawn, never the times:
+ * t0 and that last timestamp stay those of the whole job.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -21,6 +29,35 @@
 #include "tools/reader_int.h"
 
 #define NTT_MAX_TRIGGERS 16
+
+/* What --rank, --comm, --since and --until keep (export_usage). */
+struct filt {
+  int *ranks, nranks;       /* launcher ranks; none: all */
+  char comm[8][17];         /* hex prefixes of comm ids; none: all */
+  int ncomm;
+  int has_since, has_until;
+  double since_s, until_s;  /* seconds after t0; negative: before the last timestamp */
+};
+
+static int comm_kept(const struct filt *f, uint64_t comm_id) {
+  if (!f->ncomm || !comm_id)
+    return 1; /* a process-wide record (signal, exit, marker) explains any comm */
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)comm_id);
+  for (int i = 0; i < f->ncomm; i++)
+    if (strncmp(hex, f->comm[i], strlen(f->comm[i])) == 0)
+      return 1;
+  return 0;
+}
+
+static int rank_kept(const struct filt *f, int rank) {
+  if (!f->nranks)
+    return 1;
+  for (int i = 0; i < f->nranks; i++)
+    if (f->ranks[i] == rank)
+      return 1;
+  return 0;
+}
 
 struct proc {
   struct ntt_image img; /* the first image of the process, later ones merged in */
@@ -276,7 +313,7 @@ static void export_step(json_t *ev, struct inside *in, const struct ntt_image *i
 }
 
 /* The events of one process. */
-static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t t_end) {
+static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t t_end, const struct filt *f) {
   const struct ntt_image *img = &p->img;
   const struct ntr_ring_header *h = &img->hdr;
   int pid = p->trace_pid;
@@ -287,6 +324,8 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
   add_event(ev, meta("process_sort_index", pid, 0, "sort_index", json_integer(pid)));
   add_event(ev, meta("thread_name", pid, 0, "name", json_string("process")));
   for (uint32_t i = 0; i < img->ncomms; i++) {
+    if (!comm_kept(f, img->comms[i].comm_id))
+      continue;
     snprintf(name, sizeof name, "comm %08llx", (unsigned long long)(img->comms[i].comm_id >> 32));
     add_event(ev, meta("thread_name", pid, (int)i + 1, "name", json_string(name)));
   }
@@ -294,6 +333,8 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
   in.ntrk = in.nopen = 0;
   for (uint64_t i = 0; i < img->nrecs; i++) {
     const struct ntr_record *r = &img->recs[i];
+    if (!comm_kept(f, r->comm_id))
+      continue;
     int tid = comm_track(img, r->comm_id);
     uint64_t t = ntt_image_ns(img, r->tsc);
     if (r->kind == NTR_KIND_PROXY_STEP) {
@@ -329,6 +370,7 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
       } else {
         end = t_end > t ? t_end : t;
         json_object_set_new(args, "incomplete", json_true());
+        json_object_set_new(args, "completed", json_false());
       }
       add_event(ev, json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:o}", "name", op, "cat", coll ? "collective" : "p2p",
                               "ph", "X", "ts", us(t, t0), "dur", dur_us(end, t), "pid", pid, "tid", tid, "args", args));
@@ -376,8 +418,6 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
   }
 }
 
-static const char export_usage[] = "usage: nccltrace export --chrome PATH... -o FILE\n";
-
 /* Rank as the trace's pid when every process has a distinct launcher rank;
  * otherwise the processes are numbered in input order. */
 static void assign_pids(struct proc *procs, int n) {
@@ -415,7 +455,7 @@ static int cmp_arrival(const void *a, const void *b) {
 
 /* Per communicator, a counter per seq (at the earliest arrival): each rank's
  * arrival after the earliest, ms -- who everyone waits for stands out. */
-static void export_lateness(json_t *events, const struct proc *procs, int np, uint64_t t0) {
+static void export_lateness(json_t *events, const struct proc *procs, int np, uint64_t t0, const struct filt *f) {
   size_t n = 0, cap = 0;
   struct arrival *a = NULL;
   for (int i = 0; i < np; i++) {
@@ -423,7 +463,8 @@ static void export_lateness(json_t *events, const struct proc *procs, int np, ui
     int64_t off = img->hdr.clock_samples ? img->hdr.clock_offset_ns : 0;
     for (uint64_t k = 0; k < img->nrecs; k++) {
       const struct ntr_record *r = &img->recs[k];
-      if (!ntt_kind_is_collective(r->kind) || r->phase == NTR_PHASE_EXIT || !r->comm_id || r->rank < 0 || !r->seq)
+      if (!ntt_kind_is_collective(r->kind) || r->phase == NTR_PHASE_EXIT || !r->comm_id || r->rank < 0 || !r->seq ||
+          !comm_kept(f, r->comm_id))
         continue;
       if (n == cap) {
         size_t c = cap ? 2 * cap : 1024;
@@ -468,24 +509,146 @@ static void export_lateness(json_t *events, const struct proc *procs, int np, ui
   free(a);
 }
 
+/* ------------------------------------------------------------- options -- */
+
+static const char export_usage[] =
+    "usage: nccltrace export --chrome PATH... -o FILE [--job ID] [--rank LIST] [--comm HEX[,HEX...]]\n"
+    "                        [--since S] [--until S]\n";
+
+/* "0,2,5-7" into f->ranks.  @return 0, -1 malformed. */
+static int parse_ranks(const char *s, struct filt *f) {
+  while (*s) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s || a < 0 || a > 1 << 24)
+      return -1;
+    s = end;
+    if (*s == '-') {
+      b = strtol(s + 1, &end, 10);
+      if (end == s + 1 || b < a || b > 1 << 24 || b - a > 65536)
+        return -1;
+      s = end;
+    }
+    for (long r = a; r <= b; r++) {
+      int *v = realloc(f->ranks, (size_t)(f->nranks + 1) * sizeof *v);
+      if (!v)
+        return -1;
+      f->ranks = v;
+      f->ranks[f->nranks++] = (int)r;
+    }
+    if (*s == ',')
+      s++;
+    else if (*s)
+      return -1;
+  }
+  return f->nranks ? 0 : -1;
+}
+
+/* "9f2c0123,abcd" (hex prefixes of comm ids, as status and decode show
+ * them; an optional 0x) into f->comm.  @return 0, -1 malformed. */
+static int parse_comms(const char *s, struct filt *f) {
+  while (*s) {
+    if (f->ncomm == 8)
+      return -1;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+      s += 2;
+    int n = 0;
+    while (n < 16 && ((s[n] >= '0' && s[n] <= '9') || ((s[n] | 0x20) >= 'a' && (s[n] | 0x20) <= 'f'))) {
+      f->comm[f->ncomm][n] = (char)(s[n] | (s[n] >= 'A' ? 0x20 : 0));
+      n++;
+    }
+    if (!n || (s[n] && s[n] != ','))
+      return -1;
+    f->comm[f->ncomm++][n] = '\0';
+    s += n;
+    if (*s == ',')
+      s++;
+  }
+  return f->ncomm ? 0 : -1;
+}
+
+static int parse_secs(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v > -1e9 && v < 1e9))
+    return -1;
+  *out = v;
+  return 0;
+}
+
+/* Keep only the events that touch [lo, hi] (microseconds after t0);
+ * metadata stays (names of what is left). */
+static json_t *window(json_t *events, double lo, double hi) {
+  json_t *kept = json_array();
+  size_t i;
+  json_t *e;
+  json_array_foreach(events, i, e) {
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    double ts = json_number_value(json_object_get(e, "ts"));
+    double end = ts + json_number_value(json_object_get(e, "dur"));
+    if ((ph && ph[0] == 'M') || (ts <= hi && end >= lo))
+      json_array_append(kept, e);
+  }
+  json_decref(events);
+  return kept;
+}
+
+/* ---------------------------------------------------------------- main -- */
+
+static void job_of(const struct ntt_image *img, char id[64]) {
+  snprintf(id, 64, "%.*s", 63, img->hdr.job_id);
+}
+
 int ntt_export_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"chrome", no_argument, NULL, 'c'}, {"output", required_argument, NULL, 'o'}, {"help", no_argument, NULL, 'h'}, {0}};
-  const char *outpath = NULL;
-  int chrome = 0, c;
+  enum { O_JOB = 256, O_RANK, O_COMM, O_SINCE, O_UNTIL };
+  static const struct option opts[] = {{"chrome", no_argument, NULL, 'c'},     {"output", required_argument, NULL, 'o'},
+                                       {"job", required_argument, NULL, O_JOB}, {"rank", required_argument, NULL, O_RANK},
+                                       {"comm", required_argument, NULL, O_COMM},
+                                       {"since", required_argument, NULL, O_SINCE},
+                                       {"until", required_argument, NULL, O_UNTIL},
+                                       {"help", no_argument, NULL, 'h'},       {0}};
+  const char *outpath = NULL, *want = NULL;
+  struct filt f = {0};
+  int chrome = 0, c, usage = 0;
+  char se[512];
   optind = 1;
-  while ((c = getopt_long(argc, argv, "co:h", opts, NULL)) != -1) {
+  while (!usage && (c = getopt_long(argc, argv, "co:h", opts, NULL)) != -1) {
     switch (c) {
     case 'c': chrome = 1; break;
     case 'o': outpath = optarg; break;
-    case 'h': ntt_usage_cmd(stdout, "export"); return NTT_EXIT_OK;
-    default: fputs(export_usage, stderr); return NTT_EXIT_INPUT;
+    case O_JOB: want = optarg; break;
+    case O_RANK:
+      if (parse_ranks(optarg, &f)) {
+        fprintf(stderr, "nccltrace: export: --rank wants ranks such as 0,2,5-7, not '%s'\n",
+                ntt_esc(optarg, se, sizeof se));
+        usage = 1;
+      }
+      break;
+    case O_COMM:
+      if (parse_comms(optarg, &f)) {
+        fprintf(stderr, "nccltrace: export: --comm wants hex comm ids or prefixes (up to 8), not '%s'\n",
+                ntt_esc(optarg, se, sizeof se));
+        usage = 1;
+      }
+      break;
+    case O_SINCE:
+    case O_UNTIL:
+      if (parse_secs(optarg, c == O_SINCE ? &f.since_s : &f.until_s)) {
+        fprintf(stderr, "nccltrace: export: --%s wants seconds, not '%s'\n", c == O_SINCE ? "since" : "until",
+                ntt_esc(optarg, se, sizeof se));
+        usage = 1;
+      }
+      *(c == O_SINCE ? &f.has_since : &f.has_until) = 1;
+      break;
+    case 'h': ntt_usage_cmd(stdout, "export"); free(f.ranks); return NTT_EXIT_OK;
+    default: usage = 1; break;
     }
   }
-  if (!chrome || !outpath || optind >= argc) {
+  if (usage || !chrome || !outpath || optind >= argc) {
     fputs(export_usage, stderr);
-    if (!chrome)
+    if (!usage && !chrome)
       fprintf(stderr, "nccltrace: export: --chrome is the only format\n");
+    free(f.ranks);
     return NTT_EXIT_INPUT;
   }
   char **paths = NULL;
@@ -493,77 +656,128 @@ int ntt_export_main(int argc, char **argv) {
   int n = ntt_expand_inputs(argv + optind, argc - optind, &paths, &bad);
   if (n < 0) {
     fprintf(stderr, "nccltrace: export: out of memory\n");
+    free(f.ranks);
     return NTT_EXIT_FAIL;
   }
+  /* Every image first: the job is chosen from all of them. */
+  struct ntt_image *imgs = n ? calloc((size_t)n, sizeof *imgs) : NULL;
   struct proc *procs = n ? calloc((size_t)n, sizeof *procs) : NULL;
-  int np = 0, rc = NTT_EXIT_OK;
-  if (n && !procs) {
+  struct ntt_jobs jobs = {0};
+  int nimg = 0, np = 0, rc = NTT_EXIT_OK;
+  if (n && (!imgs || !procs)) {
     ntt_paths_free(paths, n);
+    free(imgs);
+    free(procs);
+    free(f.ranks);
     return NTT_EXIT_FAIL;
   }
   for (int i = 0; i < n; i++) {
-    struct ntt_image img;
-    char err[512], se[sizeof err];
-    if (ntt_image_load(paths[i], 0, &img, err, sizeof err)) {
+    char err[512], id[64];
+    if (ntt_image_load(paths[i], 0, &imgs[nimg], err, sizeof err)) {
       fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, se, sizeof se));
       bad++;
       continue;
     }
-    int k = 0;
-    while (k < np && !same_process(&procs[k].img, &img))
-      k++;
-    if (k == np) {
-      procs[np].img = img;
-      if (img.has_trigger)
-        procs[np].trig[procs[np].ntrig++] = img.trigger;
-      np++;
-      continue;
-    }
-    if (merge_into(&procs[k], &img))
+    job_of(&imgs[nimg], id);
+    if (ntt_jobs_add(&jobs, id, ntt_image_latest_ns(&imgs[nimg])) < 0)
       rc = NTT_EXIT_FAIL;
-    ntt_image_free(&img);
+    nimg++;
   }
   ntt_paths_free(paths, n);
-  if (np == 0) {
-    fprintf(stderr, "nccltrace: export: no readable input\n");
-    free(procs);
-    return NTT_EXIT_INPUT;
-  }
-  assign_pids(procs, np);
+  int pick = ntt_jobs_pick(&jobs, want);
+  if (nimg)
+    ntt_jobs_say(stderr, "export", &jobs, pick, want);
+  /* The job's extent over all its images: t0 its earliest record, t_end
+   * its last timestamp (where an operation never completed ends). */
   uint64_t t0 = UINT64_MAX, t_end = 0;
-  for (int i = 0; i < np; i++) {
-    const struct ntt_image *img = &procs[i].img;
+  for (int i = 0; i < nimg; i++) {
+    struct ntt_image *img = &imgs[i];
+    char id[64];
+    job_of(img, id);
+    if (pick < 0 || strcmp(id, jobs.id[pick]) != 0) {
+      ntt_image_free(img);
+      continue;
+    }
     for (uint64_t k = 0; k < img->nrecs; k++) {
       uint64_t t = ntt_image_ns(img, img->recs[k].tsc);
       if (t < t0)
         t0 = t;
     }
-    uint64_t now = ntt_image_now_ns(img);
+    uint64_t now = ntt_image_now_ns(img), last = ntt_image_last_tsc(img);
+    if (last && ntt_image_ns(img, last) > now)
+      now = ntt_image_ns(img, last);
     if (now > t_end)
       t_end = now;
+    if (!rank_kept(&f, img->hdr.rank)) {
+      ntt_image_free(img);
+      continue;
+    }
+    int k = 0;
+    while (k < np && !same_process(&procs[k].img, img))
+      k++;
+    if (k == np) {
+      procs[np].img = *img;
+      if (img->has_trigger)
+        procs[np].trig[procs[np].ntrig++] = img->trigger;
+      np++;
+      continue;
+    }
+    if (merge_into(&procs[k], img))
+      rc = NTT_EXIT_FAIL;
+    ntt_image_free(img);
   }
+  free(imgs);
+  if (np == 0) {
+    if (pick >= 0 && nimg)
+      fprintf(stderr, "nccltrace: export: no process of job %s matches --rank\n",
+              ntt_esc(jobs.id[pick], se, sizeof se));
+    else if (!nimg)
+      fprintf(stderr, "nccltrace: export: no readable input\n");
+    ntt_jobs_free(&jobs);
+    free(procs);
+    free(f.ranks);
+    return NTT_EXIT_INPUT;
+  }
+  ntt_jobs_free(&jobs);
+  assign_pids(procs, np);
   if (t0 == UINT64_MAX)
     t0 = t_end;
   json_t *events = json_array();
   for (int i = 0; i < np; i++)
-    export_proc(events, &procs[i], t0, t_end);
-  export_lateness(events, procs, np, t0);
-  json_t *root = json_pack("{s:o,s:s,s:{s:s,s:o,s:i}}", "traceEvents", events, "displayTimeUnit", "ms", "otherData",
-                           "generator", "nccltrace export", "t0_ns", ntt_json_u64(t0), "processes", np);
+    export_proc(events, &procs[i], t0, t_end, &f);
+  export_lateness(events, procs, np, t0, &f);
+  if (f.has_since || f.has_until) {
+    double span = t_end > t0 ? (double)(t_end - t0) / 1000.0 : 0.0;
+    double lo = f.has_since ? f.since_s * 1e6 : -1e18, hi = f.has_until ? f.until_s * 1e6 : 1e18;
+    if (f.has_since && f.since_s < 0)
+      lo = span + f.since_s * 1e6;
+    if (f.has_until && f.until_s < 0)
+      hi = span + f.until_s * 1e6;
+    events = window(events, lo, hi);
+  }
+  json_t *root = json_pack("{s:o,s:s,s:{s:s,s:o,s:o,s:i}}", "traceEvents", events, "displayTimeUnit", "ms",
+                           "otherData", "generator", "nccltrace export", "t0_ns", ntt_json_u64(t0), "end_ns",
+                           ntt_json_u64(t_end), "processes", np);
+  if (root && procs[0].img.hdr.job_id[0]) {
+    char id[64];
+    job_of(&procs[0].img, id);
+    json_object_set_new(json_object_get(root, "otherData"), "job", ntt_json_str(id, sizeof id));
+  }
   int w = root ? (strcmp(outpath, "-") == 0 ? json_dumpf(root, stdout, JSON_COMPACT)
                                             : json_dump_file(root, outpath, JSON_COMPACT))
                : -1;
   if (w != 0) {
-    fprintf(stderr, "nccltrace: export: cannot write %s\n", outpath);
+    fprintf(stderr, "nccltrace: export: cannot write %s\n", ntt_esc(outpath, se, sizeof se));
     rc = NTT_EXIT_FAIL;
   } else if (strcmp(outpath, "-") != 0) {
-    fprintf(stderr, "nccltrace: wrote %s (%d process%s, %zu events)\n", outpath, np, np == 1 ? "" : "es",
-            json_array_size(events));
+    fprintf(stderr, "nccltrace: wrote %s (%d process%s, %zu events)\n", ntt_esc(outpath, se, sizeof se), np,
+            np == 1 ? "" : "es", json_array_size(json_object_get(root, "traceEvents")));
   }
   json_decref(root);
   for (int i = 0; i < np; i++)
     ntt_image_free(&procs[i].img);
   free(procs);
+  free(f.ranks);
   if (rc == NTT_EXIT_OK && bad)
     rc = NTT_EXIT_INPUT;
   return rc;

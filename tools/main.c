@@ -43,17 +43,28 @@ static const struct {
      "      Name the root cause of a failed or hung job from its dumps and ring files\n"
      "      (files or directories).  See `nccltrace analyze --help`.\n"},
     {"export",
-     "  export --chrome PATH... -o FILE\n"
+     "  export --chrome PATH... -o FILE [--job ID] [--rank LIST] [--comm HEX[,HEX...]]\n"
+     "         [--since S] [--until S]\n"
      "      Write a Chrome trace event file (Perfetto, chrome://tracing): one process\n"
      "      per rank, one track per communicator, one slice per operation from enqueue\n"
-     "      to completion, instant events for markers, errors, signals and exits.\n"
-     "      PATH: dumps (*.zst), ring files (*.ring) or directories (recursive).\n"},
+     "      to completion (one never completed runs to the last timestamp of the job's\n"
+     "      evidence, args.incomplete), instant events for markers, errors, signals and\n"
+     "      exits.  PATH: dumps (*.zst), ring files (*.ring) or directories (recursive).\n"
+     "      --job ID        export job ID; default the most recent (said on stderr\n"
+     "                      when the evidence holds several jobs), as analyze picks\n"
+     "      --rank LIST     only these launcher ranks (0,2,5-7)\n"
+     "      --comm HEX      only these communicators (id prefixes as status shows\n"
+     "                      them); process-wide events stay\n"
+     "      --since S, --until S  only events that touch that window: seconds after\n"
+     "                      the job's first record, or before its last when negative\n"
+     "                      (--since -30: the last 30 s)\n"},
     {"collect",
-     "  collect [--rings R] [--dir D]\n"
+     "  collect [--rings R] [--dir D] [--job ID]\n"
      "      Turn the ring file of every process that no longer exists into a dump in D\n"
      "      and remove the ring.  Rings of live processes, or written on another host,\n"
      "      are left alone.  R defaults to NCCLTRACE_RING_DIR, else\n"
-     "      /dev/shm/nccltrace-<uid>; D to NCCLTRACE_DIR, else ./nccltrace-dumps.\n"},
+     "      /dev/shm/nccltrace-<uid>; D to NCCLTRACE_DIR, else ./nccltrace-dumps.\n"
+     "      --job ID        only job ID's rings and unfinished dumps; others left alone\n"},
     {"collect",
      "  collect --host H[,H...] [--via 'CMD {host}'] [--rings R] [--dir D] [--out O]\n"
      "      Gather many hosts' evidence into O/<host>/ (O: ./nccltrace-collected).\n"
@@ -64,9 +75,17 @@ static const struct {
     {"status",
      "  status [--rings R] [--watch SECONDS]\n"
      "      Show every traced process on this host from its ring, without signalling\n"
-     "      it: per communicator the rank, last enqueued and completed collective, age\n"
-     "      of the oldest operation in flight, a blocked call and for how long, and\n"
-     "      async errors.  --watch refreshes every SECONDS until interrupted.\n"},
+     "      it.  Per job: how many ranks have a ring here and which are missing (of\n"
+     "      WORLD_SIZE, LOCAL_WORLD_SIZE when the job spans hosts, else of its largest\n"
+     "      communicator), and the live verdict (the analyze engine on these rings).\n"
+     "      Per communicator: rank, lifecycle, last enqueued and completed collective,\n"
+     "      age of the oldest operation in flight (named on an \"in flight:\" line: op,\n"
+     "      seq, comm, for how long), a blocked call and for how long, the async error\n"
+     "      and LATE: the coordinator's measure (--check async or strict) of the rank,\n"
+     "      its median arrival after the earliest rank over the last N collectives\n"
+     "      (NCCLTRACE_STRAGGLER_WINDOW) and in how many of those N it came last; \"-\"\n"
+     "      without a coordinator.  --watch refreshes every SECONDS until interrupted.\n"
+     "      A --rings directory that does not exist is an error (exit 2).\n"},
     {"coord",
      "  coord --listen HOST:PORT\n"
      "      Run a standalone coordinator for the cross-rank check (NCCLTRACE_SECRET\n"

@@ -143,6 +143,31 @@ void ntt_ring_places(const char *dir, char *buf, size_t len);
  * @return count, or -1 with errno (EPERM: dir not trusted) and why. */
 int ntt_list_rings(const char *dir, int named, char ***out, char *why, size_t whylen);
 
+/* ---- job choice (jobpick.c) -------------------------------------------- */
+/* The jobs seen in some evidence, in order of first appearance, each with
+ * its latest time.  Zero-init; ntt_jobs_free. */
+struct ntt_jobs {
+  char (*id)[64];
+  uint64_t *latest;
+  int n, cap;
+};
+/* Latest moment an image knows about: its last record or its trigger (the
+ * time that makes a job "the most recent"). */
+uint64_t ntt_image_latest_ns(const struct ntt_image *img);
+/* Note evidence of job id ("" unknown) at t_ns.  @return its index, -1 out
+ * of memory. */
+int ntt_jobs_add(struct ntt_jobs *j, const char *id, uint64_t t_ns);
+/* The job to read: want's index when want is named (-1 when it is not
+ * among them), else the one with the latest evidence (the first of a tie;
+ * -1 when there is none). */
+int ntt_jobs_pick(const struct ntt_jobs *j, const char *want);
+/* One line on out when the choice needs saying: pick < 0 (want absent,
+ * with the jobs present), or several jobs and none named (which was read,
+ * the others, and --job).  cmd names the command.  @return 1 when it
+ * printed. */
+int ntt_jobs_say(FILE *out, const char *cmd, const struct ntt_jobs *j, int pick, const char *want);
+void ntt_jobs_free(struct ntt_jobs *j);
+
 /* A set of files by (st_dev, st_ino): walks visit each directory and file
  * once (link loops end, a file reached twice is read once).  Zero-init.
  * @return 1 added, 0 already there, -1 out of memory. */

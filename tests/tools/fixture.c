@@ -194,7 +194,7 @@ size_t fx_build_dump(const struct fx_opts *o, unsigned char **out) {
   struct ntr_comm_state *c = calloc(1, sizeof *c);
   struct ntr_record *recs = calloc((size_t)keep, sizeof *recs);
   struct ntr_stack st = {.hash = 0x1234, .depth = 2, .ip = {0x401000, 0x402000}};
-  struct ntr_trigger trig = {.kind = o->trigger ? o->trigger : NTR_TRIG_EXIT, .tsc = 1000 + 20000000ull};
+  struct ntr_trigger trig = {.kind = o->trigger ? o->trigger : NTR_TRIG_EXIT, .tsc = 1000 + (o->trigger_ms ? o->trigger_ms : 20) * 1000000ull};
   size_t plen = 5 * sizeof(struct ntr_section) + sizeof h + sizeof *c + sizeof st + keep * sizeof *recs + sizeof trig;
   unsigned char *pl = malloc(plen);
   if (!c || !recs || !pl) {

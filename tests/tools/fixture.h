@@ -35,6 +35,7 @@ struct fx_opts {
   uint32_t extra;     /* extra AllReduce records after the canonical 7 */
   int bt;             /* give the header a 2-frame backtrace of SIGSEGV */
   uint32_t trigger;   /* dumps: trigger kind (0: NTR_TRIG_EXIT) */
+  uint32_t trigger_ms; /* dumps: trigger time, ms after tsc_base (0: 20) */
   int rank;           /* launcher rank and rank in the communicator (0) */
   int error;          /* record 6 (AllReduce seq 3) returned ncclRemoteError */
   const char *exe;    /* NULL: "fixture" (any bytes: hostile-input tests) */

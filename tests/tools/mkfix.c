@@ -2,7 +2,7 @@
  * script-driven tests.
  *
  *   mkfix ring|dump|bomb OUT [--pid N] [--host H] [--exe E] [--job J] [--slots N] [--extra N] [--bt] [--error]
- *         [--trigger K] [--rank R] [--zeros N]
+ *         [--trigger K] [--trigger-ms MS] [--rank R] [--zeros N]
  *
  * bomb: a dump whose RECORDS section also holds --zeros N empty records
  * (fixture.h, fx_write_bomb).
@@ -17,7 +17,7 @@
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: mkfix ring|dump|bomb OUT [--pid N] [--host H] [--exe E] [--job J] [--slots N] [--extra N]"
-                    " [--bt] [--error] [--trigger K] [--rank R] [--zeros N]\n");
+                    " [--bt] [--error] [--trigger K] [--trigger-ms MS] [--rank R] [--zeros N]\n");
     return 1;
   }
   struct fx_opts o = {0};
@@ -53,6 +53,8 @@ int main(int argc, char **argv) {
       o.extra = (uint32_t)strtoul(v, NULL, 0);
     else if (!strcmp(a, "--rank"))
       o.rank = atoi(v);
+    else if (!strcmp(a, "--trigger-ms"))
+      o.trigger_ms = (uint32_t)strtoul(v, NULL, 0);
     else if (!strcmp(a, "--trigger"))
       o.trigger = (uint32_t)strtoul(v, NULL, 0);
     else {

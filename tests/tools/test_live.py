@@ -10,7 +10,8 @@ from another host alone, turns a dead process's ring into a "collected" dump
 holding its records and removes the ring; after SIGKILL of the live writer,
 collect recovers its records (the flight recorder survives SIGKILL); a dump
 written by the recorder's own ntr_dump_write decodes to the same records; a dump
-directory that cannot be created keeps the ring (exit 1).
+directory that cannot be created keeps the ring (exit 1); status --rings of a
+directory that does not exist is exit 2.
 Exit 0 pass, 1 fail.
 """
 import glob
@@ -126,7 +127,7 @@ def main():
             check("vanished" in doc["trigger"]["reason"], "trigger reason says the process vanished")
 
         p = run(NT, "status", "--rings", os.path.join(d, "nope"))
-        check(p.returncode == 0 and "no traced process" in p.stdout, "status without a ring dir")
+        check(p.returncode == 2 and "no such directory" in p.stderr, "status --rings of no directory: exit 2")
 
     return finish()
 

@@ -531,8 +531,6 @@ const struct ntr_record *nta_walker_next(struct nta_walker *w);                 
 void nta_walker_free(struct nta_walker *w);
 /* Is image b a later state of the process than image a? */
 int nta_image_later(const struct ntt_image *a, const struct ntt_image *b);
-/* Latest moment an image knows about: its last record or its trigger. */
-uint64_t nta_image_latest_ns(const struct ntt_image *img);
 
 /* pack.c: a collective as reduce.c collects it, in seq order after its sort
  * (order: its position in the process's union of records, for ties). */

@@ -784,34 +784,18 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
   }
   if (np == 0)
     rc = -1;
-  /* Jobs, in order of first appearance, each with its latest time. */
-  char (*ids)[64] = calloc((size_t)(np ? np : 1), sizeof(*ids));
-  uint64_t *latest = calloc((size_t)(np ? np : 1), sizeof(*latest));
-  int nids = 0, pick = -1;
-  if (!ids || !latest)
-    rc = -1;
-  for (int gi = 0; rc == 0 && gi < np; gi++) {
-    const struct nta_proc *p = &w.g[gi].proc;
-    int k = 0;
-    while (k < nids && strcmp(ids[k], p->job) != 0)
-      k++;
-    if (k == nids)
-      snprintf(ids[nids++], 64, "%s", p->job);
-    if (p->latest_ns > latest[k])
-      latest[k] = p->latest_ns;
-  }
+  /* Jobs, in order of first appearance, each with its latest time; the
+   * choice is the one every command makes (tools/jobpick.c). */
+  struct ntt_jobs jobs = {0};
+  int pick = -1;
+  for (int gi = 0; rc == 0 && gi < np; gi++)
+    if (ntt_jobs_add(&jobs, w.g[gi].proc.job, w.g[gi].proc.latest_ns) < 0)
+      rc = -1;
+  char (*ids)[64] = jobs.id;
+  int nids = jobs.n;
   if (rc == 0) {
-    if (job_id && job_id[0]) {
-      for (int k = 0; k < nids; k++)
-        if (strcmp(ids[k], job_id) == 0)
-          pick = k;
-      job->job_chosen = 1;
-    } else {
-      pick = 0;
-      for (int k = 1; k < nids; k++)
-        if (latest[k] > latest[pick])
-          pick = k;
-    }
+    pick = ntt_jobs_pick(&jobs, job_id);
+    job->job_chosen = job_id && job_id[0];
     job->other_jobs = calloc((size_t)(nids > 0 ? nids : 1), sizeof(*job->other_jobs));
     for (int k = 0; k < nids && job->other_jobs; k++)
       if (k != pick)
@@ -858,7 +842,6 @@ int nta_load(struct nta_job *job, char *const *paths, int npaths, const char *jo
     free(in.v[i].error);
   }
   free(in.v);
-  free(ids);
-  free(latest);
+  ntt_jobs_free(&jobs);
   return rc;
 }

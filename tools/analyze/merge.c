@@ -77,18 +77,6 @@ int nta_image_later(const struct ntt_image *a, const struct ntt_image *b) {
   return !b->is_dump && a->is_dump;
 }
 
-uint64_t nta_image_latest_ns(const struct ntt_image *img) {
-  uint64_t t = 0;
-  if (img->nrecs)
-    t = ntt_image_ns(img, img->recs[img->nrecs - 1].tsc);
-  if (img->has_trigger) {
-    uint64_t tt = ntt_image_ns(img, img->trigger.tsc);
-    if (tt > t)
-      t = tt;
-  }
-  return t;
-}
-
 uint64_t nta_ns(const struct nta_proc *p, uint64_t tsc) {
   return tsc ? ntt_image_ns(p->img, tsc) : 0;
 }

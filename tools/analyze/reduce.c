@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "tools/ntt.h"
 #include "recorder/clock.h"
 
 /* ------------------------------------------------------------- slots -- */
@@ -590,7 +591,7 @@ int nta_reduce_proc(struct nta_proc *p, struct ntt_image **imgs, int n, struct n
   p->nfiles = n;
   snprintf(p->job, sizeof p->job, "%s", latest->hdr.job_id[0] ? latest->hdr.job_id : "(no job id)");
   for (int i = 0; i < n; i++) {
-    uint64_t t = nta_image_latest_ns(imgs[i]);
+    uint64_t t = ntt_image_latest_ns(imgs[i]);
     if (t > p->latest_ns)
       p->latest_ns = t;
   }
