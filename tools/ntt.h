@@ -15,10 +15,19 @@
 #include <jansson.h>
 #include "tools/reader.h"
 
-/* Exit statuses shared by every subcommand. */
+/* Exit statuses shared by every subcommand: the one table (nccltrace.1
+ * "EXIT STATUS"; analyze's in docs/analyze.md "Exit status").  analyze
+ * returns the first that holds of INPUT, OTHER_JOBS, FAIL, OK. */
 #define NTT_EXIT_OK 0
-#define NTT_EXIT_FAIL 1     /* the command ran and found a problem / failed */
-#define NTT_EXIT_INPUT 2    /* unreadable input or bad usage */
+#define NTT_EXIT_FAIL 1       /* the command ran and found a problem (analyze: a verdict not healthy) / failed */
+#define NTT_EXIT_INPUT 2      /* unreadable input or bad usage (analyze: also input left out) */
+#define NTT_EXIT_OTHER_JOBS 3 /* analyze: other jobs in the inputs, and none chosen with --job */
+
+/* Versions of the JSON documents, their "schema" key: raised when a key is
+ * removed or renamed or changes type, not when one is added
+ * (docs/analyze.schema.json, docs/decode-json.md). */
+#define NTT_ANALYZE_SCHEMA 1 /* analyze --json */
+#define NTT_DECODE_SCHEMA 1  /* decode --json */
 
 /* ---- subcommands (one file each) ---------------------------------------- */
 int ntt_decode_main(int argc, char **argv);
