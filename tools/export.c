@@ -501,10 +501,14 @@ int ntt_export_main(int argc, char **argv) {
     ntt_paths_free(paths, n);
     return NTT_EXIT_FAIL;
   }
+  struct ntt_progress prog; /* on a terminal only (tools/progress.c) */
+  ntt_progress_begin(&prog, "export: reading", "files", n);
   for (int i = 0; i < n; i++) {
     struct ntt_image img;
     char err[512], se[sizeof err];
+    ntt_progress_show(&prog, i);
     if (ntt_image_load(paths[i], 0, &img, err, sizeof err)) {
+      ntt_progress_erase(&prog);
       fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, se, sizeof se));
       bad++;
       continue;
@@ -523,6 +527,7 @@ int ntt_export_main(int argc, char **argv) {
       rc = NTT_EXIT_FAIL;
     ntt_image_free(&img);
   }
+  ntt_progress_end(&prog);
   ntt_paths_free(paths, n);
   if (np == 0) {
     fprintf(stderr, "nccltrace: export: no readable input\n");

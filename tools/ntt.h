@@ -40,6 +40,26 @@ void ntt_usage(FILE *out);
 /* One command's part of that text, as its --help (main.c). */
 void ntt_usage_cmd(FILE *out, const char *cmd);
 
+/* ---- progress line (progress.c) ------------------------------------------ */
+/* "nccltrace: analyze: reading 37/1024 files" on stderr, rewritten in place,
+ * while a command works through NTT_PROGRESS_MIN or more inputs; only when
+ * stderr is a terminal.  One thread calls these for a given struct. */
+#define NTT_PROGRESS_MIN 2
+struct ntt_progress {
+  int on, total;
+  int shown;        /* columns on screen now, 0 when erased */
+  uint64_t last_ns; /* CLOCK_MONOTONIC of the last update */
+  char what[48], unit[16];
+};
+/* Show "WHAT 0/TOTAL UNIT" when stderr is a terminal and TOTAL is enough. */
+void ntt_progress_begin(struct ntt_progress *p, const char *what, const char *unit, int total);
+/* Update to DONE (at most ten times a second; DONE == TOTAL always shows). */
+void ntt_progress_show(struct ntt_progress *p, int done);
+/* Erase the line (before printing anything else); the next show redraws it. */
+void ntt_progress_erase(struct ntt_progress *p);
+/* Erase it for good. */
+void ntt_progress_end(struct ntt_progress *p);
+
 /* ---- formatting (fmt.c) ------------------------------------------------- */
 /* "2026-12-02T11:00:00.123456Z" (UTC, microseconds); "-" for 0. */
 void ntt_fmt_time(uint64_t real_ns, char *buf, size_t len);
