@@ -248,7 +248,7 @@ int ntt_decode_main(int argc, char **argv) {
     ntt_image_free(&img);
   }
   if (json) {
-    json_t *top = all ? json_pack("{s:o}", "files", all) : single;
+    json_t *top = all ? json_pack("{s:i,s:o}", "schema", NTT_DECODE_SCHEMA, "files", all) : single;
     if (top) {
       json_dumpf(top, stdout, JSON_INDENT(1) | JSON_ENSURE_ASCII);
       fputc('\n', stdout);

@@ -671,9 +671,13 @@ int ntt_export_main(int argc, char **argv) {
     free(f.ranks);
     return NTT_EXIT_FAIL;
   }
+  struct ntt_progress prog; /* on a terminal only (tools/progress.c) */
+  ntt_progress_begin(&prog, "export: reading", "files", n);
   for (int i = 0; i < n; i++) {
-    char err[512], id[64];
+    char err[512], se[sizeof err], id[64];
+    ntt_progress_show(&prog, i);
     if (ntt_image_load(paths[i], 0, &imgs[nimg], err, sizeof err)) {
+      ntt_progress_erase(&prog);
       fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, se, sizeof se));
       bad++;
       continue;
@@ -683,6 +687,7 @@ int ntt_export_main(int argc, char **argv) {
       rc = NTT_EXIT_FAIL;
     nimg++;
   }
+  ntt_progress_end(&prog);
   ntt_paths_free(paths, n);
   int pick = ntt_jobs_pick(&jobs, want);
   if (nimg)

@@ -229,6 +229,7 @@ static json_t *stacks_json(const struct ntt_image *img) {
 json_t *ntt_image_json(const struct ntt_image *img) {
   json_t *o = json_object();
   uint64_t now = ntt_image_now_ns(img);
+  set(o, "schema", json_integer(NTT_DECODE_SCHEMA));
   set(o, "file", ntt_json_str(img->path, sizeof img->path));
   set(o, "format", json_string(img->is_dump ? "dump" : "ring"));
   set(o, "version", json_integer(NTR_FORMAT_VERSION));

@@ -15,10 +15,19 @@
 #include <jansson.h>
 #include "tools/reader.h"
 
-/* Exit statuses shared by every subcommand. */
+/* Exit statuses shared by every subcommand: the one table (nccltrace.1
+ * "EXIT STATUS"; analyze's in docs/analyze.md "Exit status").  analyze
+ * returns the first that holds of INPUT, OTHER_JOBS, FAIL, OK. */
 #define NTT_EXIT_OK 0
-#define NTT_EXIT_FAIL 1     /* the command ran and found a problem / failed */
-#define NTT_EXIT_INPUT 2    /* unreadable input or bad usage */
+#define NTT_EXIT_FAIL 1       /* the command ran and found a problem (analyze: a verdict not healthy) / failed */
+#define NTT_EXIT_INPUT 2      /* unreadable input or bad usage (analyze: also input left out) */
+#define NTT_EXIT_OTHER_JOBS 3 /* analyze: other jobs in the inputs, and none chosen with --job */
+
+/* Versions of the JSON documents, their "schema" key: raised when a key is
+ * removed or renamed or changes type, not when one is added
+ * (docs/analyze.schema.json, docs/decode-json.md). */
+#define NTT_ANALYZE_SCHEMA 1 /* analyze --json */
+#define NTT_DECODE_SCHEMA 1  /* decode --json */
 
 /* ---- subcommands (one file each) ---------------------------------------- */
 int ntt_decode_main(int argc, char **argv);
@@ -30,6 +39,26 @@ int ntt_run_main(int argc, char **argv);
 void ntt_usage(FILE *out);
 /* One command's part of that text, as its --help (main.c). */
 void ntt_usage_cmd(FILE *out, const char *cmd);
+
+/* ---- progress line (progress.c) ------------------------------------------ */
+/* "nccltrace: analyze: reading 37/1024 files" on stderr, rewritten in place,
+ * while a command works through NTT_PROGRESS_MIN or more inputs; only when
+ * stderr is a terminal.  One thread calls these for a given struct. */
+#define NTT_PROGRESS_MIN 2
+struct ntt_progress {
+  int on, total;
+  int shown;        /* columns on screen now, 0 when erased */
+  uint64_t last_ns; /* CLOCK_MONOTONIC of the last update */
+  char what[48], unit[16];
+};
+/* Show "WHAT 0/TOTAL UNIT" when stderr is a terminal and TOTAL is enough. */
+void ntt_progress_begin(struct ntt_progress *p, const char *what, const char *unit, int total);
+/* Update to DONE (at most ten times a second; DONE == TOTAL always shows). */
+void ntt_progress_show(struct ntt_progress *p, int done);
+/* Erase the line (before printing anything else); the next show redraws it. */
+void ntt_progress_erase(struct ntt_progress *p);
+/* Erase it for good. */
+void ntt_progress_end(struct ntt_progress *p);
 
 /* ---- formatting (fmt.c) ------------------------------------------------- */
 /* "2026-12-02T11:00:00.123456Z" (UTC, microseconds); "-" for 0. */

@@ -116,7 +116,7 @@ static void run_analyze(const char *tool, const char *dir, double mem_cap_gib, d
   unlink(outpath);
   if (killed)
     snprintf(out->why, sizeof out->why, "stopped after the %.0f s cap", time_cap_s);
-  else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+  else if (!WIFEXITED(st) || WEXITSTATUS(st) != 1) /* 1: a fault found, the planted mismatch */
     snprintf(out->why, sizeof out->why, "analyze %s %d (address space capped at %.0f GiB)",
              WIFEXITED(st) ? "exited" : "died of signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
              mem_cap_gib);

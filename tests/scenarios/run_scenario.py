@@ -3,7 +3,8 @@
 the CPU emulator with libnccltrace.so preloaded, let the launcher fail-fast or
 time out (SIGTERM, then SIGKILL, like torchrun), collect the rings of killed
 ranks, run `nccltrace analyze --json` on everything left behind and check the
-verdict.
+verdict, the exit status (0 healthy, 1 a fault) and the document against
+docs/analyze.schema.json.
 
 Exit: 0 pass, 1 fail, 77 skip (a required build product is missing).
 Every rank is dead when this returns: the launcher kills its ranks, and the
@@ -27,6 +28,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import schema_lite  # noqa: E402
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "analyze.schema.json")) as _f:
+    SCHEMA = json.load(_f)
 
 
 def parse():
@@ -146,7 +154,7 @@ def main():
         rc, out, err = run([a.nccltrace, "analyze", tmp], tenv, 30)
         log.append("analyze (text) rc=%s\n%s%s" % (rc, out, err))
         rc, out, err = run([a.nccltrace, "analyze", "--json", tmp], tenv, 30)
-        if rc != 0:
+        if rc not in (0, 1):
             log.append("analyze --json exited %s: %s" % (rc, err))
         try:
             doc = json.loads(out)
@@ -154,7 +162,14 @@ def main():
             log.append("analyze --json printed no JSON (%s): %r" % (e, out[:2000]))
             doc = None
         if doc is not None:
-            ok = check(a, doc, log) and rc == 0
+            # docs/analyze.md "Exit status": 0 healthy, 1 a fault found
+            want_rc = 0 if a.expect_class == "healthy" else 1
+            if rc != want_rc:
+                log.append("MISMATCH analyze --json exit status: got %s, want %d" % (rc, want_rc))
+            errs = schema_lite.errors(doc, SCHEMA)
+            for e in errs[:20]:
+                log.append("MISMATCH docs/analyze.schema.json: " + e)
+            ok = check(a, doc, log) and rc == want_rc and not errs
             if a.expect_error_file:
                 ok = check_error_file(a, errfile, app_error, log) and ok
             if a.expect_replays is not None:

@@ -29,7 +29,9 @@ if [ -n "$fault" ]; then
     > "$tmp/out" 2> "$tmp/err"
   rc=$?
   "$ntr" analyze "$tmp" > "$tmp/v.txt" 2>&1
-  "$ntr" analyze --json "$tmp" > "$tmp/v.json" 2> "$tmp/v.err" || { echo "FAIL: analyze"; cat "$tmp/v.err"; exit 1; }
+  arc=0; "$ntr" analyze --json "$tmp" > "$tmp/v.json" 2> "$tmp/v.err" || arc=$?
+  # 1: a fault found (docs/analyze.md "Exit status")
+  [ $arc = 1 ] || { echo "FAIL: analyze exited $arc, want 1"; cat "$tmp/v.err"; exit 1; }
   cat "$tmp/v.txt"
   grep -q "one process: pid [0-9]* on .* holds ranks 0-$last" "$tmp/v.txt" || { echo "FAIL: no 'holds ranks' row"; exit 1; }
   grep -q 'rank -1' "$tmp/v.txt" && { echo "FAIL: 'rank -1' in the report"; exit 1; }

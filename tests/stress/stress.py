@@ -673,7 +673,8 @@ def t_corrupt_real():
             keep = os.path.join(os.environ.get("STRESS_KEEP", "/tmp"), "stress-analyze-hang.zst")
             shutil.copy(path, keep)
             fail("%s: nccltrace analyze did not finish in 30 s (input kept at %s)" % (what, keep))
-        check(pa.returncode in (0, 2), "%s: analyze exited %d: %s" % (what, pa.returncode, pa.stderr[-400:]))
+        # a documented status (docs/analyze.md "Exit status"), never a crash
+        check(pa.returncode in (0, 1, 2), "%s: analyze exited %d: %s" % (what, pa.returncode, pa.stderr[-400:]))
     # --salvage on a dump of several zstd blocks cut short: the header and the
     # records of the intact blocks come back
     shutil.rmtree(os.path.join(TMP, "dumps"), ignore_errors=True)
@@ -929,7 +930,7 @@ def t_analyze_hostile():
             p = tool("analyze", "--json", bad, timeout=20)
         except subprocess.TimeoutExpired:
             fail("analyze of a ring with one seq = %#x did not finish in 20 s" % big)
-        check(p.returncode in (0, 2), "analyze exited %d: %s" % (p.returncode, p.stderr[-300:]))
+        check(p.returncode in (0, 1, 2), "analyze exited %d: %s" % (p.returncode, p.stderr[-300:]))
         print("analyze_hostile: seq %#x: exit %d in %.2f s" % (big, p.returncode, time.time() - t0))
 
 

@@ -3,7 +3,8 @@
 
 Proves: `decode --json` follows docs/decode-json.md key for key on a ring
 file and a dump (header, env, trigger, backtrace, comms, records with the
-fixture's exact values); several files print {"files": [...]}; the text form
+fixture's exact values), each with "schema": 1; several files print
+{"schema": 1, "files": [...]}; the text form
 shows the header block, backtrace, communicator table and one line per record
 with the documented op syntax; an overflowed ring reports lost records and
 still returns every record its communicator's recent[] kept.
@@ -19,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from toolcheck import check, failures, finish, run  # noqa: E402,F401
 
 NT, MKFIX = sys.argv[1], sys.argv[2]
-TOP = ["file", "format", "version", "header", "env", "trigger", "backtrace", "comms", "records", "stacks",
+TOP = ["schema", "file", "format", "version", "header", "env", "trigger", "backtrace", "comms", "records", "stacks",
        "python", "python_threads"]
 HEADER = ["host", "pid", "ppid", "exe", "rank", "local_rank", "world_size", "local_world_size", "job",
           "nccl_version", "tracer_version", "proc_state", "exit_code", "signo", "lost", "torn", "dropped",
@@ -57,6 +58,7 @@ def check_keys(obj, keys, where):
 def check_canonical(doc, fmt, path):
     check_keys(doc, TOP, fmt)
     check(doc["file"] == path and doc["format"] == fmt and doc["version"] == 2, fmt + " file/format/version")
+    check(list(doc)[0] == "schema" and doc["schema"] == 1, fmt + ": \"schema\": 1 first (the JSON form's version)")
     h = doc["header"]
     check_keys(h, HEADER, fmt + " header")
     check(h["job"] == "job-test" and h["exe"] == "fixture" and h["world_size"] == 2 and h["nccl_version"] == 22809,
@@ -133,8 +135,8 @@ def main():
         p = run(NT, "decode", "--json", ring, dump)
         check(p.returncode == 0, "decode two files")
         both = json.loads(p.stdout)
-        check(list(both.keys()) == ["files"] and [f["format"] for f in both["files"]] == ["ring", "dump"],
-              "several files -> {files: [...]}")
+        check(list(both.keys()) == ["schema", "files"] and both["schema"] == 1 and
+              [f["format"] for f in both["files"]] == ["ring", "dump"], "several files -> {schema: 1, files: [...]}")
 
         p = run(NT, "decode", ring)
         check(p.returncode == 0, "decode text ring")

@@ -32,6 +32,12 @@ def analyze(*args):
     return p.returncode, out, p.stderr
 
 
+def ran(rc, d):
+    """The analysis ran on all its input: exit 0 for a healthy verdict, 1
+    for any other (docs/analyze.md "Exit status")."""
+    return d is not None and rc == (0 if d["verdict"]["class"] == "healthy" else 1)
+
+
 def text(*args):
     p = subprocess.run([NT, "analyze"] + list(args), capture_output=True, text=True, timeout=60)
     return p.returncode, p.stdout, p.stderr
@@ -88,7 +94,7 @@ def t_fault(tmp):
     name = CASE[len("fault_"):]
     cls, field, seq, ranks = FAULTS[name]
     rc, d, err = analyze(os.path.join(DATA, name))
-    check(rc == 0 and d, "exit %d: %s" % (rc, err))
+    check(ran(rc, d), "exit %d: %s" % (rc, err))
     expect(d, cls, field, seq, ranks, pg=None if cls == "healthy" else "0")
     check(len(d["torch_fr"]) == 4, "%d FR dumps read, want 4" % len(d["torch_fr"]))
     form = "json" if name.endswith("_json") else "pickle"
@@ -99,14 +105,14 @@ def t_fault(tmp):
     if cls == "healthy":
         check("no reduction op and no root" in d["verdict"]["summary"], "a healthy FR verdict must say what FR cannot see")
     golden(name, d["verdict"]["summary"])
-    rc, out, _ = text(os.path.join(DATA, name))
-    check(rc == 0 and out.splitlines()[0] == d["verdict"]["summary"], "text verdict line differs from JSON")
+    rc2, out, _ = text(os.path.join(DATA, name))
+    check(rc2 == rc and out.splitlines()[0] == d["verdict"]["summary"], "text verdict line differs from JSON")
 
 
 def t_merged(tmp):
     """Our dumps and FR's of the same job: our verdict, one timeline, on one clock."""
     rc, d, err = analyze(os.path.join(DATA, "merged-op"))
-    check(rc == 0 and d, "exit %d: %s" % (rc, err))
+    check(ran(rc, d), "exit %d: %s" % (rc, err))
     v = d["verdict"]
     check(v["class"] == "collective_mismatch" and v["field"] == "op" and v["seq"] == 2 and v["ranks"] == [1],
           "merged verdict: %s" % v["summary"])
@@ -173,7 +179,7 @@ def t_versions(tmp):
             with open(os.path.join(d0, "rank_%d" % r), "wb") as f:
                 pickle.dump(x, f, protocol=proto)
         rc, d, err = analyze(d0)
-        check(rc == 0, "protocol %d: exit %d %s" % (proto, rc, err))
+        check(ran(rc, d), "protocol %d: exit %d %s" % (proto, rc, err))
         expect(d, "missing_collective", None, 2, [1])
     d0 = copy("skip", os.path.join(tmp, "v23"))
     for r in range(4):
@@ -186,7 +192,7 @@ def t_versions(tmp):
         with open(os.path.join(d0, "rank_%d" % r), "wb") as f:
             pickle.dump(x, f, protocol=2)
     rc, d, err = analyze(d0)
-    check(rc == 0, "2.3 layout: exit %d %s" % (rc, err))
+    check(ran(rc, d), "2.3 layout: exit %d %s" % (rc, err))
     expect(d, "missing_collective", None, 2, [1])
     check(all(x["version"] == "2.3" for x in d["torch_fr"]), "version not read")
     x["version"] = "3.0"
@@ -208,7 +214,7 @@ def t_owner(tmp):
           "left out: %s" % lo)
     check(len(d["torch_fr"]) == 3, "a left-out FR file was read")
     rc, d, err = analyze(d0, "--allow-owner", "12345")
-    check(rc == 0 and len(d["torch_fr"]) == 4, "--allow-owner: exit %d, %d dumps" % (rc, len(d["torch_fr"])))
+    check(ran(rc, d) and len(d["torch_fr"]) == 4, "--allow-owner: exit %d, %d dumps" % (rc, len(d["torch_fr"])))
     expect(d, "collective_mismatch", "op", 2, [1])
 
 
@@ -219,7 +225,7 @@ def t_memory(tmp):
     check(rc == 2 and len(lines) == 4 and all("memory limit" in l for l in lines),
           "1K: exit %d, stderr %s" % (rc, err))
     rc, d, err = analyze("--max-memory", "64K", os.path.join(DATA, "op"))
-    check(rc == 0 and len(d["torch_fr"]) == 4, "64K: exit %d %s" % (rc, err))
+    check(ran(rc, d) and len(d["torch_fr"]) == 4, "64K: exit %d %s" % (rc, err))
 
 
 def t_other_files(tmp):
@@ -228,7 +234,7 @@ def t_other_files(tmp):
     open(os.path.join(d0, "notes.1"), "w").write("not a dump\n")
     open(os.path.join(d0, "log_2"), "wb").write(b"\x80\x02K\x01.")   # a pickle, but not of a dict
     rc, d, err = analyze(d0)
-    check(rc == 0 and not d["inputs"]["unreadable"], "exit %d, unreadable %s" % (rc, d["inputs"]["unreadable"]))
+    check(ran(rc, d) and not d["inputs"]["unreadable"], "exit %d, unreadable %s" % (rc, d["inputs"]["unreadable"]))
     expect(d, "collective_mismatch", "op", 2, [1])
 
 

@@ -47,7 +47,8 @@ with tempfile.TemporaryDirectory() as d:
         check(body.startswith("nccltrace-run-exit 1\n") and "\nexited 127\n" in body and "\nrank 2\n" in body
               and "\nexe sh\n" in body, "file content: %r" % body)
     a = run(NT, "analyze", "--json", dumps)
-    check(a.returncode == 0, "analyze of a lone exit-status file: rc %d %s" % (a.returncode, a.stderr))
+    check(a.returncode == 1, "analyze of a lone exit-status file: rc %d (want 1, a fault found) %s" % (
+        a.returncode, a.stderr))
     try:
         v = json.loads(a.stdout)["verdict"]
     except ValueError:

@@ -150,8 +150,9 @@ def case_plant_crash(tmp):
             opt[0], [(r.get("rank"), r.get("pid")) for r in (j or {}).get("ranks", [])]))
         check("duplicate" in (j or {}).get("verdict", {}).get("summary", ""),
               "%s: the verdict line says ranks are duplicated: %r" % (opt[0], (j or {}).get("verdict")))
-        check(p.returncode == 0 and not left_out_lines(p, planted),
-              "%s: nothing left out, exit 0: %d %r" % (opt[0], p.returncode, p.stderr))
+        want = 0 if verdict(j) == "healthy" else 1  # docs/analyze.md "Exit status"
+        check(p.returncode == want and not left_out_lines(p, planted),
+              "%s: nothing left out, exit %d: %d %r" % (opt[0], want, p.returncode, p.stderr))
     p = run(NT, "analyze", "--any-owner", team)
     check("duplicate rank" in p.stdout, "the text report names the duplicate ranks: %r" % p.stdout[-800:])
 
@@ -197,6 +198,9 @@ def case_later_job(tmp):
     first = p.stdout.splitlines()[0] if p.stdout else ""
     check(first.startswith("healthy") and "1 other job" in first,
           "own later job: the verdict line says another job is present: %r" % first)
+    check(p.returncode == 3, "another job present, none chosen: exit 3, got %d" % p.returncode)
+    p = run(NT, "analyze", "--job", "team-45", team)
+    check(p.returncode == 0, "the same job chosen with --job: exit 0 (healthy), got %d" % p.returncode)
     p, j = analyze("--json", team)
     check((j or {}).get("inputs", {}).get("other_jobs") == ["team-44"] and "other job" in
           (j or {}).get("verdict", {}).get("summary", ""), "JSON says so too: %r" % (j or {}).get("inputs"))

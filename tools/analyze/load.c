@@ -6,9 +6,11 @@
  *
  * Thread-safety: nta_load starts a worker thread per CPU (at most
  * NTA_MAX_WORKERS, the caller being one of them) and joins them before
- * it returns.  Workers share only an atomic counter of the next file or
- * process to take; each writes its own entries' slots (an image, an error,
- * an nta_proc), which the calling thread reads after the join.
+ * it returns.  Workers share only atomic counters of the next file or
+ * process to take and of those finished; each writes its own entries'
+ * slots (an image, an error, an nta_proc), which the calling thread reads
+ * after the join.  The calling thread alone draws the progress line on a
+ * terminal (tools/progress.c), between its own items.
  *
  * Why in three steps (docs/analyze.md "Scale"):
  *  1. every file's identity (host, pid, job) is read from its header alone
@@ -326,6 +328,8 @@ struct work {
   int ng;
   int phase;                    /* 0: peek entries, 1: load groups */
   int next;                     /* atomic: next entry or group to take */
+  int done;                     /* atomic: entries or groups finished (the progress line) */
+  struct ntt_progress prog;     /* the calling thread's alone */
 };
 
 static void set_error(struct entry *e, const char *err) {
@@ -466,17 +470,28 @@ struct thread_arg {
   struct bufs lb;
 };
 
+/* One more entry or group finished; the calling thread (index 0) alone
+ * draws the progress line, so the others never touch stderr. */
+static void finished(struct work *w, int index) {
+  int done = __atomic_add_fetch(&w->done, 1, __ATOMIC_RELAXED);
+  if (index == 0)
+    ntt_progress_show(&w->prog, done);
+}
+
 static void *worker(void *arg) {
   struct work *w = ((struct thread_arg *)arg)->w;
-  struct nta_arena *arena = &w->arenas[((struct thread_arg *)arg)->index];
+  int index = ((struct thread_arg *)arg)->index;
+  struct nta_arena *arena = &w->arenas[index];
   for (;;) {
     int i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
     if (w->phase == 0) {
       if (i >= w->in->n)
         break;
       struct entry *e = &w->in->v[i];
-      if (e->error || !e->is_file)
+      if (e->error || !e->is_file) {
+        finished(w, index);
         continue;
+      }
       struct ntr_ring_header *h = malloc(sizeof(*h));
       char err[256];
       ntt_input_expect(e->dev, e->ino, e->uid >= 0);
@@ -494,14 +509,21 @@ static void *worker(void *arg) {
         break;
       load_group(w, &w->g[i], arena, &((struct thread_arg *)arg)->lb);
     }
+    finished(w, index);
   }
   return NULL;
 }
 
-/* Run the phase on the calling thread and workers() - 1 more. */
+/* Run the phase on the calling thread and workers() - 1 more, with a
+ * progress line on a terminal (erased before the phase returns). */
 static void run_phase(struct work *w, int phase) {
   w->phase = phase;
   w->next = 0;
+  w->done = 0;
+  if (phase == 0)
+    ntt_progress_begin(&w->prog, "analyze: headers", "files", w->in->n);
+  else
+    ntt_progress_begin(&w->prog, "analyze: loading", "processes", w->ng);
   pthread_t t[NTA_MAX_WORKERS - 1];
   struct thread_arg args[NTA_MAX_WORKERS];
   int started = 0, nw = workers();
@@ -513,6 +535,7 @@ static void run_phase(struct work *w, int phase) {
   worker(&args[0]);
   for (int i = 0; i < started; i++)
     pthread_join(t[i], NULL);
+  ntt_progress_end(&w->prog);
   for (int i = 0; i < nw; i++) {
     for (int k = 0; k < args[i].lb.n; k++)
       ntt_loadbuf_free(&args[i].lb.b[k]);

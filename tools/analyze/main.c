@@ -1,10 +1,9 @@
 /* main.c -- `nccltrace analyze PATH... [--json] [--job ID] [--attempt N]
  * [--max-memory SIZE] [--allow-owner USER] [--any-owner]`.
- * Exit status: 0 when the analysis ran on all the input; 2 when some input
- * was unreadable or left out (files of other owners: one `nccltrace: FILE:
- * reason` line each on stderr; the rest is still analyzed and the verdict
- * says evidence was missing) or on a usage error.  Other jobs and attempts
- * present do not change it (docs/analyze.md "Exit status").
+ * Exit status (exit_status below; docs/analyze.md "Exit status"): 0 healthy,
+ * 1 a fault found, 2 input unreadable or left out or a usage error, 3 other
+ * jobs in the inputs and none chosen with --job; the first that holds of 2,
+ * 3, 1, 0.  Other attempts and duplicate ranks do not change it.
  *
  * Thread-safety: one call at a time (nta_load starts and joins its own
  * threads).  Not signal-safe.
@@ -31,7 +30,21 @@ static void usage(FILE *f) {
           "           of physical memory): a file past it is refused with a line\n"
           "  --allow-owner USER  also read files of USER (a name or uid); by default only yours and\n"
           "           those of the named directory's owner are read, the others left out with a line\n"
-          "  --any-owner  read files of every owner\n");
+          "  --any-owner  read files of every owner\n"
+          "Exit status: 0 healthy; 1 a fault found (any verdict class but healthy); 2 some input\n"
+          "  unreadable or left out, or bad usage; 3 other jobs in the inputs, none chosen with --job\n"
+          "  (the most recent was analyzed).  When several hold: 2, then 3, then 1.\n");
+}
+
+/* Trouble before answers, as diff and grep do: a verdict on incomplete
+ * evidence (2) or on a job the caller did not choose (3) is not one a
+ * script should act on alone; the JSON says every fact. */
+static int exit_status(const struct nta_job *job) {
+  if (job->nunreadable || job->nleft_out)
+    return NTT_EXIT_INPUT;
+  if (job->nother_jobs && !job->job_chosen)
+    return NTT_EXIT_OTHER_JOBS;
+  return job->v.cls == NTA_HEALTHY ? NTT_EXIT_OK : NTT_EXIT_FAIL;
 }
 
 /* "512M", "2G", "1048576": bytes (suffixes are powers of 1024).
@@ -99,7 +112,7 @@ int nta_main(int argc, char **argv) {
   if (!paths || !owners) {
     free(paths);
     free(owners);
-    return 2;
+    return NTT_EXIT_INPUT;
   }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
@@ -126,13 +139,13 @@ int nta_main(int argc, char **argv) {
       usage(stdout);
       free(paths);
       free(owners);
-      return 0;
+      return NTT_EXIT_OK;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "nccltrace: analyze: unknown option %s\n", argv[i]);
       usage(stderr);
       free(paths);
       free(owners);
-      return 2;
+      return NTT_EXIT_INPUT;
     } else {
       paths[npaths++] = argv[i];
     }
@@ -141,7 +154,7 @@ int nta_main(int argc, char **argv) {
     usage(stderr);
     free(paths);
     free(owners);
-    return 2;
+    return NTT_EXIT_INPUT;
   }
   struct nta_job job;
   memset(&job, 0, sizeof(job));
@@ -172,7 +185,7 @@ int nta_main(int argc, char **argv) {
   if (bad || !job.allow_uids) {
     free(paths);
     nta_job_free(&job);
-    return 2;
+    return NTT_EXIT_INPUT;
   }
   int lrc = nta_load(&job, paths, npaths, job_id);
   free(paths);
@@ -192,22 +205,20 @@ int nta_main(int argc, char **argv) {
     else if (job.nunreadable == 0)
       fprintf(stderr, "nccltrace: analyze: no dumps or ring files found in the given paths\n");
     nta_job_free(&job);
-    return 2;
+    return NTT_EXIT_INPUT;
   }
   if (nta_analyze(&job) != 0) {
     fprintf(stderr, "nccltrace: analyze: out of memory\n");
     nta_job_free(&job);
-    return 2;
+    return NTT_EXIT_INPUT;
   }
-  int rc = 0;
-  if (json)
-    rc = nta_report_json(&job, stdout) == 0 ? 0 : 2;
-  else
+  int rc = exit_status(&job);
+  if (json && nta_report_json(&job, stdout) != 0)
+    rc = NTT_EXIT_INPUT;
+  else if (!json)
     nta_report_text(&job, stdout);
   fflush(stdout);
   nta_phase("report written");
-  if (job.nunreadable || job.nleft_out)
-    rc = 2;
   nta_job_free(&job);
   nta_phase("freed");
   return rc;

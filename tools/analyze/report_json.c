@@ -1,6 +1,8 @@
 /* report_json.c -- `analyze --json`: exactly one JSON object (design §7;
- * keys documented in docs/analyze.md).  Built with jansson so strings from
- * hostile inputs (host names, env values) are always escaped correctly.
+ * keys documented in docs/analyze.md, every one in docs/analyze.schema.json,
+ * which the tests validate real output against: a key added here goes
+ * there too).  Built with jansson so strings from hostile inputs (host
+ * names, env values) are always escaped correctly.
  *
  * Thread-safety: single-threaded (after loading).  Not signal-safe.
  * Ranks without evidence are listed up to NTA_LIST_BUDGET over the whole
@@ -10,6 +12,7 @@
 #include <jansson.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "tools/ntt.h"
 
 static json_t *hexid(uint64_t id) {
   char h[17];
@@ -240,6 +243,7 @@ static json_t *comms_json(const struct nta_job *job, int *budget) {
 
 int nta_report_json(const struct nta_job *job, FILE *out) {
   json_t *root = json_object();
+  json_object_set_new(root, "schema", json_integer(NTT_ANALYZE_SCHEMA));
   json_object_set_new(root, "verdict", verdict_json(job));
   /* Findings that never replace the verdict: stragglers beside a fault. */
   json_object_set_new(root, "secondary", secondary_json(job));

@@ -130,7 +130,8 @@ int main(void) {
   json_decref(doc);
   char *a3[] = {"analyze", "--json", nested, NULL};
   rc = analyze(&doc, 3, a3);
-  NT_CHECK(rc == 0, "readable inputs only: status 0, got %d", rc);
+  /* 1: a fault found (new-job's mismatch), every input read (2) of one job (3) */
+  NT_CHECK(rc == 1, "readable inputs only, a mismatch: status 1, got %d", rc);
   json_decref(doc);
   char *a4[] = {"analyze", "/nonexistent/nccltrace", NULL};
   rc = analyze(&doc, 2, a4);
