@@ -1,11 +1,48 @@
 #!/usr/bin/env bash
-# docs/worked-examples.sh BUILD_DIR -- regenerate docs/worked-examples.md:
-# run three faults on the CPU emulator (op mismatch, SIGKILL, stall) with the
-# tracer and paste `nccltrace analyze`'s text report of each.
+# docs/worked-examples.sh BUILD_DIR [OUT] -- regenerate docs/worked-examples.md
+# (or write OUT): run three faults on the CPU emulator (op mismatch, SIGKILL,
+# stall) with the tracer and paste `nccltrace analyze`'s text report of each.
+#   FAULTS=PROG   the faults program (default BUILD_DIR/examples/faults)
+#
+# docs/worked-examples.sh --normalize FILE -- print FILE with what differs
+# from run to run made uniform, so that two generations compare equal when
+# the code's behaviour is the same (tests/docs: docs_worked_examples
+# regenerates into a temporary directory and fails when the checked-in page
+# differs from it after this).  What is normalized, and why:
+#   +1.234567s (evidence times)          -> +T      wall-clock timing
+#   16- and 8-hex-digit communicator ids -> COMM, COMM8  derived from random unique ids
+#   "pid N", the table's pid column      -> PID     the kernel's pids
+#   the table's host column, "pid N on H" -> HOST   the machine's name
+#   runs of spaces                       -> one     column widths follow the above
+#   the lines of each "evidence" block are sorted: ranks interleave by timing
+#   (each rank's own lines keep their order in the page itself).
+# Everything else -- verdict text, states, seqs, ops, counts, next steps,
+# input counts -- must be identical.
 set -eu
-B=$(cd "${1:?usage: docs/worked-examples.sh BUILD_DIR}" && pwd)
+if [ "${1:-}" = "--normalize" ]; then
+  export LC_ALL=C # sort order and \b as bytes, on every machine
+  f=${2:?usage: docs/worked-examples.sh --normalize FILE}
+  sed -E -e 's/\+[0-9]+\.[0-9]+s/+T/g' \
+         -e 's/\b[0-9a-f]{16}\b/COMM/g' -e 's/comm [0-9a-f]{8}\b/comm COMM8/g' \
+         -e 's/\bpid [0-9]+ on [^ ;),]+/pid PID on HOST/g' -e 's/\bpid [0-9]+/pid PID/g' \
+         -e 's/^(  [0-9]+ +)[^ ]+ +[0-9]+ /\1HOST PID /' \
+         -e 's/  +/ /g' "$f" |
+    awk '/^evidence \(oldest first\):$/ { print; ev = 1; n = 0; next }
+         ev && $0 == "" { flush(); ev = 0; print; next }
+         ev { buf[n++] = $0; next }
+         { print }
+         function flush(  i, j, t) {  # insertion sort: portable awk, small blocks
+           for (i = 1; i < n; i++) { t = buf[i]; for (j = i - 1; j >= 0 && buf[j] > t; j--) buf[j + 1] = buf[j]; buf[j + 1] = t }
+           for (i = 0; i < n; i++) print buf[i]
+         }
+         END { if (ev) flush() }'
+  exit 0
+fi
+B=$(cd "${1:?usage: docs/worked-examples.sh BUILD_DIR [OUT]}" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
-out=$src/docs/worked-examples.md
+out=${2:-$src/docs/worked-examples.md}
+faults=${FAULTS:-$B/examples/faults}
+case $faults in /*) ;; *) faults=$PWD/$faults ;; esac # the jobs run in their own directories
 
 run_case() { # name fault-args env: runs the job in a fresh dir, prints the dir
   local name=$1 args=$2 extra=$3 d
@@ -16,7 +53,7 @@ run_case() { # name fault-args env: runs the job in a fresh dir, prints the dir
     export NCCLTRACE_TIMEOUT=1 LAUNCH_TIMEOUT=4 NCCLTRACE_JOB=example-$name
     [ -z "$extra" ] || export "${extra?}"
     # shellcheck disable=SC2086
-    "$B/tools/nccltrace" run -- "$src/examples/launch.sh" 4 "$B/examples/faults" $args >job.log 2>&1 || true
+    "$B/tools/nccltrace" run -- "$src/examples/launch.sh" 4 "$faults" $args >job.log 2>&1 || true
     "$B/tools/nccltrace" collect --rings rings --dir dumps >collect.log 2>&1 || true
     "$B/tools/nccltrace" analyze dumps >analyze.txt 2>&1 || true
   )
@@ -41,7 +78,10 @@ Each report below was produced by the current code on the CPU emulator
 (`tests/emu`) by `docs/worked-examples.sh BUILD_DIR`, which runs the commands
 shown (`B` is the build directory; `examples/faults` is `examples/faults.c`).
 They are the faults the scenario tests assert (`tests/scenarios/meson.build`:
-`op_mismatch`, `sigkill`, `stall`). Common setup:
+`op_mismatch`, `sigkill`, `stall`). The test `docs_worked_examples`
+(`tests/docs/`, suite `fast`) regenerates this page and fails when it differs
+from this copy in anything but pids, host names, communicator ids, times and
+the interleaving of ranks (the script's `--normalize` says how). Common setup:
 
 ```
 export LD_LIBRARY_PATH=$B/tests/emu NCCLTRACE_DIR=$PWD/dumps NCCLTRACE_RING_DIR=$PWD/rings

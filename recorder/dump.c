@@ -176,7 +176,8 @@ static void open_dump_dir(const char *dir) {
   ntr_safedir_close(&dump_state.sd);
   dump_state.note[0] = '\0';
   ntr_strlcpy(dump_state.dir, dir, sizeof dump_state.dir);
-  int rc = ntr_safedir_open(&dump_state.sd, dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
+  int rc = ntr_safedir_open_mode(&dump_state.sd, dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK,
+                                 ntr_safedir_dump_mode(dump_state.mode ? dump_state.mode : 0600));
   if (rc != -ELOOP && rc != -EPERM)
     return;
   struct ntr_sb sb;
@@ -219,7 +220,8 @@ static int dump_dirfd(void) {
   if (ntr_safedir_valid(&dump_state.sd))
     return dump_state.sd.fd;
   struct ntr_safedir d;
-  int rc = ntr_safedir_open(&d, dump_state.dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK);
+  int rc = ntr_safedir_open_mode(&d, dump_state.dir, NTR_SAFEDIR_CREATE | NTR_SAFEDIR_GROUP_OK,
+                                 ntr_safedir_dump_mode(dump_state.mode ? dump_state.mode : 0600));
   if (rc)
     return rc;
   dump_state.sd = d;

@@ -543,7 +543,9 @@ _Static_assert(sizeof(struct ntr_trigger) == 128, "trigger layout");
  * "signaled SIGNO".  Readers (tools/analyze/runexit.c) treat it as hostile:
  * unknown keys are skipped, a value out of range or a missing status makes
  * the file unreadable, never a guess.  Name:
- * nccltrace-<job>-<host>-<pid>.exit, written as .<name>.tmp and renamed. */
+ * nccltrace-<job>-<host>-<pid>.exit (fields as in dump names; <job> the id
+ * the command's evidence carries, tools/run_job.c), written as .<name>.tmp
+ * with the dumps' mode and renamed. */
 #define NTR_RUNEXIT_MAGIC "nccltrace-run-exit 1"
 #define NTR_RUNEXIT_SUFFIX ".exit"
 #define NTR_RUNEXIT_MAX 4096u

@@ -26,7 +26,18 @@ static int symlink_ok(const struct stat *st, mode_t pmode, int last, unsigned fl
   return trusted || (!last && !(pmode & S_IWOTH));
 }
 
+unsigned ntr_safedir_dump_mode(unsigned m) {
+  unsigned g = m >> 3 & 7, o = m & 7;
+  g = (g & 4 ? 5 : 0) | (g & 2);
+  o = o & 4 ? 5 : 0;
+  return 0700 | g << 3 | o;
+}
+
 int ntr_safedir_open(struct ntr_safedir *d, const char *path, unsigned flags) {
+  return ntr_safedir_open_mode(d, path, flags, 0700);
+}
+
+int ntr_safedir_open_mode(struct ntr_safedir *d, const char *path, unsigned flags, unsigned leaf) {
   d->fd = -1;
   d->bad_uid = -1;
   d->bad_mode = 0;
@@ -65,8 +76,8 @@ int ntr_safedir_open(struct ntr_safedir *d, const char *path, unsigned flags) {
       continue;
     int r = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
     if (r != 0 && errno == ENOENT && (flags & NTR_SAFEDIR_CREATE)) {
-      /* intermediate directories get 0755 like mkdir -p; the leaf 0700 */
-      if (mkdirat(fd, comp, last ? 0700 : 0755) != 0 && errno != EEXIST)
+      /* intermediate directories get 0755 like mkdir -p; the leaf its own (0700) */
+      if (mkdirat(fd, comp, last ? (mode_t)(leaf & 0777) : 0755) != 0 && errno != EEXIST)
         return fail(&fd, -errno);
       r = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
     }

@@ -54,6 +54,15 @@ struct ntr_safedir {
  *         -ENAMETOOLONG, or the -errno of the failing call (ENOENT, ENOTDIR,
  *         EACCES, ...).  On failure d->fd is -1. */
 int ntr_safedir_open(struct ntr_safedir *d, const char *path, unsigned flags);
+/* The same, with leaf the mode a missing last component is made with
+ * (NTR_SAFEDIR_CREATE; umask applies), instead of 0700. */
+int ntr_safedir_open_mode(struct ntr_safedir *d, const char *path, unsigned flags, unsigned leaf);
+/* The mode of a dump directory for dumps of file mode m
+ * (NCCLTRACE_DUMP_MODE): the owner's rwx, and for group and others the
+ * read bits of m with search (x) added, the group's write of m, never the
+ * others' (a directory others can write is refused, safedir rules).
+ * 0600 -> 0700, 0640 -> 0750, 0660 -> 0770, 0644 and 0666 -> 0755. */
+unsigned ntr_safedir_dump_mode(unsigned m);
 
 /* 1 when d->fd is still the directory that was opened (an application that
  * closed the fd, or reused its number, makes this 0: st_dev/st_ino/S_ISDIR

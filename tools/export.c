@@ -319,7 +319,8 @@ static void export_proc(json_t *ev, const struct proc *p, uint64_t t0, uint64_t 
   int pid = p->trace_pid;
   char name[160], op[160], host[64];
   ntt_field_str(h->host, sizeof h->host, host, sizeof host);
-  snprintf(name, sizeof name, "rank %d (%s:%d)", h->rank, host, h->pid);
+  char rl[24];
+  snprintf(name, sizeof name, "%s (%s:%d)", ntt_rank_label(h->rank, rl, sizeof rl), host, h->pid);
   add_event(ev, meta("process_name", pid, 0, "name", json_string(name)));
   add_event(ev, meta("process_sort_index", pid, 0, "sort_index", json_integer(pid)));
   add_event(ev, meta("thread_name", pid, 0, "name", json_string("process")));

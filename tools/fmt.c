@@ -70,6 +70,14 @@ void ntt_rec_text(const struct ntr_record *r, char *buf, size_t len) {
   ntt_field_str(r->u.text, sizeof r->u.text, buf, len);
 }
 
+const char *ntt_rank_label(int32_t rank, char *buf, size_t len) {
+  if (rank < 0)
+    snprintf(buf, len, "rank ?");
+  else
+    snprintf(buf, len, "rank %d", (int)rank);
+  return buf;
+}
+
 const char *ntt_signal_name(int signo, char *buf, size_t len) {
   const char *n = ntr_name_signal(signo);
   if (n)

@@ -39,11 +39,12 @@ static const struct {
      "                      files print {\"files\": [...]}\n"
      "      --salvage       keep whatever is intact in a damaged file\n"},
     {"analyze",
-     "  analyze PATH... [--json] [--job ID]\n"
+     "  analyze PATH... [--json] [--job ID] [--attempt N] [--max-memory SIZE]\n"
+     "                 [--allow-owner USER]... [--any-owner]\n"
      "      Name the root cause of a failed or hung job from its dumps and ring files\n"
      "      (files or directories).  See `nccltrace analyze --help`.\n"},
     {"export",
-     "  export --chrome PATH... -o FILE [--job ID] [--rank LIST] [--comm HEX[,HEX...]]\n"
+     "  export --chrome PATH... -o|--output FILE [--job ID] [--rank LIST] [--comm HEX[,HEX...]]\n"
      "         [--since S] [--until S]\n"
      "      Write a Chrome trace event file (Perfetto, chrome://tracing): one process\n"
      "      per rank, one track per communicator, one slice per operation from enqueue\n"
@@ -87,7 +88,7 @@ static const struct {
      "      without a coordinator.  --watch refreshes every SECONDS until interrupted.\n"
      "      A --rings directory that does not exist is an error (exit 2).\n"},
     {"coord",
-     "  coord --listen HOST:PORT\n"
+     "  coord --listen HOST:PORT [--skew S] [--init-wait S] [--max-clients N] [--quiet]\n"
      "      Run a standalone coordinator for the cross-rank check (NCCLTRACE_SECRET\n"
      "      required, the same as the ranks').  See `nccltrace coord --help`.\n"},
 };
@@ -118,11 +119,19 @@ void ntt_usage(FILE *out) {
   fputs(ntt_exit_text, out);
   fputs(
       "\n"
-      "Environment of traced processes (read once at start): NCCLTRACE_DISABLE,\n"
-      "NCCLTRACE_DIR, NCCLTRACE_RING_DIR, NCCLTRACE_JOB, NCCLTRACE_RING, NCCLTRACE_TIMEOUT,\n"
-      "NCCLTRACE_CHECK, NCCLTRACE_COORD, NCCLTRACE_STRICT_TIMEOUT, NCCLTRACE_STRICT_SHM,\n"
-      "NCCLTRACE_SKEW_S, NCCLTRACE_AGG, NCCLTRACE_ENV_CHECK, NCCLTRACE_SECRET, NCCLTRACE_STACKS,\n"
-      "NCCLTRACE_REAL_NCCL.\n",
+      "Environment of traced processes (read once at start; the README's table says\n"
+      "what each does and its default): NCCLTRACE_DISABLE, NCCLTRACE_DIR,\n"
+      "NCCLTRACE_RING_DIR, NCCLTRACE_JOB, NCCLTRACE_RING, NCCLTRACE_TIMEOUT,\n"
+      "NCCLTRACE_CHECK, NCCLTRACE_COORD, NCCLTRACE_COORD_PORT_OFFSET,\n"
+      "NCCLTRACE_STRICT_TIMEOUT, NCCLTRACE_STRICT_SHM, NCCLTRACE_SKEW_S,\n"
+      "NCCLTRACE_STRAGGLER_MS, NCCLTRACE_STRAGGLER_WINDOW, NCCLTRACE_START_EVERY,\n"
+      "NCCLTRACE_METRICS, NCCLTRACE_AGG, NCCLTRACE_AGG_HOST, NCCLTRACE_ENV_CHECK,\n"
+      "NCCLTRACE_SECRET, NCCLTRACE_STACKS, NCCLTRACE_PYSTACKS, NCCLTRACE_REAL_NCCL,\n"
+      "NCCLTRACE_DUMP_MODE, NCCLTRACE_MAX_DUMPS, NCCLTRACE_DIR_MAX_DUMPS,\n"
+      "NCCLTRACE_VERBOSE.\n"
+      "Of this command: NCCLTRACE_LIB (run: the library to preload),\n"
+      "NCCLTRACE_ANALYZE_TIMING (analyze: phase times on stderr), and\n"
+      "NCCLTRACE_DIR, NCCLTRACE_RING_DIR as defaults of collect and status.\n",
       out);
 }
 

@@ -75,6 +75,9 @@ int ntt_rec_has_text(const struct ntr_record *r);
 void ntt_rec_text(const struct ntr_record *r, char *buf, size_t len);
 /* "SIGTERM", or "signal 77". */
 const char *ntt_signal_name(int signo, char *buf, size_t len);
+/* "rank 3" for a launcher rank, "rank ?" for -1: a process that had no
+ * launcher rank (a launcher script, one started outside a launcher). */
+const char *ntt_rank_label(int32_t rank, char *buf, size_t len);
 const char *ntt_lifecycle_name(unsigned lifecycle);      /* "ready", ... */
 const char *ntt_proc_state_name(unsigned state);         /* "running", ... */
 const char *ntt_ring_place_name(unsigned place);         /* enum ntr_ring_place: "dir", ..., "anonymous" */

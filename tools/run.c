@@ -38,7 +38,9 @@
 #include "recorder/env.h"
 #include "recorder/format.h"
 #include "recorder/safedir.h"
+#include "recorder/util.h"
 #include "tools/ntt.h"
+#include "tools/run_job.h"
 #include "tools/run_sig.h"
 
 int ntx_coord_main(int argc, char **argv) __attribute__((weak));
@@ -228,11 +230,23 @@ static void component(char *dst, size_t len, const char *src) {
   dst[n] = 0;
 }
 
+/* NCCLTRACE_DUMP_MODE as the tracer reads it (interpose/config.c: octal,
+ * at most 0777, 0 or unset: 0600); a bad value is the tracer's to report. */
+static unsigned dump_mode(void) {
+  const char *e = getenv("NCCLTRACE_DUMP_MODE");
+  char *end;
+  long m = e && *e ? strtol(e, &end, 8) : 0;
+  return e && *e && !*end && m > 0 && m <= 0777 ? (unsigned)m : 0600;
+}
+
 /* Record how CMD (pid) ended next to the dumps (recorder/format.h).  A
- * failure always gets a file (the directory is made, as the tracer would);
- * a clean exit only where the directory already exists, so `nccltrace run
- * -- true` leaves nothing behind.  Failing to write is one line on stderr,
- * never a change of the exit status. */
+ * failure always gets a file (the directory is made, as the tracer would,
+ * with the mode NCCLTRACE_DUMP_MODE gives dump directories); a clean exit
+ * only where the directory already exists, so `nccltrace run -- true`
+ * leaves nothing behind.  The file has the dumps' mode and is named after
+ * the job id CMD's evidence carries (run_job.c), else run's environment's,
+ * else "nojob".  Failing to write is one line on stderr, never a change of
+ * the exit status. */
 static void write_exit_file(pid_t pid, const char *cmd0, int st, uint64_t start_ns) {
   int failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   const char *e = getenv("NCCLTRACE_DIR");
@@ -241,18 +255,31 @@ static void write_exit_file(pid_t pid, const char *cmd0, int st, uint64_t start_
     snprintf(dir, sizeof dir, "%s", e);
   else
     snprintf(dir, sizeof dir, "%s/nccltrace-dumps", getcwd(cwd, sizeof cwd) ? cwd : ".");
+  unsigned mode = dump_mode();
   struct ntr_safedir d;
-  int rc = ntr_safedir_open(&d, dir, NTR_SAFEDIR_GROUP_OK | (failed ? NTR_SAFEDIR_CREATE : 0));
+  int rc = ntr_safedir_open_mode(&d, dir, NTR_SAFEDIR_GROUP_OK | (failed ? NTR_SAFEDIR_CREATE : 0),
+                                 ntr_safedir_dump_mode(mode));
   if (rc == -ENOENT && !failed)
     return;
-  char host[64] = "", job[64], hc[64], jc[64], name[256], tmp[300], exe[128];
+  char host[64] = "", job[64], hc[64], jc[64], name[256], tmp[300], exe[128], rings[4096];
   gethostname(host, sizeof host - 1);
-  ntr_env_job(job, sizeof job);
+  ntt_default_ring_dir(rings, sizeof rings);
+  if (!ntt_run_evidence_job(pid, start_ns, dir, rings, job, sizeof job))
+    ntr_env_job(job, sizeof job);
   component(hc, sizeof hc, host);
   component(jc, sizeof jc, job[0] ? job : "nojob");
   const char *base = strrchr(cmd0, '/');
   component(exe, sizeof exe, base ? base + 1 : cmd0);
-  snprintf(name, sizeof name, "nccltrace-%s-%s-%d%s", jc, hc, (int)pid, NTR_RUNEXIT_SUFFIX);
+  /* named as the dumps are (recorder/dump.c): '-' separates the fields */
+  struct ntr_sb sb;
+  ntr_sb_init(&sb, name, sizeof name);
+  ntr_sb_str(&sb, "nccltrace-");
+  ntr_sb_component(&sb, job[0] ? job : "nojob", sizeof job);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_component(&sb, host, sizeof host);
+  ntr_sb_str(&sb, "-");
+  ntr_sb_i64(&sb, pid);
+  ntr_sb_str(&sb, NTR_RUNEXIT_SUFFIX);
   snprintf(tmp, sizeof tmp, ".%s.tmp", name);
   int32_t rank, lr, ws, lws;
   ntr_env_launcher(&rank, &lr, &ws, &lws);
@@ -264,7 +291,7 @@ static void write_exit_file(pid_t pid, const char *cmd0, int st, uint64_t start_
                    WIFSIGNALED(st) ? "signaled" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
   int fd = -1;
   if (rc == 0) {
-    fd = openat(d.fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    fd = openat(d.fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
     rc = fd < 0 ? -errno : 0;
   }
   if (rc == 0 && (n < 0 || write(fd, body, (size_t)n) != n))

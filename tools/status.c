@@ -72,8 +72,9 @@ static void show_image(const struct ntt_image *img) {
     snprintf(state, sizeof state, "gone (no exit recorded; nccltrace collect)");
   struct ntt_ident id;
   ntt_ident_of(h, &id);
-  printf("pid %d  rank %d  host %s  job %s  exe %s  %s", h->pid, h->rank, id.host, id.job[0] ? id.job : "-", id.exe,
-         state);
+  char rl[24];
+  printf("pid %d  %s  host %s  job %s  exe %s  %s", h->pid, ntt_rank_label(h->rank, rl, sizeof rl), id.host,
+         id.job[0] ? id.job : "-", id.exe, state);
   if (img->lost || img->torn || h->dropped)
     printf("  [%llu lost, %llu torn, %llu dropped]", (unsigned long long)img->lost, (unsigned long long)img->torn,
            (unsigned long long)h->dropped);
@@ -87,7 +88,10 @@ static void show_image(const struct ntt_image *img) {
   for (uint32_t i = 0; i < img->ncomms; i++) {
     const struct ntr_comm_state *c = &img->comms[i];
     char rk[24], age[32], blocked[64] = "-";
-    snprintf(rk, sizeof rk, "%d/%d", c->rank, c->nranks);
+    if (c->rank < 0)
+      snprintf(rk, sizeof rk, "?/%d", c->nranks);
+    else
+      snprintf(rk, sizeof rk, "%d/%d", c->rank, c->nranks);
     const struct ntr_record *op;
     fmt_secs(inflight_age_ns(img, c, now, &op), age, sizeof age);
     if (c->blocked_since) {

@@ -20,6 +20,15 @@ static void on_signal(int sig) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: nccltrace coord --listen HOST:PORT [--skew S] [--init-wait S] [--max-clients N] [--quiet]\n"
+          "  --listen HOST:PORT  where the ranks connect (their NCCLTRACE_COORD)\n"
+          "  --skew S        a rank S seconds behind its peers on a comm is reported (30;\n"
+          "                  the ranks' NCCLTRACE_SKEW_S sets it for a coordinator a rank hosts)\n"
+          "  --init-wait S   a communicator whose init has not completed on every rank\n"
+          "                  S seconds after the first registered is reported (30)\n"
+          "  --max-clients N connections served at once, 2 to 1048576 (8192)\n"
+          "  --quiet         no per-event lines (verdicts, rejections) on standard output;\n"
+          "                  the listening and final counter lines remain, and the ranks\n"
+          "                  still get every report\n"
           "  NCCLTRACE_SECRET is required: export the same value to the coordinator\n"
           "  and to every rank.  Without it ranks authenticate with their\n"
           "  communicators' unique ids, which a standalone coordinator never sees,\n"

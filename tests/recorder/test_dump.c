@@ -220,7 +220,7 @@ int main(void) {
   ring.stacks[1].hash = 22;
   ring.hdr->stack_count = 2;
 
-  snprintf(dumps, sizeof dumps, "%s/dumps/x", base); /* created 0700 */
+  snprintf(dumps, sizeof dumps, "%s/dumps/x", base); /* created 0750: the directory mode of 0640 dumps */
   NT_ASSERT_EQ(ntr_dump_init(&ring, dumps, 0640), 0);
   struct ntr_trigger trig = {.kind = NTR_TRIG_SIGNAL, .signo = SIGTERM};
   snprintf(trig.reason, sizeof trig.reason, "test reason");
@@ -240,7 +240,7 @@ int main(void) {
   NT_ASSERT_EQ(stat(path, &st), 0);
   NT_ASSERT_EQ(st.st_mode & 0777, 0640);
   NT_ASSERT_EQ(stat(dumps, &st), 0);
-  NT_ASSERT_EQ(st.st_mode & 0777, 0700);
+  NT_ASSERT_EQ(st.st_mode & 0777, 0750); /* made for 0640 dumps: ntr_safedir_dump_mode */
   NT_ASSERT_EQ(tmp_files(dumps), 0);
 
   struct parsed d = {0};
