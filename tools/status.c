@@ -124,7 +124,12 @@ static void show_image(const struct ntt_image *img) {
     char what[160], s[32];
     ntt_fmt_op(op, what, sizeof what);
     fmt_secs(age, s, sizeof s);
-    printf("  in flight: comm %08llx rank %d: %s #%llu for %s\n", (unsigned long long)(c->comm_id >> 32), c->rank,
+    char rk[16];
+    if (c->rank < 0)
+      snprintf(rk, sizeof rk, "?");
+    else
+      snprintf(rk, sizeof rk, "%d", c->rank);
+    printf("  in flight: comm %08llx rank %s: %s #%llu for %s\n", (unsigned long long)(c->comm_id >> 32), rk,
            what, (unsigned long long)op->seq, s);
   }
 }

@@ -161,7 +161,10 @@ static int held_text(const struct nta_proc *p, int all, char *buf, size_t len) {
       continue;
     }
     char rl[96], hex[17];
-    ntt_rank_ranges(r, n, rl, sizeof rl);
+    if (n == 1 && r[0] < 0)
+      snprintf(rl, sizeof rl, "?"); /* its rank in the comm was never known */
+    else
+      ntt_rank_ranges(r, n, rl, sizeof rl);
     nta_comm_hex(c->id, hex);
     if (o < len)
       o += (size_t)snprintf(buf + o, len - o, "%s%s %s of comm %.8s", shown ? ", " : "", n > 1 ? "ranks" : "rank",
