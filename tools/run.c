@@ -447,12 +447,16 @@ int ntt_run_main(int argc, char **argv) {
   setenv("LD_PRELOAD", preload, 1);
   free(preload);
 
+  /* What is wrong with the settings is said here, once for the job
+   * (interpose/config.c). */
+  nti_config_load_as(NTI_CONFIG_RUN);
   /* Before CMD runs: a job whose dumps cannot be written is better not
-   * started than found out at its first failure. */
+   * started than found out at its first failure (NCCLTRACE_DISABLE=1
+   * writes none). */
   const char *from;
   char dbuf[PATH_MAX + 32], what[PATH_MAX + 64];
   const char *dir = dump_dir(dbuf, sizeof dbuf, &from);
-  int drc = dir_usable(dir, what, sizeof what);
+  int drc = nti_cfg.disable ? 0 : dir_usable(dir, what, sizeof what);
   if (drc != 0) {
     fprintf(stderr, "nccltrace: run: the dump directory %s (%s) %s: %s; CMD not started: give --dir "
             "(NCCLTRACE_DIR) a directory you can write\n", dir, dir_opt ? "--dir" : from, what, strerror(-drc));
@@ -481,10 +485,8 @@ int ntt_run_main(int argc, char **argv) {
   if (irc != 0)
     fprintf(stderr, "nccltrace: run: no signalfd (%s): signals reach CMD up to 20 ms late\n",
             strerror(-irc));
-  /* What is wrong with the settings is said here, once for the job; the
-   * processes under CMD whose settings are still these stay quiet about
-   * it (interpose/config.c). */
-  nti_config_load_as(NTI_CONFIG_RUN);
+  /* The settings as CMD gets them (with the coordinator's): the processes
+   * under CMD whose settings are still these stay quiet about them. */
   char said[32];
   snprintf(said, sizeof said, "%016" PRIx64, ntr_env_settings_hash());
   setenv(NTI_SETTINGS_SAID, said, 1);
