@@ -364,8 +364,10 @@ static int dir_usable(const char *dir, char *what, size_t wlen) {
   }
   /* missing: the nearest existing parent must take a new directory */
   char parent[PATH_MAX];
-  if (copy_path(parent, sizeof parent, dir))
-    return snprintf(what, wlen, "cannot be opened"), -ENAMETOOLONG;
+  if (copy_path(parent, sizeof parent, dir)) {
+    snprintf(what, wlen, "cannot be opened");
+    return -ENAMETOOLONG;
+  }
   for (;;) {
     char *slash = strrchr(parent, '/');
     while (slash && slash > parent && slash[1] == '\0') { /* trailing slashes */
