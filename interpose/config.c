@@ -1,17 +1,29 @@
 /* config.c -- read every NCCLTRACE_* variable once (interpose/config.h).
  *
  * Thread-safety: nti_config_load runs in the library constructor before any
- * thread of ours exists; nti_cfg is read-only afterwards.
+ * thread of ours exists (in `nccltrace run`: its one thread); nti_cfg is
+ * read-only afterwards.  nti_config_say_kept runs under the interposer's
+ * activation lock (init.c), once.
  * Signal-safety: not signal-safe (getenv, snprintf); never called from a
  * handler.
  *
- * Said once per job: every rank of a job reads the same settings, so when
- * the launcher rank is known (recorder/env.c, ntr_env_launcher: RANK,
- * OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID; else the local
- * rank, once per node) only rank 0 says what is wrong with them; a process
- * of unknown rank says it itself (docs/user-guide.md).
+ * Said once per job: every process of a job reads the same settings, so
+ * what is wrong with them is said by one of them (docs/user-guide.md,
+ * "Settings"):
+ *  - under `nccltrace run`, run itself says it before CMD starts and sets
+ *    NCCLTRACE_SETTINGS_SAID to a hash of the settings it read
+ *    (recorder/env.h, ntr_env_settings_hash); a process whose NCCLTRACE_*
+ *    variables still hash to that stays quiet;
+ *  - otherwise, when the launcher rank is known (recorder/env.c,
+ *    ntr_env_launcher: RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK,
+ *    SLURM_PROCID; else the local rank, once per host) only rank 0 says it;
+ *  - a process of unknown rank keeps it until its first NCCL call
+ *    (nti_config_say_kept): a shell, date or a launcher that never calls
+ *    NCCL says nothing.
  */
 #include <ctype.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,23 +31,62 @@
 #include <unistd.h>
 
 #include "interpose/config.h"
-#include "interpose/nti.h"
+#include "recorder/diag.h"
 #include "recorder/env.h"
+#include "recorder/format.h"
 
 struct nti_config nti_cfg;
 
-/* Set when a launcher rank other than 0 is known: its rank 0 says it. */
-static int cfg_quiet;
-#define cfg_say(...)                                                                                                   \
-  do {                                                                                                                 \
-    if (!cfg_quiet)                                                                                                    \
-      nti_say(__VA_ARGS__);                                                                                            \
-  } while (0)
+/* What becomes of a line about the settings (see the top). */
+enum { CFG_SAY, CFG_QUIET, CFG_KEEP };
+static int cfg_when;
+/* CFG_KEEP: the lines, each with its newline, said at the first NCCL call;
+ * a line that does not fit is dropped (the settings have at most a line
+ * per variable). */
+static struct {
+  char text[4096];
+  size_t len;
+} kept;
+
+static void __attribute__((format(printf, 1, 2))) cfg_say(const char *fmt, ...) {
+  if (cfg_when == CFG_QUIET)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  if (cfg_when == CFG_SAY) {
+    ntr_diag_vsay("nccltrace: ", fmt, ap);
+  } else {
+    char line[512];
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    if (n > 0 && (size_t)n < sizeof line && kept.len + (size_t)n + 1 < sizeof kept.text) {
+      memcpy(kept.text + kept.len, line, (size_t)n);
+      kept.len += (size_t)n;
+      kept.text[kept.len++] = '\n';
+    }
+  }
+  va_end(ap);
+}
+
+void nti_config_say_kept(void) {
+  size_t at = 0;
+  while (at < kept.len) {
+    const char *nl = memchr(kept.text + at, '\n', kept.len - at);
+    size_t n = nl ? (size_t)(nl - (kept.text + at)) : kept.len - at;
+    ntr_diag_say("nccltrace: ", "%.*s", (int)n, kept.text + at);
+    at += n + 1;
+  }
+  kept.len = 0;
+}
 
 /* A bad value is reported once (each variable is read once) and the
  * default kept. */
 static void bad(const char *name, const char *val, const char *dflt) {
   cfg_say("%s=\"%s\" is not valid; using %s", name, val, dflt);
+}
+
+/* The bools' own line: what they take, and what the value is taken as. */
+static void bad_bool(const char *name, const char *val, const char *dflt) {
+  cfg_say("%s=\"%s\" is not valid (it takes 1/yes/true/on or 0/no/false/off); using %s", name, val, dflt);
 }
 
 static const char *env(const char *name) {
@@ -54,7 +105,7 @@ static int parse_bool(const char *name, int dflt, const char *dflt_said) {
     return 1;
   if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
     return 0;
-  bad(name, v, dflt_said ? dflt_said : dflt ? "1" : "0");
+  bad_bool(name, v, dflt_said ? dflt_said : dflt ? "1" : "0");
   return dflt;
 }
 
@@ -224,12 +275,28 @@ static void load_metrics(void) {
   }
 }
 
-void nti_config_load(void) {
+/* 1 when `nccltrace run` said what is wrong with exactly these settings. */
+static int said_by_run(void) {
+  const char *v = env(NTI_SETTINGS_SAID);
+  char mine[32];
+  snprintf(mine, sizeof mine, "%016" PRIx64, ntr_env_settings_hash());
+  return v && !strcmp(v, mine);
+}
+
+void nti_config_load_as(int who) {
   memset(&nti_cfg, 0, sizeof nti_cfg);
+  kept.len = 0;
   int32_t rank, local_rank, world, local_world;
   ntr_env_launcher(&rank, &local_rank, &world, &local_world);
-  cfg_quiet = rank > 0 || (rank < 0 && local_rank > 0);
-  nti_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0, NULL);
+  if (!ntr_env_speaks_for_job())
+    cfg_when = CFG_QUIET; /* the job's rank 0 (its host's local rank 0) says it */
+  else if (said_by_run())
+    cfg_when = CFG_QUIET; /* run (an outer run, for a run) said it */
+  else if (who == NTI_CONFIG_TRACER && rank < 0 && local_rank < 0)
+    cfg_when = CFG_KEEP; /* said at the first NCCL call, if one comes */
+  else
+    cfg_when = CFG_SAY;
+  nti_cfg.disable = parse_bool("NCCLTRACE_DISABLE", 0, "0: tracing stays on");
   if (nti_cfg.disable)
     return; /* pass-through: nothing else is consulted */
   load_dirs();
@@ -262,3 +329,5 @@ void nti_config_load(void) {
   copy_str(nti_cfg.agg_host, sizeof nti_cfg.agg_host, "NCCLTRACE_AGG_HOST", "");
   load_metrics();
 }
+
+void nti_config_load(void) { nti_config_load_as(NTI_CONFIG_TRACER); }

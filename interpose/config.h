@@ -1,5 +1,6 @@
 /* config.h -- every NCCLTRACE_* knob, read once in the library constructor.
- * A value that does not parse is reported once on stderr and the default used.
+ * A value that does not parse is reported on stderr, once per job (config.c),
+ * and the default used.
  * Other programs' variables (MASTER_ADDR/PORT, NCCL_COMM_BLOCKING) are read
  * where they are used, when NCCL or the launcher would read them; the
  * exchange's key derivation hashes raw environment text (exchange/auth.c).
@@ -49,5 +50,16 @@ struct nti_config {
 };
 
 extern struct nti_config nti_cfg;
-void nti_config_load(void);
+
+/* Set by `nccltrace run` for CMD: the hash (16 hex digits) of the settings
+ * whose problems run has said (config.c, "Said once per job"). */
+#define NTI_SETTINGS_SAID "NCCLTRACE_SETTINGS_SAID"
+
+/* Who reads the settings: the tracer keeps what a process of unknown rank
+ * would say until its first NCCL call; `nccltrace run` says it at once. */
+enum { NTI_CONFIG_TRACER, NTI_CONFIG_RUN };
+void nti_config_load_as(int who);
+void nti_config_load(void); /* nti_config_load_as(NTI_CONFIG_TRACER) */
+/* At the first NCCL call: say what a process of unknown rank kept. */
+void nti_config_say_kept(void);
 #endif

@@ -155,6 +155,9 @@ void nti_activate(void) {
     return;
   pthread_mutex_lock(&activate_lock);
   if (!activate_tried) {
+    /* A process of unknown rank is a rank now: what is wrong with its
+     * settings is said (config.c, "Said once per job"). */
+    nti_config_say_kept();
     struct ntr_ring_config rc = ring_config();
     char asline[320];
     rc.slots = as_fit(rc.slots, asline, sizeof asline);

@@ -136,6 +136,22 @@ void nti_trigger_fork_child(void) {
   said_cap[0] = said_cap[1] = 0;
 }
 
+/* What a failed dump's errno usually means for the directory (the line
+ * then says what to do).  Async-signal-safe: constant strings. */
+static const char *dump_fail_hint(int e) {
+  switch (e) {
+  case ENOENT: return ": the directory is gone and cannot be made again";
+  case ENOTDIR: return ": a part of the path is not a directory";
+  case EACCES:
+  case EPERM: return ": this user may not write there";
+  case EROFS: return ": the file system is read-only";
+  case ENOSPC:
+  case EDQUOT: return ": the file system (or the quota) is full";
+  case ENAMETOOLONG: return ": the path is too long";
+  default: return "";
+  }
+}
+
 static int dump_now(int trigger_kind, int signo, int exit_code, const char *reason, char *path,
                     size_t path_cap);
 
@@ -186,12 +202,15 @@ static int dump_now(int trigger_kind, int signo, int exit_code, const char *reas
     /* Another thread is dumping right now; its dump covers this moment. */
     return rc;
   } else {
-    ntr_sb_str(&sb, "dump failed (errno ");
-    ntr_sb_u64(&sb, (uint64_t)(rc < 0 ? -(int64_t)rc : rc));
+    ntr_sb_str(&sb, "dump failed in ");
+    ntr_sb_str(&sb, ntr_dump_dir());
     ntr_sb_str(&sb, ": ");
     ntr_sb_errno(&sb, rc);
-    ntr_sb_str(&sb, ") in ");
-    ntr_sb_str(&sb, ntr_dump_dir());
+    ntr_sb_str(&sb, " (errno ");
+    ntr_sb_u64(&sb, (uint64_t)(rc < 0 ? -(int64_t)rc : rc));
+    ntr_sb_str(&sb, ")");
+    ntr_sb_str(&sb, dump_fail_hint(rc < 0 ? -rc : rc));
+    ntr_sb_str(&sb, "; set NCCLTRACE_DIR (nccltrace run --dir) to a directory this user can write, with room");
   }
   ntr_sb_str(&sb, " (");
   ntr_sb_str(&sb, t.reason);

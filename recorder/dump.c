@@ -228,6 +228,13 @@ static int dump_dirfd(void) {
   return d.fd;
 }
 
+/* 1 when the directory we hold open has been removed (its link count is
+ * 0): a new file cannot be made in it.  Async-signal-safe (fstat). */
+static int dir_removed(void) {
+  struct stat st;
+  return ntr_safedir_valid(&dump_state.sd) && fstat(dump_state.sd.fd, &st) == 0 && st.st_nlink == 0;
+}
+
 size_t ntr_dump_bytes(uint32_t slots) {
   size_t pay = payload_bytes(slots), out = ZSTD_compressBound(pay);
   return ZSTD_estimateCCtxSize(1) + pay + (ZSTD_isError(out) ? pay : out) + EXTRA_MAX * sizeof(struct ntr_record);
@@ -741,6 +748,14 @@ int ntr_dump_write(const struct ntr_ring *ring, const struct ntr_trigger *trig, 
   int rc = dump_dirfd();
   if (rc >= 0)
     rc = write_dump_file(rc, dump_state.dir, dump_state.mode, h, &rank, &t, &pre, data, dlen, n, path, path_len);
+  if (rc == -ENOENT && dir_removed()) {
+    /* The directory was removed under us (rm -rf of old dumps): made
+     * again by its path, as at init, and the dump written there. */
+    ntr_safedir_close(&dump_state.sd);
+    rc = dump_dirfd();
+    if (rc >= 0)
+      rc = write_dump_file(rc, dump_state.dir, dump_state.mode, h, &rank, &t, &pre, data, dlen, n, path, path_len);
+  }
 
   /* give the pages back: a dump is rare, the RSS should not stay */
   madvise(dump_state.payload, dump_state.payload_cap, MADV_DONTNEED);

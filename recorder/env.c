@@ -110,6 +110,39 @@ int32_t ntr_env_int(const char *name, int32_t dflt) {
   return (int32_t)(neg ? -x : x);
 }
 
+/* FNV-1a 64 of n bytes, then mixed (splitmix64's finalizer) so that the
+ * sum of several stays a good hash. */
+static uint64_t entry_hash(const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+uint64_t ntr_env_settings_hash(void) {
+  static const char prefix[] = "NCCLTRACE_", said[] = "NCCLTRACE_SETTINGS_SAID=", secret[] = "NCCLTRACE_SECRET=";
+  uint64_t sum = 0;
+  if (!environ)
+    return 0;
+  for (char **e = environ; *e; e++) {
+    if (strncmp(*e, prefix, sizeof prefix - 1) != 0 || strncmp(*e, said, sizeof said - 1) == 0)
+      continue;
+    size_t n = strlen(*e);
+    if (strncmp(*e, secret, sizeof secret - 1) == 0) {
+      /* its value never leaves the process, not even hashed */
+      n = sizeof secret - 1;
+      sum += entry_hash(*e, n) + (uint64_t)strlen(*e + n) * 0x9e3779b97f4a7c15ull;
+      continue;
+    }
+    sum += entry_hash(*e, n);
+  }
+  return sum;
+}
+
 /* First variable of the list that is set and parses. */
 static int32_t first_int(const char *const *names, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -133,6 +166,12 @@ void ntr_env_launcher(int32_t *rank, int32_t *local_rank, int32_t *world_size,
   *local_rank = first_int(lr, sizeof lr / sizeof lr[0]);
   *world_size = first_int(ws, sizeof ws / sizeof ws[0]);
   *local_world_size = first_int(lws, sizeof lws / sizeof lws[0]);
+}
+
+int ntr_env_speaks_for_job(void) {
+  int32_t rank, local_rank, world, local_world;
+  ntr_env_launcher(&rank, &local_rank, &world, &local_world);
+  return rank == 0 || (rank < 0 && local_rank <= 0);
 }
 
 void ntr_env_job(char *out, size_t cap) {

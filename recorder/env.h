@@ -40,6 +40,19 @@ int32_t ntr_env_int(const char *name, int32_t dflt);
 void ntr_env_launcher(int32_t *rank, int32_t *local_rank, int32_t *world_size,
                       int32_t *local_world_size);
 
+/* 1 when this process says the lines that every process of the job would
+ * say alike (what is wrong with the settings, "cross-rank check off: no
+ * coordinator"): launcher rank 0; with only a local rank, local rank 0 (one
+ * per host); of unknown rank, itself. */
+int ntr_env_speaks_for_job(void);
+
+/* A hash of the NCCLTRACE_* settings of the environment, whatever their
+ * order: every NCCLTRACE_* entry but NCCLTRACE_SETTINGS_SAID (which holds
+ * it), NCCLTRACE_SECRET by its length only.  Equal in two processes whose
+ * settings are equal: `nccltrace run` and the processes under it
+ * (interpose/config.c). */
+uint64_t ntr_env_settings_hash(void);
+
 /* The job id: the first set of NCCLTRACE_JOB, TORCHELASTIC_RUN_ID (not its
  * default "none", which every torchrun job shares), SLURM_JOB_ID,
  * PBS_JOBID, LSB_JOBID, OMPI_MCA_orte_ess_jobid, PMIX_NAMESPACE; bytes

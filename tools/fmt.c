@@ -203,11 +203,11 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
     return;
   case NTR_KIND_EXEC:
     /* ENTER: the path, "..." when the record kept only its tail; an EXIT
-     * means the exec failed (aux = errno). */
+     * means the exec failed (aux = errno, said by its text too). */
     if (r->phase == NTR_PHASE_ENTER)
       snprintf(buf, len, "Exec(%s%s)", r->count > sizeof r->u.text ? "..." : "", text);
     else
-      snprintf(buf, len, "Exec(failed: errno %d)", (int)r->aux);
+      snprintf(buf, len, "Exec(failed: %s, errno %d)", strerror((int)r->aux), (int)r->aux);
     return;
   case NTR_KIND_STRICT_BLOCK:
     snprintf(buf, len, "StrictBlock(seq=%llu)", (unsigned long long)r->seq);

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -35,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "ntr_config.h"
+#include "interpose/config.h"
 #include "recorder/env.h"
 #include "recorder/format.h"
 #include "recorder/safedir.h"
@@ -340,18 +342,101 @@ static void set_dir_env(const char *var, const char *dir) {
   }
 }
 
+/* The dump directory CMD's processes will use, and where that came from. */
+static const char *dump_dir(char *buf, size_t len, const char **from) {
+  const char *e = getenv("NCCLTRACE_DIR");
+  char cwd[PATH_MAX];
+  if (e && *e) {
+    *from = "NCCLTRACE_DIR";
+    return e;
+  }
+  *from = "the default";
+  snprintf(buf, len, "%s/nccltrace-dumps", getcwd(cwd, sizeof cwd) ? cwd : ".");
+  return buf;
+}
+
+/* Can the tracer write dumps into dir?  An existing directory is tried with
+ * a file made and removed again; a missing one is not made here (a clean
+ * exit leaves nothing behind, as without run): the tracer makes it at the
+ * first dump as mkdir -p does, so the nearest existing parent is tried
+ * with a directory made and removed again.  A directory that is not ours
+ * but writable passes: the tracer puts its dumps into a private one next
+ * to it instead and says so (recorder/dump.c).  @return 0, or -errno with what[] saying what failed. */
+static int dir_usable(const char *dir, char *what, size_t wlen) {
+  char probe[64];
+  snprintf(probe, sizeof probe, ".nccltrace-probe-%d", (int)getpid());
+  struct ntr_safedir d;
+  int rc = ntr_safedir_open(&d, dir, NTR_SAFEDIR_GROUP_OK);
+  if (rc == -EPERM && faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
+    rc = -errno; /* not ours, and not even writable: no private one makes up for that */
+    snprintf(what, wlen, "is not writable");
+    return rc;
+  }
+  if (rc == -EPERM || rc == -ELOOP)
+    return 0;
+  if (rc == 0) {
+    int fd = openat(d.fd, probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    rc = fd < 0 ? -errno : 0;
+    if (fd >= 0) {
+      close(fd);
+      unlinkat(d.fd, probe, 0);
+    }
+    close(d.fd);
+    snprintf(what, wlen, "is not writable");
+    return rc;
+  }
+  if (rc != -ENOENT) {
+    snprintf(what, wlen, "cannot be opened");
+    return rc;
+  }
+  /* missing: the nearest existing parent must take a new directory */
+  char parent[PATH_MAX];
+  if (copy_path(parent, sizeof parent, dir)) {
+    snprintf(what, wlen, "cannot be opened");
+    return -ENAMETOOLONG;
+  }
+  for (;;) {
+    char *slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == '\0') { /* trailing slashes */
+      *slash = '\0';
+      slash = strrchr(parent, '/');
+    }
+    if (!slash)
+      snprintf(parent, sizeof parent, ".");
+    else if (slash == parent)
+      parent[1] = '\0';
+    else
+      *slash = '\0';
+    struct stat st;
+    if (stat(parent, &st) == 0 || errno != ENOENT || !slash || slash == parent)
+      break;
+  }
+  snprintf(what, wlen, "cannot be made in %s", parent);
+  rc = ntr_safedir_open(&d, parent, NTR_SAFEDIR_GROUP_OK | NTR_SAFEDIR_SHARED);
+  if (rc != 0)
+    return rc == -EPERM || rc == -ELOOP ? 0 : rc;
+  rc = mkdirat(d.fd, probe, 0700) == 0 ? 0 : -errno;
+  if (rc == 0)
+    unlinkat(d.fd, probe, AT_REMOVEDIR);
+  close(d.fd);
+  return rc;
+}
+
 int ntt_run_main(int argc, char **argv) {
   static const struct option opts[] = {
       {"dir", required_argument, NULL, 'd'},     {"ring-dir", required_argument, NULL, 'r'},
       {"check", required_argument, NULL, 'c'},   {"timeout", required_argument, NULL, 't'},
       {"coord", no_argument, NULL, 'C'},         {"help", no_argument, NULL, 'h'},
       {0}};
-  int coord = 0, c;
+  int coord = 0, dir_opt = 0, c;
   optind = 1;
   /* "+": stop at the first non-option, so CMD's own options stay CMD's. */
   while ((c = getopt_long(argc, argv, "+d:r:c:t:Ch", opts, NULL)) != -1) {
     switch (c) {
-    case 'd': set_dir_env("NCCLTRACE_DIR", optarg); break;
+    case 'd':
+      set_dir_env("NCCLTRACE_DIR", optarg);
+      dir_opt = 1;
+      break;
     case 'r': set_dir_env("NCCLTRACE_RING_DIR", optarg); break;
     case 'c':
       if (strcmp(optarg, "off") && strcmp(optarg, "async") && strcmp(optarg, "strict")) {
@@ -391,6 +476,22 @@ int ntt_run_main(int argc, char **argv) {
   setenv("LD_PRELOAD", preload, 1);
   free(preload);
 
+  /* What is wrong with the settings is said here, once for the job
+   * (interpose/config.c). */
+  nti_config_load_as(NTI_CONFIG_RUN);
+  /* Before CMD runs: a job whose dumps cannot be written is better not
+   * started than found out at its first failure (NCCLTRACE_DISABLE=1
+   * writes none). */
+  const char *from;
+  char dbuf[PATH_MAX + 32], what[PATH_MAX + 64];
+  const char *dir = dump_dir(dbuf, sizeof dbuf, &from);
+  int drc = nti_cfg.disable ? 0 : dir_usable(dir, what, sizeof what);
+  if (drc != 0) {
+    fprintf(stderr, "nccltrace: run: the dump directory %s (%s) %s: %s; CMD not started: give --dir "
+            "(NCCLTRACE_DIR) a directory you can write\n", dir, dir_opt ? "--dir" : from, what, strerror(-drc));
+    return NTT_EXIT_INPUT;
+  }
+
   char **cmd = argv + optind;
   pid_t cpid = coord ? start_coord() : -1;
   /* exec's errno comes back through a close-on-exec pipe: a command that
@@ -413,6 +514,11 @@ int ntt_run_main(int argc, char **argv) {
   if (irc != 0)
     fprintf(stderr, "nccltrace: run: no signalfd (%s): signals reach CMD up to 20 ms late\n",
             strerror(-irc));
+  /* The settings as CMD gets them (with the coordinator's): the processes
+   * under CMD whose settings are still these stay quiet about them. */
+  char said[32];
+  snprintf(said, sizeof said, "%016" PRIx64, ntr_env_settings_hash());
+  setenv(NTI_SETTINGS_SAID, said, 1);
   uint64_t start_ns = real_ns();
   fflush(NULL);
   pid_t parent = getpid();

@@ -43,6 +43,7 @@
 #include "interpose/exchange/strict_shm.h"
 #include "interpose/exchange/wire.h"
 #include "recorder/clock.h"
+#include "recorder/env.h"
 
 struct ntx_client ntx_cl = {.mu = PTHREAD_MUTEX_INITIALIZER, .txmu = PTHREAD_MUTEX_INITIALIZER,
                              .wake = {.r = -1, .w = -1}, .fd = -1};
@@ -317,8 +318,11 @@ void ntx_start(struct ntr_ring *ring) {
   client->launcher_rank = ring && ring->hdr ? ring->hdr->rank : -1;
   ntx_discover(nti_cfg.coord, nti_cfg.coord_port_offset, client->launcher_rank, &client->disc);
   if (!client->disc.found) {
-    ntx_cl_say("cross-rank check off: %s (set NCCLTRACE_COORD=host:port, or run under a launcher that "
-               "sets MASTER_ADDR/MASTER_PORT)", client->disc.how);
+    /* Why none was found comes from settings every rank shares: said once
+     * per job, by the rank that speaks for it (recorder/env.h). */
+    if (ntr_env_speaks_for_job())
+      ntx_cl_say("cross-rank check off: %s (set NCCLTRACE_COORD=host:port, or run under a launcher that "
+                 "sets MASTER_ADDR/MASTER_PORT)", client->disc.how);
     return;
   }
   if (!ring || !ring->hdr) {

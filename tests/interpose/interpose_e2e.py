@@ -488,6 +488,10 @@ def t_execfail():
               "paths %s" % [(e["text"], e["count"]) for e in ex[0::2]])
         ar = [x for x in calls(d) if x["kind"] == "AllReduce"]
         check(len(ar) == 10 and ar[-1]["pos"] > ex[-1]["pos"], "AllReduce after the failed execs: %s" % len(ar))
+        # the text names the errno by its text too, not by number alone
+        t = subprocess.run([ENV["tool"], "decode", x], capture_output=True, text=True, timeout=60).stdout
+        want = "Exec(failed: %s, errno %d)" % (os.strerror(errnos[0]), errnos[0])
+        check(want in t, "decode text lacks %r: %s" % (want, [ln for ln in t.splitlines() if "Exec(" in ln][:3]))
 
 
 def t_execself():

@@ -6,7 +6,9 @@
  * nothing for those, leave the choice to the exchange (-1) when unset or
  * empty, and for a value that is no bool say exactly one `nccltrace:` line
  * naming the variable and the value, and keep -1; NCCLTRACE_AGG_HOST is
- * copied as given.
+ * copied as given; NCCLTRACE_DISABLE=2 is said with what it is taken as;
+ * a process of unknown rank says nothing at load, and says it at its
+ * first NCCL call (nti_config_say_kept).
  * Exit: 0 pass, 1 fail.
  * Thread-safety: one thread.
  */
@@ -38,6 +40,8 @@ static void load(const char *name, const char *value, char *out, size_t cap) {
   int saved = dup(2);
   dup2(fileno(said), 2);
   nti_config_load();
+  /* of unknown rank: kept until the first NCCL call, which this is */
+  nti_config_say_kept();
   dup2(saved, 2);
   close(saved);
   rewind(said);
@@ -97,10 +101,33 @@ int main(void) {
   load("NCCLTRACE_AGG_HOST", "hostA", out, sizeof out);
   if (strcmp(nti_cfg.agg_host, "hostA") != 0 || out[0])
     NT_RET_FAIL("NCCLTRACE_AGG_HOST=hostA: \"%s\", said \"%s\"", nti_cfg.agg_host, out);
-  /* DISABLE is a bool like the others: "2" is said, once, and tracing stays on */
+  /* DISABLE is a bool like the others: "2" is said, once, with what it
+   * takes and what it is taken as, and tracing stays on */
   load("NCCLTRACE_DISABLE", "2", out, sizeof out);
-  if (nti_cfg.disable != 0 || lines(out) != 1 || !strstr(out, "NCCLTRACE_DISABLE=\"2\" is not valid; using 0"))
+  if (nti_cfg.disable != 0 || lines(out) != 1 ||
+      !strstr(out, "NCCLTRACE_DISABLE=\"2\" is not valid (it takes 1/yes/true/on or 0/no/false/off); using 0: "
+                   "tracing stays on"))
     NT_RET_FAIL("NCCLTRACE_DISABLE=2: disable %d, said \"%s\"", nti_cfg.disable, out);
+  /* Kept, not said, until the first NCCL call: a shell that never makes
+   * one says nothing. */
+  setenv("NCCLTRACE_TIMEOUT", "bogus", 1);
+  rewind(said);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fileno(said), 2);
+  nti_config_load();
+  fflush(stderr);
+  long at_load = ftell(said);
+  nti_config_say_kept(); /* its first NCCL call */
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  unsetenv("NCCLTRACE_TIMEOUT");
+  rewind(said);
+  size_t n = fread(out, 1, sizeof out - 1, said);
+  out[n] = '\0';
+  if (at_load != 0 || !strstr(out, "nccltrace: NCCLTRACE_TIMEOUT=\"bogus\" is not valid; using 300\n"))
+    NT_RET_FAIL("unknown rank: %ld bytes said at load (want 0), then \"%s\"", at_load, out);
   load("NCCLTRACE_AGG_HOST", NULL, out, sizeof out);
   if (nti_cfg.agg_host[0])
     NT_RET_FAIL("NCCLTRACE_AGG_HOST unset: \"%s\"", nti_cfg.agg_host);
