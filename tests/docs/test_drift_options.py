@@ -109,7 +109,7 @@ for cmd, opts in sorted(options.items()):
 
 # The variables: every "NCCLTRACE_X" literal of the product sources.
 variables = set()
-for pat in ("interpose/**/*.c", "recorder/**/*.c", "tools/**/*.c"):
+for pat in ("interpose/**/*.[ch]", "recorder/**/*.[ch]", "tools/**/*.[ch]"):
     for path in glob.glob(os.path.join(SRC, pat), recursive=True):
         if "/tests/" in path:
             continue
