@@ -75,7 +75,9 @@ static void loop(int what, long n) {
 
 static int setup(void) {
   tab = dlsym(RTLD_DEFAULT, "ncclProfiler_v5");
-  void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  /* dlmopen, not dlopen: the preload routes a dlopen of libnccl to itself
+   * (interpose/dlopen.c), and the raw no-op is what this compares with. */
+  void *h = dlmopen(LM_ID_BASE, "libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
   raw = h ? (allreduce_fn)dlsym(h, "ncclAllReduce") : NULL;
   if (!tab || !raw || (void *)raw == dlsym(RTLD_DEFAULT, "ncclAllReduce")) {
     fprintf(stderr, "plugin_cost: run with LD_PRELOAD=libnccltrace.so on the no-op NCCL\n");
