@@ -474,6 +474,16 @@ static void in_proxy(struct prof_in *in, const struct ntp_proxy_op *op, const st
   in->step = st->step;
 }
 
+/* The task events' fields, named alike in every version's struct from v2
+ * on (their layouts differ, hence macros over the struct at hand). */
+#define IN_COLL(in, c)                                                                   \
+  ((in).kind = kind_of_func((c).func), (in).dtype = dtype_of((c).datatype), (in).redop = -1, \
+   (in).root_or_peer = (c).root, (in).count = (c).count, (in).sendbuf = (c).sendBuff,    \
+   (in).recvbuf = (c).recvBuff)
+#define IN_P2P(in, p)                                                                    \
+  ((in).kind = kind_of_func((p).func), (in).dtype = dtype_of((p).datatype), (in).redop = -1, \
+   (in).root_or_peer = (p).peer, (in).count = (p).count)
+
 /* v1 */
 static ncclResult_t init_v1(void **context, int *mask) {
   *context = ctx_new(1, 0, -1, 0, 0);
@@ -513,20 +523,10 @@ static ncclResult_t state_v1(void *handle, int state, union ntp_state_v1 *a) {
   static ncclResult_t start_##ver(void *context, void **handle, struct ntp_descr_##ver *d) {    \
     struct prof_in in = {.type = d->type, .parent = d->parentObj, .rank = d->rank, .kind = -1}; \
     if (d->type == NTP_COLL) {                                                                  \
-      in.kind = kind_of_func(d->coll.func);                                                     \
-      in.dtype = dtype_of(d->coll.datatype);                                                    \
-      in.redop = -1;                                                                            \
-      in.root_or_peer = d->coll.root;                                                           \
-      in.count = d->coll.count;                                                                 \
-      in.sendbuf = d->coll.sendBuff;                                                            \
-      in.recvbuf = d->coll.recvBuff;                                                            \
+      IN_COLL(in, d->coll);                                                                     \
       in.hash = d->coll.commHash;                                                               \
     } else if (d->type == NTP_P2P) {                                                            \
-      in.kind = kind_of_func(d->p2p.func);                                                      \
-      in.dtype = dtype_of(d->p2p.datatype);                                                     \
-      in.redop = -1;                                                                            \
-      in.root_or_peer = d->p2p.peer;                                                            \
-      in.count = d->p2p.count;                                                                  \
+      IN_P2P(in, d->p2p);                                                                       \
       in.hash = d->p2p.commHash;                                                                \
     } else if (d->type == NTP_PROXY_OP || d->type == NTP_PROXY_STEP) {                          \
       in_proxy(&in, &d->proxyOp, &d->proxyStep);                                                \
@@ -540,16 +540,14 @@ START_V23(v2)
 #define START_V23_KERNEL else if (d->type == NTP_KERNEL_CH) { in.chan = d->kernelCh.channelId; }
 START_V23(v3)
 #undef START_V23_KERNEL
-static ncclResult_t init_v2(void **context, int *mask) {
-  *context = ctx_new(2, 0, -1, 0, 0);
-  *mask = prof_mask(2);
-  return ncclSuccess;
-}
-static ncclResult_t init_v3(void **context, int *mask) {
-  *context = ctx_new(3, 0, -1, 0, 0);
-  *mask = prof_mask(3);
-  return ncclSuccess;
-}
+#define INIT_V23(n)                                                  \
+  static ncclResult_t init_v##n(void **context, int *mask) {         \
+    *context = ctx_new(n, 0, -1, 0, 0);                              \
+    *mask = prof_mask(n);                                            \
+    return ncclSuccess;                                              \
+  }
+INIT_V23(2)
+INIT_V23(3)
 
 /* v4 to v6 */
 static ncclResult_t init_v4(void **context, int *mask, const char *name, uint64_t hash, int nnodes, int nranks,
@@ -559,36 +557,23 @@ static ncclResult_t init_v4(void **context, int *mask, const char *name, uint64_
   *mask = prof_mask(4);
   return ncclSuccess;
 }
-static ncclResult_t init_v5(void **context, uint64_t id, int *mask, const char *name, int nnodes, int nranks,
-                            int rank, ntp_logger_t logfn) {
-  (void)name, (void)nnodes, (void)logfn;
-  *context = ctx_new(5, id, rank, nranks, 1);
-  *mask = prof_mask(5);
-  return ncclSuccess;
-}
-static ncclResult_t init_v6(void **context, uint64_t id, int *mask, const char *name, int nnodes, int nranks,
-                            int rank, ntp_logger_t logfn) {
-  (void)name, (void)nnodes, (void)logfn;
-  *context = ctx_new(6, id, rank, nranks, 1);
-  *mask = prof_mask(6);
-  return ncclSuccess;
-}
+/* v5 and v6 take the comm's id where v4 took its hash */
+#define INIT_V56(n)                                                                                  \
+  static ncclResult_t init_v##n(void **context, uint64_t id, int *mask, const char *name, int nnodes, \
+                                int nranks, int rank, ntp_logger_t logfn) {                           \
+    (void)name, (void)nnodes, (void)logfn;                                                           \
+    *context = ctx_new(n, id, rank, nranks, 1);                                                      \
+    *mask = prof_mask(n);                                                                            \
+    return ncclSuccess;                                                                              \
+  }
+INIT_V56(5)
+INIT_V56(6)
 static ncclResult_t start_v4(void *context, void **handle, struct ntp_descr_v4 *d) {
   struct prof_in in = {.type = d->type, .parent = d->parentObj, .rank = d->rank, .kind = -1};
   if (d->type == NTP_COLL) {
-    in.kind = kind_of_func(d->coll.func);
-    in.dtype = dtype_of(d->coll.datatype);
-    in.redop = -1;
-    in.root_or_peer = d->coll.root;
-    in.count = d->coll.count;
-    in.sendbuf = d->coll.sendBuff;
-    in.recvbuf = d->coll.recvBuff;
+    IN_COLL(in, d->coll);
   } else if (d->type == NTP_P2P) {
-    in.kind = kind_of_func(d->p2p.func);
-    in.dtype = dtype_of(d->p2p.datatype);
-    in.redop = -1;
-    in.root_or_peer = d->p2p.peer;
-    in.count = d->p2p.count;
+    IN_P2P(in, d->p2p);
   } else if (d->type == NTP_PROXY_OP || d->type == NTP_PROXY_STEP) {
     in_proxy(&in, &d->proxyOp, &d->proxyStep);
   } else if (d->type == NTP_KERNEL_CH) {
@@ -621,20 +606,10 @@ static ncclResult_t start_v5(void *context, void **handle, struct ntp_descr_v5 *
     in.root_or_peer = -1; /* the API event has no peer: taken from the task (below) */
     break;
   case NTP_COLL:
-    in.kind = kind_of_func(d->coll.func);
-    in.dtype = dtype_of(d->coll.datatype);
-    in.redop = -1;
-    in.root_or_peer = d->coll.root;
-    in.count = d->coll.count;
-    in.sendbuf = d->coll.sendBuff;
-    in.recvbuf = d->coll.recvBuff;
+    IN_COLL(in, d->coll);
     break;
   case NTP_P2P:
-    in.kind = kind_of_func(d->p2p.func);
-    in.dtype = dtype_of(d->p2p.datatype);
-    in.redop = -1;
-    in.root_or_peer = d->p2p.peer;
-    in.count = d->p2p.count;
+    IN_P2P(in, d->p2p);
     break;
   case NTP_PROXY_OP:
   case NTP_PROXY_STEP:
