@@ -594,6 +594,33 @@ def t_handlers():
     check(len(f) == 1 and decode(f[0])["trigger"]["exit_code"] == 3, "exit dump: %s" % f)
 
 
+def t_dlopen_real():
+    """ctypes.CDLL of the real NCCL, by full path and by name: under the
+    preload the handle is libnccltrace.so's (interpose/dlopen.c) and its
+    ncclGetVersion answers the real library's version; without it, the real
+    library's own handle."""
+    real = ENV.get("real_nccl")
+    if not real or not os.path.exists(real):
+        print("SKIP: no real libnccl.so.2")
+        sys.exit(77)
+    code = ("import ctypes, sys\n"
+            "n = ctypes.CDLL(sys.argv[1])\n"
+            "v = ctypes.c_int()\n"
+            "print(n.ncclGetVersion(ctypes.byref(v)), v.value, hasattr(n, 'nccltrace_version'))\n")
+    for lib in (real, "libnccl.so.2"):
+        got = []
+        for pre in (False, True):
+            env = base_env(preload=pre, emu=False)
+            env["LD_LIBRARY_PATH"] = os.path.dirname(real)
+            p = subprocess.run([sys.executable, "-c", code, lib], env=env, capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0, "%s (preload %s): %s" % (lib, pre, p.stderr[-400:]))
+            got.append(p.stdout.split())
+        check(len(got[0]) == 3 and got[0][0] == "0" and int(got[0][1]) > 0 and got[0][2] == "False",
+              "%s untraced: %s" % (lib, got[0]))
+        check(got[1] == [got[0][0], got[0][1], "True"],
+              "%s under the preload: %s (untraced %s): not our handle, or not the real version" % (lib, got[1], got[0]))
+
+
 def t_real():
     if not ENV.get("real_prog") or not os.path.exists(ENV["real_prog"]):
         print("SKIP: no real libnccl.so.2")
@@ -927,7 +954,8 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
         print("usage: interpose_e2e.py {%s}" % ",".join(sorted(TESTS)), file=sys.stderr)
         return 1
-    for k in ("lib", "emu", "tool", "rank", "newer", "def", "real_prog", "nested", "nested_prog", "dropin_prog"):
+    for k in ("lib", "emu", "tool", "rank", "newer", "def", "real_prog", "real_nccl", "nested", "nested_prog",
+              "dropin_prog"):
         ENV[k] = os.environ.get("NTI_TEST_" + k.upper(), "")
     if os.environ.get("NTI_TEST_SANITIZED", "none") not in ("", "none"):
         print("SKIP: LD_PRELOAD of a sanitizer-built libnccltrace.so into other programs")
