@@ -13,7 +13,8 @@
 #     tree's command prints, with the same exit status; exit statuses of
 #     `nccltrace run` pass through both the entry point and `python -m`;
 #   - nccltrace.preload_path() and `python -m nccltrace.preload` name the
-#     package's libnccltrace.so, which exports ncclAllReduce;
+#     package's libnccltrace.so, which exports ncclAllReduce and needs only
+#     libc.so.6 at exec;
 #   - the venv's `nccltrace run` preloads that library, not the one of the
 #     configured prefix (a decoy is put there), and starts the job with the
 #     ignored signals the build tree's command gives (Python ignores SIGPIPE
@@ -110,6 +111,10 @@ esac
 [ -f "${lib:-/}" ] || no "preload_path() '${lib:-}' is not a file"
 nm -D --defined-only "${lib:-/dev/null}" 2>/dev/null | grep -qw ncclAllReduce ||
   no "${lib:-preload_path()} does not export ncclAllReduce"
+# Preloaded into every process of the job: it needs nothing but the C
+# library at exec (libzstd and libunwind are opened at the first NCCL call).
+needed=$(readelf -d "${lib:-/dev/null}" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+[ "$needed" = "libc.so.6 " ] || no "${lib:-preload_path()} needs '$needed' at exec, want only libc.so.6"
 
 # `nccltrace run` preloads the package's library, not the decoy at the
 # configured libdir; the job's ignored signals are the build tree's.  (Not
