@@ -12,7 +12,10 @@ preload_path() is what to put in LD_PRELOAD when a job is not started with
 """
 import os
 
-from ._version import version as __version__
+try:
+    from ._version import version as __version__
+except ImportError:  # the source tree's python/: meson writes _version.py
+    __version__ = None
 
 __all__ = ["__version__", "command_path", "preload_path"]
 
