@@ -71,6 +71,9 @@ scripts/torch-env.sh >/dev/null || { echo "torch-env: FAILED: the torch suite ca
 # The newest NCCL release, whose exports symbol_agreement and emu_symbols
 # compare against (once: scripts/nccl-newest.sh); a failed fetch fails them.
 scripts/nccl-newest.sh >/dev/null || { echo "nccl-newest: FAILED: the symbol tests cannot run"; failed=$((failed+1)); }
+# meson-python for `pip install` of this tree in a fresh venv (once:
+# scripts/wheel-deps.sh; test install_pip); a failed fetch fails that test.
+scripts/wheel-deps.sh >/dev/null || { echo "wheel-deps: FAILED: install_pip cannot run"; failed=$((failed+1)); }
 
 mkdir -p build
 run_suite default build --

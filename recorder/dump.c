@@ -235,9 +235,14 @@ static int dir_removed(void) {
   return ntr_safedir_valid(&dump_state.sd) && fstat(dump_state.sd.fd, &st) == 0 && st.st_nlink == 0;
 }
 
+/* Through the dlopen'ed table: a direct call would make libzstd.so.1 a
+ * DT_NEEDED of libnccltrace.so, loaded into every process at exec.  Without
+ * libzstd there are no dump buffers (ntr_dump_init fails). */
 size_t ntr_dump_bytes(uint32_t slots) {
-  size_t pay = payload_bytes(slots), out = ZSTD_compressBound(pay);
-  return ZSTD_estimateCCtxSize(1) + pay + (ZSTD_isError(out) ? pay : out) + EXTRA_MAX * sizeof(struct ntr_record);
+  if (zs_load())
+    return 0;
+  size_t pay = payload_bytes(slots), out = zs.compress_bound(pay);
+  return zs.estimate_cctx_size(1) + pay + (zs.is_error(out) ? pay : out) + EXTRA_MAX * sizeof(struct ntr_record);
 }
 
 int ntr_dump_init(const struct ntr_ring *ring, const char *dir, unsigned mode) {

@@ -1,6 +1,6 @@
 # scripts/deps.sh -- sourced by run-tests.sh and demo.sh: install what the
 # build needs from Debian when it is missing (apt-get; sudo when not root).
-ntr_deps="meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev libzstd-dev libunwind-dev libxxhash-dev libjansson-dev openmpi-bin libopenmpi-dev valgrind python3 libpython3-dev iproute2 util-linux"
+ntr_deps="meson ninja-build pkg-config gcc g++ clang libclang-rt-14-dev libzstd-dev libunwind-dev libxxhash-dev libjansson-dev openmpi-bin libopenmpi-dev valgrind python3 python3-venv libpython3-dev iproute2 util-linux"
 ntr_install_deps() {
   local missing=() p
   for p in $ntr_deps; do

@@ -29,10 +29,11 @@ static const struct {
      "      --coord         start a standalone coordinator on 127.0.0.1 for the ranks\n"
      "                      CMD starts (NCCLTRACE_COORD); without one, run anyway\n"
      "      The library is found through NCCLTRACE_LIB, else the build tree, else the\n"
-     "      install prefix.  The exit status is CMD's; 2 when CMD was not started: bad\n"
-     "      usage, or a dump directory that cannot take a file or cannot be made (run\n"
-     "      does not make it; the tracer does at the first dump).  Bad NCCLTRACE_*\n"
-     "      values are reported here, once for the job (NCCLTRACE_SETTINGS_SAID).\n"},
+     "      install prefix (pip: the package's own).  The exit status is CMD's; 2 when\n"
+     "      CMD was not started: bad usage, or a dump directory that cannot take a file\n"
+     "      or cannot be made (run does not make it; the tracer does at the first\n"
+     "      dump).  Bad NCCLTRACE_* values are reported here, once for the job\n"
+     "      (NCCLTRACE_SETTINGS_SAID).\n"},
     {"decode",
      "  decode FILE... [--json] [--salvage]\n"
      "      Print ring files and dumps: header (host, pid, ranks, job, versions, state,\n"

@@ -68,7 +68,10 @@ static int is_file(const char *p) {
  * this executable's bindir (an install, wherever DESTDIR or a move put it),
  * the configured libdir, ../lib next to the executable, and last the build
  * tree this command was built in.  An installed command must preload its own
- * library, never a build tree that happens to still exist.  @return 0 or -1. */
+ * library, never a build tree that happens to still exist.  A wheel's command
+ * (-Dwheel=true) lives in the Python package with the library at ../lib, and
+ * pip decides where that is: the configured libdir and build tree (meson-python's
+ * temporary one) are not looked at.  @return 0 or -1. */
 static int find_lib(char *out, size_t len) {
   const char *e = getenv("NCCLTRACE_LIB");
   if (e && *e) {
@@ -99,20 +102,22 @@ static int find_lib(char *out, size_t len) {
     snprintf(cand[nc++], sizeof cand[0], "%s/../interpose/libnccltrace.so", dir);
   if (dir[0] && rel)
     snprintf(cand[nc++], sizeof cand[0], "%s/..%s/libnccltrace.so", dir, rel);
-  snprintf(cand[nc++], sizeof cand[0], "%s/libnccltrace.so", NTT_LIBDIR);
+  if (!NTT_WHEEL)
+    snprintf(cand[nc++], sizeof cand[0], "%s/libnccltrace.so", NTT_LIBDIR);
   if (dir[0])
     snprintf(cand[nc++], sizeof cand[0], "%s/../lib/libnccltrace.so", dir);
-  snprintf(cand[nc++], sizeof cand[0], "%s/interpose/libnccltrace.so", NTT_BUILD_ROOT);
+  if (!NTT_WHEEL)
+    snprintf(cand[nc++], sizeof cand[0], "%s/interpose/libnccltrace.so", NTT_BUILD_ROOT);
   for (int i = 0; i < nc; i++) {
     if (is_file(cand[i])) {
       char real[PATH_MAX];
       return copy_path(out, len, realpath(cand[i], real) ? real : cand[i]);
     }
   }
-  fprintf(stderr, "nccltrace: cannot find libnccltrace.so (looked in %s", cand[0]);
-  for (int i = 1; i < nc; i++)
-    fprintf(stderr, ", %s", cand[i]);
-  fprintf(stderr, "); set NCCLTRACE_LIB\n");
+  fprintf(stderr, "nccltrace: cannot find libnccltrace.so (looked in");
+  for (int i = 0; i < nc; i++)
+    fprintf(stderr, "%s %s", i ? "," : "", cand[i]);
+  fprintf(stderr, "%s); set NCCLTRACE_LIB\n", nc ? "" : " nothing: /proc/self/exe is unreadable");
   return -1;
 }
 
