@@ -21,6 +21,7 @@
 
 #include "interpose/exchange/clocksync.h"
 #include "interpose/exchange/frozen.h"
+#include "interpose/exchange/jobview.h"
 #include "interpose/exchange/own.h"
 #include "interpose/exchange/wire.h"
 #include "recorder/diag.h"
@@ -30,8 +31,15 @@
 #define BACKOFF_S 0.25     /* the listening socket rests this long when a budget is full */
 #define HEADROOM_S 0.1     /* the descriptor count is taken again after this long */
 #define IN_KEEP 16384u     /* an input buffer larger than this is freed once drained */
+/* Status queries (protocol v5, jobview.h): a few at once, a few a second,
+ * each connection short-lived; none of them is a rank. */
+#define QUERY_CONNS 4      /* query connections at once */
+#define QUERY_RATE 2.0     /* answers a second, sustained ... */
+#define QUERY_BURST 4.0    /* ... after a burst of this many */
+#define QUERY_LIFE_S 5.0   /* a query connection is closed this long after it opened */
 
-enum { C_FREE = 0, C_HANDSHAKE = 1, C_READY = 2, C_CLOSING = 3 /* shutdown: nobody is told */ };
+enum { C_FREE = 0, C_HANDSHAKE = 1, C_READY = 2, C_CLOSING = 3 /* shutdown: nobody is told */,
+       C_QUERY = 4 /* an authenticated status query: QUERY, then it goes */ };
 
 struct conn {
   int fd, state;
@@ -50,6 +58,7 @@ struct conn {
   int32_t pid;
   int said_stopped;     /* a stop past the dead timeout: logged once */
   int heard;            /* it sent a byte: a close before HELLO is then logged */
+  int answered;         /* C_QUERY: its one QUERY was answered */
 };
 
 struct ntx_coord {
@@ -78,6 +87,8 @@ struct ntx_coord {
   int stop;             /* atomic: ntx_coord_request_stop */
   uint64_t last_log_hash;
   struct ntx_freeze frz; /* the loop's own passes (frozen.h) */
+  uint32_t queries;     /* connections in C_QUERY */
+  double q_tokens, q_t; /* the query rate limit: a token bucket */
 };
 
 static double now_s(void) {
@@ -306,6 +317,8 @@ static void conn_close(struct ntx_coord *co, uint32_t id, int lost, const char *
     coord_log(co, "closed connection %u: %s", id, why);
   if (c->state == C_HANDSHAKE)
     co->pending--;
+  if (c->state == C_QUERY)
+    co->queries--;
   co->in_total -= c->in_cap;
   if (ntx_fd_is(c->fd, &c->id)) /* else: the application's now, left alone */
     epoll_ctl(co->ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -471,6 +484,93 @@ static int hello_auth(struct ntx_coord *co, uint32_t id, const struct ntx_frame 
   return 0;
 }
 
+/* ------------------------------------------------------ status queries -- */
+
+/* HELLO of a status query (NTX_HELLO_QUERY): authenticated as any client,
+ * never a rank: not in the checker, not counted against max_ready.
+ * @return 0, or -1 when the connection was closed. */
+static int query_hello(struct ntx_coord *co, uint32_t id, const struct ntx_frame *f, const struct ntx_msg *m,
+                       double now) {
+  struct conn *c = &co->conns[id];
+  if (m->u.hello.flags & NTX_HELLO_AGG) {
+    co->st.rejected_malformed++;
+    conn_close(co, id, 1, "HELLO says both node aggregator and status query");
+    return -1;
+  }
+  if (co->queries >= QUERY_CONNS) {
+    co->st.rejected_budget++;
+    co->st.queries_refused++;
+    conn_close(co, id, 1, "too many status queries at once");
+    return -1;
+  }
+  if (hello_auth(co, id, f, m) < 0)
+    return -1;
+  memcpy(c->sess.nonce + NTX_NONCE, m->u.hello.nonce, NTX_NONCE);
+  c->state = C_QUERY;
+  co->pending--;
+  co->queries++;
+  c->opened = now; /* its life (QUERY_LIFE_S) runs from here */
+  snprintf(c->host, sizeof c->host, "%s", m->u.hello.host);
+  c->pid = m->u.hello.pid;
+  uint8_t buf[16];
+  conn_send(co, id, NTX_MSG_WELCOME, buf, ntx_enc_welcome(buf, sizeof buf, id, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0));
+  return 0;
+}
+
+struct query_out {
+  struct ntx_coord *co;
+  uint32_t id;
+};
+
+static void query_emit(void *ctx, const uint8_t *payload, size_t len) {
+  struct query_out *q = ctx;
+  conn_send(q->co, q->id, NTX_MSG_JOB, payload, len);
+}
+
+/* A frame on a query connection: one QUERY, answered with the job's view
+ * (or refused by the rate limit), then BYE or its close.
+ * @return 0, or -1 when the connection was closed. */
+static int query_frame(struct ntx_coord *co, uint32_t id, const struct ntx_msg *m, double now) {
+  struct conn *c = &co->conns[id];
+  if (m->type == NTX_MSG_BYE) {
+    conn_close(co, id, 0, NULL);
+    return -1;
+  }
+  if (m->type != NTX_MSG_QUERY || c->answered) {
+    co->st.rejected_malformed++;
+    conn_close(co, id, 1, c->answered ? "a second QUERY on one connection" : "message type not allowed from a status query");
+    return -1;
+  }
+  c->answered = 1;
+  co->q_tokens += (now - co->q_t) * QUERY_RATE;
+  if (co->q_tokens > QUERY_BURST || co->q_t == 0)
+    co->q_tokens = QUERY_BURST;
+  co->q_t = now;
+  uint8_t *buf = ntr_heap_alloc(NTX_FRAME_MAX_PAYLOAD);
+  struct query_out q = {co, id};
+  if (!buf) {
+    conn_close(co, id, 1, "out of memory for a status query");
+    return -1;
+  }
+  if (co->q_tokens < 1.0) {
+    co->st.queries_refused++;
+    ntx_jv_busy(buf, NTX_FRAME_MAX_PAYLOAD, QUERY_RATE, query_emit, &q);
+  } else {
+    co->q_tokens -= 1.0;
+    co->st.queries++;
+    /* who is stopped: silent past the dead timeout and stopped (sweep) */
+    uint8_t *stopped = ntr_heap_calloc(co->cfg.lim.max_clients, 1);
+    for (uint32_t i = 0; stopped && i < co->cfg.lim.max_clients; i++)
+      stopped[i] = co->conns[i].state == C_READY && co->conns[i].said_stopped && now - co->conns[i].last_rx > 1.5;
+    ntx_jv_build(co->chk, stopped, buf, query_emit, &q);
+    ntr_heap_free(stopped);
+    if (co->cfg.log)
+      coord_log(co, "answered a status query from host %s, pid %d", c->host, (int)c->pid);
+  }
+  ntr_heap_free(buf);
+  return 0;
+}
+
 /* @return 0 to keep the connection, -1 when it was closed. */
 static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_frame *f, double now) {
   struct conn *c = &co->conns[id];
@@ -486,6 +586,8 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
       conn_close(co, id, 1, "expected HELLO");
       return -1;
     }
+    if (m.u.hello.flags & NTX_HELLO_QUERY)
+      return query_hello(co, id, f, &m, now);
     if (co->st.clients >= co->cfg.max_ready) {
       co->st.rejected_budget++;
       conn_close(co, id, 1, "more clients than the job has ranks");
@@ -509,10 +611,13 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     c->clk.next_t = now; /* the first round trip at the next sweep */
     return 0;
   }
+  if (c->state == C_QUERY)
+    return query_frame(co, id, &m, now);
   switch (m.type) {
   case NTX_MSG_REGISTER:
     ntx_check_register(co->chk, id, m.u.reg.comm_id, m.u.reg.rank, m.u.reg.nranks,
                        m.u.reg.nccl_version, m.u.reg.env, m.u.reg.env_len, now);
+    ntx_check_member_proc(co->chk, id, m.u.reg.comm_id, m.u.reg.rank, m.u.reg.pid, m.u.reg.launcher_rank);
     return 0;
   case NTX_MSG_FP:
   case NTX_MSG_STRICT: {
@@ -618,7 +723,8 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
       /* A connection that closes without a byte is a port probe (run's own
        * readiness check, a Kubernetes tcpSocket probe): not worth a line. */
-      conn_close(co, id, 1, c->state == C_READY || !c->heard ? NULL : "closed before authenticating");
+      conn_close(co, id, 1, c->state == C_READY || c->state == C_QUERY || !c->heard ? NULL
+                                                                                      : "closed before authenticating");
       return;
     }
     if (n < 0)
@@ -670,7 +776,9 @@ static void sweep(struct ntx_coord *co, double now) {
     struct conn *c = &co->conns[id];
     if (c->state == C_FREE)
       continue;
-    if (c->state == C_HANDSHAKE && now - c->opened > co->cfg.hs_timeout_s) {
+    if (c->state == C_QUERY && now - c->opened > QUERY_LIFE_S) {
+      conn_close(co, id, 0, c->answered ? NULL : "status query: no QUERY in time");
+    } else if (c->state == C_HANDSHAKE && now - c->opened > co->cfg.hs_timeout_s) {
       co->st.rejected_auth++;
       conn_close(co, id, 1, "no HELLO in time");
     } else if (c->partial_since && now - c->partial_since > co->cfg.slow_timeout_s) {

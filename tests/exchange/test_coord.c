@@ -110,7 +110,7 @@ static int rc_open(struct rc *c, const struct ntx_key *k, int lrank) {
 
 static void rc_register(struct rc *c, uint64_t comm, int rank, int nranks) {
   uint8_t p[256];
-  size_t n = ntx_enc_register(p, sizeof p, comm, rank, nranks, 22809, "NCCL_PROTO=Simple", 18);
+  size_t n = ntx_enc_register(p, sizeof p, comm, rank, nranks, 22809, 1000 + rank, rank, "NCCL_PROTO=Simple", 18);
   rc_send(c, NTX_MSG_REGISTER, p, n);
 }
 
