@@ -95,9 +95,9 @@ static const struct {
      "      per host its ranks (pid, launcher rank, connected, stopped, LOST, exited\n"
      "      or missing, last seq, LATE), per communicator who never registered and who\n"
      "      is lost, the latest mismatch, skew, init-wait and straggler report, and the\n"
-     "      coordinator's live verdict; --json for a program.  Needs the job's\n"
-     "      NCCLTRACE_SECRET, and the coordinator's address: --coord, else\n"
-     "      NCCLTRACE_COORD, else MASTER_ADDR:MASTER_PORT+NCCLTRACE_COORD_PORT_OFFSET\n"
+     "      coordinator's live verdict; --json for a program; --watch 0.5 s or more.\n"
+     "      Needs the job's NCCLTRACE_SECRET, and the coordinator's address: --coord,\n"
+     "      else NCCLTRACE_COORD, else MASTER_ADDR:MASTER_PORT+NCCLTRACE_COORD_PORT_OFFSET\n"
      "      (17), as the ranks find it.  Exit 0 answered; 1 refused by its rate limit\n"
      "      (2 queries a second); 2 no secret, no address, or the coordinator\n"
      "      unreachable, silent or refusing the key (one line, within 2 s).\n"},

@@ -343,6 +343,10 @@ int ntt_status_main(int argc, char **argv) {
             coord ? "--coord" : "--json");
     return NTT_EXIT_INPUT;
   }
+  if (job && watch > 0 && watch < 0.5) {
+    fprintf(stderr, "nccltrace: status: --job --watch wants 0.5 s or more (the coordinator answers 2 queries a second)\n");
+    return NTT_EXIT_INPUT;
+  }
   if (job && explicit) {
     fprintf(stderr, "nccltrace: status: --rings reads this host's rings; --job asks the coordinator: one or the other\n");
     return NTT_EXIT_INPUT;

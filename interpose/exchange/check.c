@@ -109,10 +109,16 @@ uint32_t ntx_host_intern(struct ntx_check *c, const char *host) {
   for (uint32_t i = 0; i < c->nhosts; i++) /* hosts are few next to registrations; newest last */
     if (!strncmp(c->hosts[i], host, NTX_HOST))
       return i + 1;
-  if (!c->hosts && !(c->hosts = ntr_heap_calloc(NTX_CHECK_HOSTS, NTX_HOST)))
-    return 0;
   if (c->nhosts == NTX_CHECK_HOSTS)
     return 0;
+  if (c->nhosts == c->caphosts) { /* grown by doubling: a one-host job keeps 1 KiB */
+    uint32_t nc = c->caphosts ? 2 * c->caphosts : 16;
+    void *p = ntr_heap_realloc(c->hosts, (size_t)nc * NTX_HOST);
+    if (!p)
+      return 0;
+    c->hosts = p;
+    c->caphosts = nc;
+  }
   snprintf(c->hosts[c->nhosts], NTX_HOST, "%s", host);
   return ++c->nhosts;
 }

@@ -137,7 +137,7 @@ struct ntx_check {
   uint64_t tell_stamp;    /* ntx_tell_comm calls so far */
   double now;             /* time of the input being handled (lateness.c reports) */
   char (*hosts)[NTX_HOST]; /* host names members were seen on (interned, at most NTX_CHECK_HOSTS) */
-  uint32_t nhosts;
+  uint32_t nhosts, caphosts;
   struct ntx_check_stats st;
 };
 
