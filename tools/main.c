@@ -90,7 +90,18 @@ static const struct {
      "      its median arrival after the earliest rank over the last N collectives\n"
      "      (NCCLTRACE_STRAGGLER_WINDOW) and in how many of those N it came last; \"-\"\n"
      "      without a coordinator.  --watch refreshes every SECONDS until interrupted.\n"
-     "      A --rings directory that does not exist is an error (exit 2).\n"},
+     "      A --rings directory that does not exist is an error (exit 2).\n"
+     "  status --job [--coord HOST:PORT] [--json] [--watch SECONDS]\n"
+     "      Ask the job's coordinator for the whole job across hosts, from any node:\n"
+     "      per host its ranks (pid, launcher rank, connected, stopped, LOST, exited\n"
+     "      or missing, last seq, LATE), per communicator who never registered and who\n"
+     "      is lost, the latest mismatch, skew, init-wait and straggler report, and the\n"
+     "      coordinator's live verdict; --json for a program; --watch 0.5 s or more.\n"
+     "      Needs the job's NCCLTRACE_SECRET, and the coordinator's address: --coord,\n"
+     "      else NCCLTRACE_COORD, else MASTER_ADDR:MASTER_PORT+NCCLTRACE_COORD_PORT_OFFSET\n"
+     "      (17), as the ranks find it.  Exit 0 answered; 1 refused by its rate limit\n"
+     "      (2 queries a second); 2 no secret, no address, or the coordinator\n"
+     "      unreachable, silent or refusing the key (one line, within 2 s).\n"},
     {"coord",
      "  coord --listen HOST:PORT [--skew S] [--init-wait S] [--max-clients N] [--quiet]\n"
      "      Run a standalone coordinator for the cross-rank check (NCCLTRACE_SECRET\n"

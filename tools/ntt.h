@@ -34,6 +34,9 @@ int ntt_decode_main(int argc, char **argv);
 int ntt_collect_main(int argc, char **argv);
 int ntt_collect_via_main(int argc, char **argv); /* collect --host/--via (collect_via.c) */
 int ntt_status_main(int argc, char **argv);
+/* status --job: the coordinator's view of the whole job (status_job.c);
+ * coord: --coord's HOST:PORT or NULL (discovered as ranks do). */
+int ntt_status_job(const char *coord, int json);
 int ntt_export_main(int argc, char **argv);
 int ntt_run_main(int argc, char **argv);
 void ntt_usage(FILE *out);

@@ -5,10 +5,13 @@
  * the analyze engine gives on these rings now; per process its
  * communicators and the operation each has in flight.
  *
+ * With --job it asks the job's coordinator instead, for the whole job
+ * across hosts (status_job.c).
+ *
  * Thread-safety: single-threaded command.  Not signal-safe.
  * Exit status: 0; 2 when the ring directory cannot be read, or --rings
  * names one that does not exist (and no ring is in the tracer's other
- * places).
+ * places).  --job: status_job.c's.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -302,15 +305,22 @@ static int show_all(const char *rings, int named, int explicit) {
 
 int ntt_status_main(int argc, char **argv) {
   static const struct option opts[] = {
-      {"rings", required_argument, NULL, 'r'}, {"watch", required_argument, NULL, 'w'}, {"help", no_argument, NULL, 'h'}, {0}};
+      {"rings", required_argument, NULL, 'r'}, {"watch", required_argument, NULL, 'w'}, {"job", no_argument, NULL, 'j'},
+      {"coord", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'J'}, {"help", no_argument, NULL, 'h'}, {0}};
+  static const char usage[] = "usage: nccltrace status [--rings R] [--watch SECONDS]\n"
+                              "       nccltrace status --job [--coord HOST:PORT] [--json] [--watch SECONDS]\n";
   char rings[4096];
   double watch = 0;
-  int named = ntt_default_ring_dir(rings, sizeof rings), explicit = 0;
+  int named = ntt_default_ring_dir(rings, sizeof rings), explicit = 0, job = 0, json = 0;
+  const char *coord = NULL;
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "r:w:h", opts, NULL)) != -1) {
     switch (c) {
     case 'r': snprintf(rings, sizeof rings, "%s", optarg); named = explicit = 1; break;
+    case 'j': job = 1; break;
+    case 'c': coord = optarg; break;
+    case 'J': json = 1; break;
     case 'w': {
       char *end;
       watch = strtod(optarg, &end);
@@ -321,15 +331,28 @@ int ntt_status_main(int argc, char **argv) {
       break;
     }
     case 'h': ntt_usage_cmd(stdout, "status"); return NTT_EXIT_OK;
-    default: fprintf(stderr, "usage: nccltrace status [--rings R] [--watch SECONDS]\n"); return NTT_EXIT_INPUT;
+    default: fputs(usage, stderr); return NTT_EXIT_INPUT;
     }
   }
   if (optind < argc) {
-    fprintf(stderr, "usage: nccltrace status [--rings R] [--watch SECONDS]\n");
+    fputs(usage, stderr);
+    return NTT_EXIT_INPUT;
+  }
+  if (!job && (coord || json)) {
+    fprintf(stderr, "nccltrace: status: %s goes with --job (the coordinator's view of the whole job)\n",
+            coord ? "--coord" : "--json");
+    return NTT_EXIT_INPUT;
+  }
+  if (job && watch > 0 && watch < 0.5) {
+    fprintf(stderr, "nccltrace: status: --job --watch wants 0.5 s or more (the coordinator answers 2 queries a second)\n");
+    return NTT_EXIT_INPUT;
+  }
+  if (job && explicit) {
+    fprintf(stderr, "nccltrace: status: --rings reads this host's rings; --job asks the coordinator: one or the other\n");
     return NTT_EXIT_INPUT;
   }
   if (watch <= 0)
-    return show_all(rings, named, explicit);
+    return job ? ntt_status_job(coord, json) : show_all(rings, named, explicit);
   int tty = isatty(STDOUT_FILENO);
   for (;;) {
     char tb[48];
@@ -337,9 +360,9 @@ int ntt_status_main(int argc, char **argv) {
       fputs("\033[H\033[2J", stdout);
     ntt_fmt_time(ntt_wall_now_ns(), tb, sizeof tb);
     char shown[4096];
-    printf("nccltrace status  %s  (%s, every %g s; Ctrl-C to stop)\n", tb, ntt_esc(rings, shown, sizeof shown),
-           watch);
-    int rc = show_all(rings, named, explicit);
+    printf("nccltrace status  %s  (%s, every %g s; Ctrl-C to stop)\n", tb,
+           job ? "the job's coordinator" : ntt_esc(rings, shown, sizeof shown), watch);
+    int rc = job ? ntt_status_job(coord, json) : show_all(rings, named, explicit);
     if (fflush(stdout) != 0 || rc)
       return rc ? rc : NTT_EXIT_FAIL;
     struct timespec ts = {(time_t)watch, (long)((watch - (double)(time_t)watch) * 1e9)};

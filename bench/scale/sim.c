@@ -99,7 +99,7 @@ static int on_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame *f
       l->state = NTX_AGG_L_READY;
       uint8_t buf[256];
       static const char env[] = "NCCL_PROTO=Simple";
-      size_t n = ntx_enc_register(buf, sizeof buf, SIM_COMM, r->rank, r->cfg->nranks, 22800, env,
+      size_t n = ntx_enc_register(buf, sizeof buf, SIM_COMM, r->rank, r->cfg->nranks, 22800, 100000 + r->rank, r->rank, env,
                                   sizeof env);
       ntx_agg_link_send(l, NTX_MSG_REGISTER, buf, n);
       __atomic_add_fetch(&G.ready, 1, __ATOMIC_RELEASE);

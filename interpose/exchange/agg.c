@@ -50,6 +50,7 @@ struct local {
 struct reg {
   uint64_t comm_id;
   int32_t rank, nranks, nccl_version;
+  int32_t pid, lrank;   /* the process holding it (its REGISTER's) */
   uint32_t local, gen, env_len;
   int live;
   char *env;
@@ -256,7 +257,7 @@ static void batch_flush(struct ntx_agg *a, double now) {
 static void up_register(struct ntx_agg *a, const struct reg *r, double now) {
   uint8_t *buf = a->scratch;
   size_t n = ntx_enc_register(buf, NTX_FRAME_MAX_PAYLOAD, r->comm_id, r->rank, r->nranks, r->nccl_version,
-                              r->env ? r->env : "", r->env_len);
+                              r->pid, r->lrank, r->env ? r->env : "", r->env_len);
   up_send(a, NTX_MSG_REGISTER, buf, n, now);
 }
 
@@ -655,6 +656,8 @@ static int on_local_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_fr
     r->rank = m.u.reg.rank;
     r->nranks = m.u.reg.nranks;
     r->nccl_version = m.u.reg.nccl_version;
+    r->pid = lc->pid; /* its HELLO's: the coordinator names the rank's process by it */
+    r->lrank = lc->lrank;
     r->local = i;
     r->gen = lc->gen;
     r->live = 1;

@@ -101,7 +101,26 @@ void ntx_check_free(struct ntx_check *c) {
   ntr_heap_free(c->comms);
   ntr_heap_free(c->comm_index);
   ntr_heap_free(c->p2p_hash);
+  ntr_heap_free(c->hosts);
   ntr_heap_free(c);
+}
+
+uint32_t ntx_host_intern(struct ntx_check *c, const char *host) {
+  for (uint32_t i = 0; i < c->nhosts; i++) /* hosts are few next to registrations; newest last */
+    if (!strncmp(c->hosts[i], host, NTX_HOST))
+      return i + 1;
+  if (c->nhosts == NTX_CHECK_HOSTS)
+    return 0;
+  if (c->nhosts == c->caphosts) { /* grown by doubling: a one-host job keeps 1 KiB */
+    uint32_t nc = c->caphosts ? 2 * c->caphosts : 16;
+    void *p = ntr_heap_realloc(c->hosts, (size_t)nc * NTX_HOST);
+    if (!p)
+      return 0;
+    c->hosts = p;
+    c->caphosts = nc;
+  }
+  snprintf(c->hosts[c->nhosts], NTX_HOST, "%s", host);
+  return ++c->nhosts;
 }
 
 const struct ntx_check_stats *ntx_check_get_stats(const struct ntx_check *c) { return &c->st; }
@@ -113,6 +132,15 @@ void ntx_tell_comm(struct ntx_check *c, struct ntx_comm *cm, uint32_t kind, uint
   /* A process (or an aggregator) holding several ranks of one comm hears it
    * once: a stamp per client instead of a scan of the lower ranks, so a
    * verdict costs O(members), not O(members^2) (8 M comparisons at 4,096). */
+  static const uint32_t kept[NTX_SAID_KINDS] = {NTX_V_MISMATCH, NTX_V_P2P_MISMATCH, NTX_V_SKEW, NTX_V_INIT_WAIT,
+                                                NTX_V_STRAGGLER};
+  for (int k = 0; k < NTX_SAID_KINDS && text; k++)
+    if (kept[k] == kind) { /* the latest of each kind, for the status query */
+      cm->said[k].kind = kind;
+      cm->said[k].peer = peer;
+      cm->said[k].seq = seq;
+      snprintf(cm->said[k].text, NTX_SAID_TEXT, "%s", text);
+    }
   uint64_t stamp = ++c->tell_stamp;
   for (int32_t r = 0; r < cm->nranks; r++) {
     struct ntx_member *m = &cm->m[r];
@@ -344,6 +372,8 @@ int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t p
     if (!cm || cm->m[rank].gen != cl->gen)
       continue;
     cm->m[rank].state = clean ? NTX_M_EXITED : NTX_M_LOST;
+    cm->m[rank].pid = pid;
+    cm->m[rank].lrank = launcher_rank;
     cms[k] = cm;
     ranks[k++] = rank;
   }
@@ -479,6 +509,16 @@ static void env_add(struct ntx_comm *cm, int32_t rank, int32_t nccl, const char 
   cm->nenv++;
 }
 
+void ntx_check_member_proc(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank, int32_t pid,
+                           int32_t launcher_rank) {
+  struct ntx_comm *cm = ntx_comm_find(c, comm_id);
+  if (!cm || rank < 0 || rank >= cm->nranks || cm->m[rank].state != NTX_M_ACTIVE ||
+      cm->m[rank].client != (int32_t)id)
+    return;
+  cm->m[rank].pid = pid;
+  cm->m[rank].lrank = launcher_rank;
+}
+
 void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank,
                         int32_t nranks, int32_t nccl_version, const char *env, uint32_t env_len,
                         double now) {
@@ -518,6 +558,9 @@ void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int3
   cl->ncomms++;
   int fresh = m->state == NTX_M_NONE;
   m->client = (int32_t)id;
+  m->pid = cl->pid; /* an aggregator's: ntx_check_member_proc names the process behind it */
+  m->lrank = cl->lrank;
+  m->host = ntx_host_intern(c, cl->host);
   m->clk_offset = cl->clk_offset;
   m->gen = cl->gen;
   m->state = NTX_M_ACTIVE;

@@ -84,6 +84,10 @@ int ntx_check_gone(struct ntx_check *c, uint32_t id, const char *host, int32_t p
 void ntx_check_register(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank,
                         int32_t nranks, int32_t nccl_version, const char *env, uint32_t env_len,
                         double now);
+/* The process holding a rank the client registered (REGISTER's pid and
+ * launcher rank, v5): an aggregator's members are its host's processes. */
+void ntx_check_member_proc(struct ntx_check *c, uint32_t id, uint64_t comm_id, int32_t rank, int32_t pid,
+                           int32_t launcher_rank);
 void ntx_check_fp(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, double now);
 /* STRICT: like n fingerprints, and a reply when all of them are decided. */
 void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const struct ntx_fp *fps,

@@ -11,6 +11,7 @@
 #define NTX_MAX_ENV_LINES 8   /* variables reported per comm */
 #define NTX_RECENT_MM 4       /* mismatch texts kept for strict requests that come late */
 #define NTX_REQ_TEXT 1024
+#define NTX_CHECK_HOSTS 4096  /* distinct host names kept for the status query; later ones unnamed */
 
 enum { NTX_SLOT_EMPTY = 0, NTX_SLOT_OPEN = 1, NTX_SLOT_DONE = 2 };
 enum { NTX_M_NONE = 0, NTX_M_ACTIVE = 1, NTX_M_EXITED = 2, NTX_M_LOST = 3 };
@@ -53,6 +54,19 @@ struct ntx_member {
   uint64_t last_seq;
   int64_t clk_offset;     /* its client's clock offset (ntx_check_client_clock), on the fingerprint's path */
   uint64_t env_digest;
+  int32_t pid, lrank;     /* the process holding it (REGISTER, GONE), for the status query */
+  uint32_t host;          /* its host: index + 1 in ntx_check.hosts, 0 unknown */
+};
+
+/* The latest report of one kind on a comm, for the status query
+ * (jobview.c): mismatch, p2p mismatch, skew, init wait, straggler. */
+#define NTX_SAID_KINDS 5
+#define NTX_SAID_TEXT 512
+struct ntx_said {
+  uint32_t kind;          /* 0: none */
+  int32_t peer;
+  uint64_t seq;
+  char text[NTX_SAID_TEXT];
 };
 
 /* One distinct NCCL_* environment (+ NCCL version) among a comm's ranks. */
@@ -82,6 +96,7 @@ struct ntx_comm {
   uint32_t p2p_pending;
   struct ntx_p2p *p2p_head, *p2p_tail; /* FIFO for eviction, oldest first */
   struct ntx_late *late;           /* lateness statistics, at the first timed arrival */
+  struct ntx_said said[NTX_SAID_KINDS];
 };
 
 struct ntx_p2p {
@@ -121,6 +136,8 @@ struct ntx_check {
   uint32_t p2p_total;
   uint64_t tell_stamp;    /* ntx_tell_comm calls so far */
   double now;             /* time of the input being handled (lateness.c reports) */
+  char (*hosts)[NTX_HOST]; /* host names members were seen on (interned, at most NTX_CHECK_HOSTS) */
+  uint32_t nhosts, caphosts;
   struct ntx_check_stats st;
 };
 
@@ -158,6 +175,11 @@ void ntx_late_arrive(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *
 void ntx_late_decided(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s);
 void ntx_late_tick(struct ntx_check *c, struct ntx_comm *cm, double now);
 void ntx_late_free(struct ntx_comm *cm);
+/* Rank's lateness as last measured: median after the earliest (us), times
+ * last and window entries judged; zeros before the first timed seq. */
+void ntx_late_of(const struct ntx_comm *cm, int32_t rank, uint32_t *med_us, uint32_t *last, uint32_t *n);
+/* The index + 1 of host in c->hosts, added when new; 0 when the table is full. */
+uint32_t ntx_host_intern(struct ntx_check *c, const char *host);
 /* Decide the oldest open seq now with the ranks that are there. */
 void ntx_check_decide_base(struct ntx_check *c, struct ntx_comm *cm);
 #endif

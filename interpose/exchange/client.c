@@ -181,7 +181,8 @@ static void send_pending(void) {
     if (r->nranks <= 0 || r->rank < 0 || r->rank >= r->nranks)
       continue;
     int32_t ver = client->ring && client->ring->hdr ? client->ring->hdr->nccl_version : 0;
-    size_t n = ntx_enc_register(buf, sizeof buf, r->comm_id, r->rank, r->nranks, ver, client->env, client->env_len);
+    size_t n = ntx_enc_register(buf, sizeof buf, r->comm_id, r->rank, r->nranks, ver, (int32_t)getpid(),
+                                client->launcher_rank, client->env, client->env_len);
     if (ntx_cl_queue_frame(NTX_MSG_REGISTER, buf, n) < 0)
       break;
     r->sent = 1;

@@ -1,5 +1,5 @@
 /* coord.c -- the coordinator server loop (contract: coord.h). */
-#include "interpose/exchange/coord.h"
+#include "interpose/exchange/coord_int.h"
 #include "recorder/thread.h"
 #include "recorder/heap.h"
 
@@ -30,56 +30,6 @@
 #define BACKOFF_S 0.25     /* the listening socket rests this long when a budget is full */
 #define HEADROOM_S 0.1     /* the descriptor count is taken again after this long */
 #define IN_KEEP 16384u     /* an input buffer larger than this is freed once drained */
-
-enum { C_FREE = 0, C_HANDSHAKE = 1, C_READY = 2, C_CLOSING = 3 /* shutdown: nobody is told */ };
-
-struct conn {
-  int fd, state;
-  struct ntx_fdid id;   /* what fd was at accept: checked before every use */
-  struct ntx_session sess;
-  uint8_t chal[NTX_CHALLENGE_LEN]; /* what CHALLENGE said: bound into the session at HELLO */
-  uint64_t rx_seq, tx_seq;
-  double opened, last_rx, partial_since;
-  uint8_t *in;
-  size_t in_len, in_cap;
-  uint8_t *out;
-  size_t out_len, out_cap;
-  int want_out;
-  struct ntx_clk clk;   /* its clock offset (clocksync.h) */
-  char host[NTX_HOST];  /* its HELLO's, for the stopped-peer check (frozen.h) */
-  int32_t pid;
-  int said_stopped;     /* a stop past the dead timeout: logged once */
-  int heard;            /* it sent a byte: a close before HELLO is then logged */
-};
-
-struct ntx_coord {
-  struct ntx_coord_cfg cfg;
-  int lfd, ep;
-  struct ntx_fdid lid, epid;
-  struct ntx_wake wake;
-  int port;
-  /* the budget (coord.h) */
-  uint32_t pending;     /* connections in C_HANDSHAKE */
-  size_t in_total;      /* bytes of all input buffers */
-  int listen_off;       /* the listening socket is out of the poll set until listen_resume */
-  double listen_resume;
-  long headroom;        /* descriptors left to the process, as of headroom_t, minus accepts since */
-  long reserve;         /* descriptors left to the application (cfg.fd_reserve, else sized to the limit) */
-  double headroom_t;
-  int said_fds;         /* the descriptor limit stopped accepts: said once */
-  int dead, said_dead;  /* a descriptor of ours was closed under us: the loop ended for good */
-  struct conn *conns;
-  uint32_t next_id;
-  struct ntx_check *chk;
-  pthread_t thread;
-  int thread_started;
-  pthread_mutex_t lock; /* held by the loop while it works; stats readers take it */
-  struct ntx_coord_stats st;
-  int stop;             /* atomic: ntx_coord_request_stop */
-  uint64_t last_log_hash;
-  struct ntx_freeze frz; /* the loop's own passes (frozen.h) */
-};
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -203,7 +153,7 @@ int ntx_coord_port(const struct ntx_coord *co) { return co->port; }
 /* ------------------------------------------------------------- output -- */
 
 static void conn_flush(struct ntx_coord *co, uint32_t id) {
-  struct conn *c = &co->conns[id];
+  struct ntx_coord_conn *c = &co->conns[id];
   if (c->out_len && !ntx_fd_is(c->fd, &c->id)) {
     c->out_len = 0; /* not our socket any more: conn_read closes the connection */
     return;
@@ -227,8 +177,8 @@ static void conn_flush(struct ntx_coord *co, uint32_t id) {
   }
 }
 
-static void conn_send(struct ntx_coord *co, uint32_t id, uint8_t type, const void *payload, size_t plen) {
-  struct conn *c = &co->conns[id];
+void ntx_coord_send(struct ntx_coord *co, uint32_t id, uint8_t type, const void *payload, size_t plen) {
+  struct ntx_coord_conn *c = &co->conns[id];
   size_t need = c->out_len + NTX_FRAME_HDR + plen + NTX_FRAME_MAC;
   if (need > co->cfg.max_out) { /* a client that does not read loses messages, not us */
     co->st.out_dropped++;
@@ -255,8 +205,7 @@ static void conn_send(struct ntx_coord *co, uint32_t id, uint8_t type, const voi
 /* One "nccltrace coord:" line into cfg.log.  stderr (the embedded
  * coordinator with NCCLTRACE_VERBOSE, or a standalone one told so) is the
  * tracer's stderr: written as every tracer line is (recorder/diag.h). */
-static void coord_log(struct ntx_coord *co, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void coord_log(struct ntx_coord *co, const char *fmt, ...) {
+void ntx_coord_log(struct ntx_coord *co, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   if (co->cfg.log == stderr) {
@@ -276,12 +225,12 @@ static void on_verdict(void *ctx, uint32_t client, uint32_t kind, uint64_t comm_
   uint8_t buf[64 + NTX_TEXT_MAX];
   size_t n = ntx_enc_verdict(buf, sizeof buf, kind, comm_id, seq, peer, aux, field, text);
   if (co->conns[client].state == C_READY)
-    conn_send(co, client, NTX_MSG_VERDICT, buf, n);
+    ntx_coord_send(co, client, NTX_MSG_VERDICT, buf, n);
   if (co->cfg.log && text && text[0] && kind != NTX_V_ENV_DONE) {
     /* every rank of a comm is told; the log says it once */
     uint64_t h = ntx_siphash(&co->cfg.key, text, strlen(text));
     if (h != co->last_log_hash)
-      coord_log(co, "%s", text);
+      ntx_coord_log(co, "%s", text);
     co->last_log_hash = h;
   }
 }
@@ -291,21 +240,23 @@ static void on_reply(void *ctx, uint32_t client, uint32_t req_id, int32_t status
   uint8_t buf[16 + NTX_TEXT_MAX];
   size_t n = ntx_enc_reply(buf, sizeof buf, req_id, status, text);
   if (co->conns[client].state == C_READY)
-    conn_send(co, client, NTX_MSG_REPLY, buf, n);
+    ntx_coord_send(co, client, NTX_MSG_REPLY, buf, n);
 }
 
 /* -------------------------------------------------------------- input -- */
 
-static void conn_close(struct ntx_coord *co, uint32_t id, int lost, const char *why) {
-  struct conn *c = &co->conns[id];
+void ntx_coord_close(struct ntx_coord *co, uint32_t id, int lost, const char *why) {
+  struct ntx_coord_conn *c = &co->conns[id];
   if (c->state == C_READY) {
     co->st.clients--;
     ntx_check_client_gone(co->chk, id, !lost, now_s());
   }
   if (why && co->cfg.log)
-    coord_log(co, "closed connection %u: %s", id, why);
+    ntx_coord_log(co, "closed connection %u: %s", id, why);
   if (c->state == C_HANDSHAKE)
     co->pending--;
+  if (c->state == C_QUERY)
+    co->queries--;
   co->in_total -= c->in_cap;
   if (ntx_fd_is(c->fd, &c->id)) /* else: the application's now, left alone */
     epoll_ctl(co->ep, EPOLL_CTL_DEL, c->fd, NULL);
@@ -350,7 +301,7 @@ static int pending_room(struct ntx_coord *co, double now) {
     return 0;
   co->st.evicted++;
   co->st.rejected_auth++;
-  conn_close(co, oldest, 1, "evicted: not authenticated while the pending budget was full");
+  ntx_coord_close(co, oldest, 1, "evicted: not authenticated while the pending budget was full");
   return 1;
 }
 
@@ -423,7 +374,7 @@ static void do_accept(struct ntx_coord *co, double now) {
     co->st.accepted++;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct conn *c = &co->conns[id];
+    struct ntx_coord_conn *c = &co->conns[id];
     memset(c, 0, sizeof *c);
     c->fd = fd;
     ntx_fd_take(fd, &c->id);
@@ -445,7 +396,7 @@ static void do_accept(struct ntx_coord *co, double now) {
     gethostname(host, sizeof host - 1);
     size_t n = ntx_enc_challenge(buf, sizeof buf, nonce, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0,
                                  (int32_t)getpid(), host);
-    conn_send(co, id, NTX_MSG_CHALLENGE, buf, n); /* under the public session: seq 0 */
+    ntx_coord_send(co, id, NTX_MSG_CHALLENGE, buf, n); /* under the public session: seq 0 */
     memcpy(c->chal, buf, NTX_CHALLENGE_LEN);
   }
 }
@@ -454,18 +405,18 @@ static void do_accept(struct ntx_coord *co, double now) {
  * goes (the client tries another key later).  Its tag, under that key and
  * bound to our CHALLENGE, proves the client holds it.
  * @return 0, or -1 when the connection was closed. */
-static int hello_auth(struct ntx_coord *co, uint32_t id, const struct ntx_frame *f, const struct ntx_msg *m) {
-  struct conn *c = &co->conns[id];
+int ntx_coord_hello_auth(struct ntx_coord *co, uint32_t id, const struct ntx_frame *f, const struct ntx_msg *m) {
+  struct ntx_coord_conn *c = &co->conns[id];
   struct ntx_key k;
   if (!ntx_keys_lookup(co->cfg.keys, co->cfg.keys ? NULL : &co->cfg.key, m->u.hello.key_id, &k)) {
     co->st.rejected_auth++;
-    conn_close(co, id, 1, "HELLO names a key this coordinator does not hold");
+    ntx_coord_close(co, id, 1, "HELLO names a key this coordinator does not hold");
     return -1;
   }
   ntx_sess_bind(&c->sess, &k, c->chal);
   if (ntx_frame_verify(f, &c->sess, NTX_DIR_TO_COORD) < 0) {
     co->st.rejected_auth++;
-    conn_close(co, id, 1, ntx_wire_strerror(NTX_E_MAC));
+    ntx_coord_close(co, id, 1, ntx_wire_strerror(NTX_E_MAC));
     return -1;
   }
   return 0;
@@ -473,25 +424,27 @@ static int hello_auth(struct ntx_coord *co, uint32_t id, const struct ntx_frame 
 
 /* @return 0 to keep the connection, -1 when it was closed. */
 static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_frame *f, double now) {
-  struct conn *c = &co->conns[id];
+  struct ntx_coord_conn *c = &co->conns[id];
   struct ntx_msg m;
   if (ntx_msg_decode(f, &m) < 0) {
     co->st.rejected_malformed++;
-    conn_close(co, id, 1, "malformed message");
+    ntx_coord_close(co, id, 1, "malformed message");
     return -1;
   }
   if (c->state == C_HANDSHAKE) {
     if (m.type != NTX_MSG_HELLO) {
       co->st.rejected_malformed++;
-      conn_close(co, id, 1, "expected HELLO");
+      ntx_coord_close(co, id, 1, "expected HELLO");
       return -1;
     }
+    if (m.u.hello.flags & NTX_HELLO_QUERY)
+      return ntx_coord_query_hello(co, id, f, &m, now);
     if (co->st.clients >= co->cfg.max_ready) {
       co->st.rejected_budget++;
-      conn_close(co, id, 1, "more clients than the job has ranks");
+      ntx_coord_close(co, id, 1, "more clients than the job has ranks");
       return -1;
     }
-    if (hello_auth(co, id, f, &m) < 0)
+    if (ntx_coord_hello_auth(co, id, f, &m) < 0)
       return -1;
     memcpy(c->sess.nonce + NTX_NONCE, m.u.hello.nonce, NTX_NONCE);
     c->state = C_READY;
@@ -504,15 +457,18 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
       ntx_check_client_set_agg(co->chk, id);
     uint8_t buf[16];
     size_t n = ntx_enc_welcome(buf, sizeof buf, id, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0);
-    conn_send(co, id, NTX_MSG_WELCOME, buf, n);
+    ntx_coord_send(co, id, NTX_MSG_WELCOME, buf, n);
     memset(&c->clk, 0, sizeof c->clk);
     c->clk.next_t = now; /* the first round trip at the next sweep */
     return 0;
   }
+  if (c->state == C_QUERY)
+    return ntx_coord_query_frame(co, id, &m, now);
   switch (m.type) {
   case NTX_MSG_REGISTER:
     ntx_check_register(co->chk, id, m.u.reg.comm_id, m.u.reg.rank, m.u.reg.nranks,
                        m.u.reg.nccl_version, m.u.reg.env, m.u.reg.env_len, now);
+    ntx_check_member_proc(co->chk, id, m.u.reg.comm_id, m.u.reg.rank, m.u.reg.pid, m.u.reg.launcher_rank);
     return 0;
   case NTX_MSG_FP:
   case NTX_MSG_STRICT: {
@@ -538,7 +494,7 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     if (ntx_check_gone(co->chk, id, m.u.gone.host, m.u.gone.pid, m.u.gone.launcher_rank, (int)m.u.gone.clean,
                        m.u.gone.pairs, m.u.gone.n, now) < 0) {
       co->st.rejected_malformed++;
-      conn_close(co, id, 1, "GONE from a client that did not say it is a node aggregator");
+      ntx_coord_close(co, id, 1, "GONE from a client that did not say it is a node aggregator");
       return -1;
     }
     return 0;
@@ -549,15 +505,15 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
       uint8_t buf[24];
       ntx_check_client_clock(co->chk, id, c->clk.offset, c->clk.uncert);
       size_t n = ntx_enc_clock(buf, sizeof buf, c->clk.offset, c->clk.uncert, c->clk.samples);
-      conn_send(co, id, NTX_MSG_CLOCK, buf, n);
+      ntx_coord_send(co, id, NTX_MSG_CLOCK, buf, n);
     }
     return 0;
   case NTX_MSG_BYE:
-    conn_close(co, id, 0, NULL);
+    ntx_coord_close(co, id, 0, NULL);
     return -1;
   default: /* a coordinator-to-client type sent to us */
     co->st.rejected_malformed++;
-    conn_close(co, id, 1, "message type not allowed from a client");
+    ntx_coord_close(co, id, 1, "message type not allowed from a client");
     return -1;
   }
 }
@@ -566,7 +522,7 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
  * header first, then the whole frame it announces (grown per frame, never
  * 64 KiB up front).  @return 0 for a pending peer that announces more than
  * NTX_COORD_PENDING_FRAME. */
-static size_t in_need(const struct conn *c) {
+static size_t in_need(const struct ntx_coord_conn *c) {
   if (c->in_len < NTX_FRAME_HDR)
     return c->state == C_HANDSHAKE ? 512 : 4096;
   uint32_t len = (uint32_t)c->in[4] | (uint32_t)c->in[5] << 8 | (uint32_t)c->in[6] << 16 | (uint32_t)c->in[7] << 24;
@@ -580,23 +536,23 @@ static size_t in_need(const struct conn *c) {
 
 /* @return 0, or -1 when the connection was closed. */
 static int in_grow(struct ntx_coord *co, uint32_t id) {
-  struct conn *c = &co->conns[id];
+  struct ntx_coord_conn *c = &co->conns[id];
   size_t need = in_need(c);
   if (!need) {
     co->st.rejected_auth++;
-    conn_close(co, id, 1, "frame too large before authenticating");
+    ntx_coord_close(co, id, 1, "frame too large before authenticating");
     return -1;
   }
   if (need <= c->in_cap)
     return 0;
   if (co->in_total - c->in_cap + need > co->cfg.in_total_max) {
     co->st.rejected_budget++;
-    conn_close(co, id, 1, "over the coordinator's input memory budget");
+    ntx_coord_close(co, id, 1, "over the coordinator's input memory budget");
     return -1;
   }
   uint8_t *p = ntr_heap_realloc(c->in, need);
   if (!p) {
-    conn_close(co, id, 1, "out of memory");
+    ntx_coord_close(co, id, 1, "out of memory");
     return -1;
   }
   co->in_total += need - c->in_cap;
@@ -606,9 +562,9 @@ static int in_grow(struct ntx_coord *co, uint32_t id) {
 }
 
 static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
-  struct conn *c = &co->conns[id];
+  struct ntx_coord_conn *c = &co->conns[id];
   if (!ntx_fd_is(c->fd, &c->id)) { /* the application closed it (and maybe reused the number) */
-    conn_close(co, id, 1, "its descriptor was closed by the application");
+    ntx_coord_close(co, id, 1, "its descriptor was closed by the application");
     return;
   }
   for (int rounds = 0; rounds < 16; rounds++) { /* bounded: others get their turn */
@@ -618,7 +574,8 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
       /* A connection that closes without a byte is a port probe (run's own
        * readiness check, a Kubernetes tcpSocket probe): not worth a line. */
-      conn_close(co, id, 1, c->state == C_READY || !c->heard ? NULL : "closed before authenticating");
+      ntx_coord_close(co, id, 1, c->state == C_READY || c->state == C_QUERY || !c->heard ? NULL
+                                                                                      : "closed before authenticating");
       return;
     }
     if (n < 0)
@@ -640,7 +597,7 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
           co->st.rejected_auth++;
         else
           co->st.rejected_malformed++;
-        conn_close(co, id, 1, ntx_wire_strerror(r));
+        ntx_coord_close(co, id, 1, ntx_wire_strerror(r));
         return;
       }
       c->rx_seq++;
@@ -667,32 +624,34 @@ static void conn_read(struct ntx_coord *co, uint32_t id, double now) {
 
 static void sweep(struct ntx_coord *co, double now) {
   for (uint32_t id = 0; id < co->cfg.lim.max_clients; id++) {
-    struct conn *c = &co->conns[id];
+    struct ntx_coord_conn *c = &co->conns[id];
     if (c->state == C_FREE)
       continue;
-    if (c->state == C_HANDSHAKE && now - c->opened > co->cfg.hs_timeout_s) {
+    if (c->state == C_QUERY && now - c->opened > QUERY_LIFE_S) {
+      ntx_coord_close(co, id, 0, c->answered ? NULL : "status query: no QUERY in time");
+    } else if (c->state == C_HANDSHAKE && now - c->opened > co->cfg.hs_timeout_s) {
       co->st.rejected_auth++;
-      conn_close(co, id, 1, "no HELLO in time");
+      ntx_coord_close(co, id, 1, "no HELLO in time");
     } else if (c->partial_since && now - c->partial_since > co->cfg.slow_timeout_s) {
       co->st.slow_closed++;
-      conn_close(co, id, 1, "partial frame timed out");
+      ntx_coord_close(co, id, 1, "partial frame timed out");
     } else if (c->state == C_READY && now - c->last_rx > co->cfg.dead_timeout_s &&
                ntx_peer_stopped(c->host, c->pid)) {
       /* Stopped, not dead (a debugger, a suspend): waited for; looked at
        * again in a second.  Its PINGs resume with it. */
       if (!c->said_stopped && co->cfg.log)
-        coord_log(co, "connection %u (host %s, pid %d) silent for %.0f s: the process is stopped; waiting for it",
+        ntx_coord_log(co, "connection %u (host %s, pid %d) silent for %.0f s: the process is stopped; waiting for it",
                   id, c->host, (int)c->pid, now - c->last_rx);
       c->said_stopped = 1;
       c->last_rx = now - co->cfg.dead_timeout_s + 1.0;
     } else if (c->state == C_READY && now - c->last_rx > co->cfg.dead_timeout_s) {
       co->st.dead_closed++;
-      conn_close(co, id, 1, "silent past the dead timeout");
+      ntx_coord_close(co, id, 1, "silent past the dead timeout");
     } else if (c->state == C_READY) {
       uint64_t stamp;
       if (ntx_clk_due(&c->clk, now, &stamp)) {
         uint8_t buf[8];
-        conn_send(co, id, NTX_MSG_TIME, buf, ntx_enc_time(buf, sizeof buf, NTX_MSG_TIME, stamp, 0));
+        ntx_coord_send(co, id, NTX_MSG_TIME, buf, ntx_enc_time(buf, sizeof buf, NTX_MSG_TIME, stamp, 0));
       }
     }
   }
@@ -730,7 +689,7 @@ void ntx_coord_run(struct ntx_coord *co) {
      * heard meanwhile, so every silence timer moves on by the time away. */
     double away = ntx_freeze_gap(&co->frz, now, 2.0);
     for (uint32_t id = 0; away > 0 && id < co->cfg.lim.max_clients; id++) {
-      struct conn *c = &co->conns[id];
+      struct ntx_coord_conn *c = &co->conns[id];
       c->opened += away;
       c->last_rx += away;
       if (c->partial_since)
@@ -805,13 +764,13 @@ void ntx_coord_stop(struct ntx_coord *co, double linger_s) {
     if (co->conns[id].state == C_READY) {
       uint8_t b[8];
       size_t n = ntx_enc_bye(b, sizeof b, 1);
-      conn_send(co, id, NTX_MSG_BYE, b, n);
+      ntx_coord_send(co, id, NTX_MSG_BYE, b, n);
     }
     if (co->conns[id].state != C_FREE) {
       if (co->conns[id].state == C_HANDSHAKE)
         co->pending--;
       co->conns[id].state = C_CLOSING; /* a shutdown is no loss: nobody is told */
-      conn_close(co, id, 0, NULL);
+      ntx_coord_close(co, id, 0, NULL);
     }
   }
   ntx_fd_close(co->lfd, &co->lid);

@@ -13,6 +13,12 @@
  * (slow_timeout_s), silence of an authenticated client (dead_timeout_s).
  * A connection that breaks a rule is closed; everyone else is served on.
  *
+ * Status queries (`nccltrace status --job`, HELLO flag NTX_HELLO_QUERY):
+ * authenticated like any client, never a rank; at most 4 connections at
+ * once, each closed 5 s after HELLO, one QUERY each, answered at most 2 a
+ * second (a burst of 4; over it the answer is a one-line refusal), each
+ * answer at most NTX_JOB_REPLY_MAX bytes (jobview.h).
+ *
  * Budget inside the workload process (an embedded coordinator must never
  * take what the application needs): at most max_pending connections that
  * have not authenticated, all together; when that is full, the oldest one
@@ -86,6 +92,7 @@ struct ntx_coord_stats {
   uint64_t accepted, rejected_auth, rejected_malformed, rejected_full, slow_closed, dead_closed;
   uint64_t frames_in, frames_out, out_dropped;
   uint64_t evicted, backoffs, rejected_budget; /* pending evicted when full; listen backoffs; refused by a budget */
+  uint64_t queries, queries_refused;          /* status queries answered; refused (rate, connections) */
   uint32_t clients;         /* authenticated now */
 };
 /* A snapshot (taken under the loop's lock). */

@@ -121,14 +121,16 @@ int ntx_coord_main(int argc, char **argv) {
   ntx_coord_get_stats(the_coord, &st, &cs);
   fprintf(stdout,
           "nccltrace coord: %llu connections, %llu rejected (auth %llu, malformed %llu, full %llu, slow %llu), "
-          "%llu fingerprints, %llu mismatches, %llu p2p mismatches, %llu lost, %llu messages dropped\n",
+          "%llu fingerprints, %llu mismatches, %llu p2p mismatches, %llu lost, %llu messages dropped, "
+          "%llu status queries answered (%llu refused)\n",
           (unsigned long long)st.accepted,
           (unsigned long long)(st.rejected_auth + st.rejected_malformed + st.rejected_full + st.slow_closed),
           (unsigned long long)st.rejected_auth, (unsigned long long)st.rejected_malformed,
           (unsigned long long)st.rejected_full, (unsigned long long)st.slow_closed,
           (unsigned long long)cs.fps, (unsigned long long)cs.mismatches,
           (unsigned long long)cs.p2p_mismatches, (unsigned long long)cs.lost,
-          (unsigned long long)st.out_dropped);
+          (unsigned long long)st.out_dropped, (unsigned long long)st.queries,
+          (unsigned long long)st.queries_refused);
   ntx_coord_stop(the_coord, 0);
   the_coord = NULL;
   return 0;

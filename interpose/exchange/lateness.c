@@ -272,3 +272,13 @@ void ntx_late_tick(struct ntx_check *c, struct ntx_comm *cm, double now) {
     c->ops.verdict(c->ctx, (uint32_t)m->client, NTX_V_LATENESS, cm->id, seq, r, med, "", "");
   }
 }
+
+void ntx_late_of(const struct ntx_comm *cm, int32_t rank, uint32_t *med_us, uint32_t *last, uint32_t *n) {
+  const struct ntx_late *l = cm->late;
+  *med_us = *last = *n = 0;
+  if (!l || rank < 0 || rank >= cm->nranks)
+    return;
+  *med_us = l->med_us[rank];
+  *last = l->last_cnt[rank];
+  *n = l->n < l->window ? l->n : l->window;
+}

@@ -152,7 +152,7 @@ static void put_str(uint8_t *dst, const char *src, size_t n) {
 
 #define CHALLENGE_LEN NTX_CHALLENGE_LEN
 #define HELLO_LEN (NTX_NONCE + 12 + NTX_HOST + NTX_JOB + 8)
-#define REGISTER_FIXED 24u
+#define REGISTER_FIXED 32u
 #define REPLY_FIXED 12u
 #define VERDICT_FIXED (4 + 4 + 8 + 8 + 8 + NTX_FIELD + 4)
 
@@ -171,6 +171,34 @@ static int decode_env(const uint8_t *p, uint32_t n) {
     }
   }
   return start == n ? 0 : -1;
+}
+
+/* One JOB entry at e (avail bytes left): its length fits and is its
+ * kind's, its enumerations and reserved fields are in range.
+ * @return 0 or -1. */
+static int job_check(const uint8_t *e, uint32_t avail) {
+  if (avail < 4)
+    return -1;
+  uint32_t kind = get16(e), len = get16(e + 2);
+  const uint8_t *b = e + 4;
+  if (len > avail - 4)
+    return -1;
+  switch (kind) {
+  case NTX_JE_PROC:
+    return len == NTX_JE_PROC_LEN && b[12] <= NTX_JS_LOST && !(b[13] & ~(NTX_JP_AGG | NTX_JP_STOPPED)) &&
+                   get16(b + 14) == 0 ? 0 : -1;
+  case NTX_JE_COMM:
+    return len == NTX_JE_COMM_LEN && (int32_t)get32(b + 24) > 0 &&
+                   !(get32(b + 32) & ~(NTX_JC_MISMATCH | NTX_JC_INIT_WAIT | NTX_JC_ENV_DONE)) ? 0 : -1;
+  case NTX_JE_MEMBER:
+    return len == NTX_JE_MEMBER_LEN && (int32_t)get32(b + 16) >= 0 && b[28] <= NTX_JS_LOST && b[29] <= 1 &&
+                   get16(b + 30) == 0 && get32(b + 44) == 0 ? 0 : -1;
+  case NTX_JE_TEXT:
+    return len >= NTX_JE_TEXT_FIXED && len - NTX_JE_TEXT_FIXED <= NTX_JOB_TEXT_MAX && get32(b) <= NTX_V_LATENESS
+           ? 0 : -1;
+  default:
+    return -1;
+  }
 }
 
 int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
@@ -212,6 +240,8 @@ int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
     m->u.reg.nranks = (int32_t)get32(p + 12);
     m->u.reg.nccl_version = (int32_t)get32(p + 16);
     m->u.reg.env_len = get32(p + 20);
+    m->u.reg.pid = (int32_t)get32(p + 24);
+    m->u.reg.launcher_rank = (int32_t)get32(p + 28);
     if (m->u.reg.env_len != n - REGISTER_FIXED || m->u.reg.env_len > NTX_ENV_MAX)
       return NTX_E_MALFORMED;
     if (m->u.reg.nranks <= 0 || m->u.reg.rank < 0 || m->u.reg.rank >= m->u.reg.nranks)
@@ -304,6 +334,30 @@ int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
       if (get32(m->u.gone.pairs + i * NTX_GONE_WIRE + 12) != 0) /* reserved */
         return NTX_E_MALFORMED;
     return 0;
+  case NTX_MSG_QUERY:
+    if (n != 8 || get32(p) != NTX_QUERY_JOB || get32(p + 4) != 0)
+      return NTX_E_MALFORMED;
+    m->u.query.what = get32(p);
+    return 0;
+  case NTX_MSG_JOB: {
+    if (n < NTX_JOB_HEAD || get32(p + 12) != 0)
+      return NTX_E_MALFORMED;
+    m->u.job.part = get32(p);
+    m->u.job.flags = get32(p + 4);
+    m->u.job.n = get32(p + 8);
+    m->u.job.len = n - NTX_JOB_HEAD;
+    m->u.job.ents = p + NTX_JOB_HEAD;
+    if (m->u.job.flags & ~(uint32_t)(NTX_JOB_LAST | NTX_JOB_TRUNCATED | NTX_JOB_BUSY))
+      return NTX_E_MALFORMED;
+    /* every entry checked here, so ntx_job_next never meets a bad one */
+    uint32_t off = 0, k = 0;
+    while (off < m->u.job.len) {
+      if (job_check(m->u.job.ents + off, m->u.job.len - off) < 0 || ++k > m->u.job.n)
+        return NTX_E_MALFORMED;
+      off += 4u + get16(m->u.job.ents + off + 2);
+    }
+    return k == m->u.job.n ? 0 : NTX_E_MALFORMED;
+  }
   default:
     return NTX_E_MALFORMED;
   }
@@ -375,7 +429,8 @@ size_t ntx_enc_welcome(uint8_t *out, size_t cap, uint32_t client_id, uint32_t fl
 }
 
 size_t ntx_enc_register(uint8_t *out, size_t cap, uint64_t comm_id, int32_t rank, int32_t nranks,
-                        int32_t nccl_version, const char *env, uint32_t env_len) {
+                        int32_t nccl_version, int32_t pid, int32_t launcher_rank, const char *env,
+                        uint32_t env_len) {
   if (env_len > NTX_ENV_MAX || cap < REGISTER_FIXED + env_len)
     return 0;
   put64(out, comm_id);
@@ -383,6 +438,8 @@ size_t ntx_enc_register(uint8_t *out, size_t cap, uint64_t comm_id, int32_t rank
   put32(out + 12, (uint32_t)nranks);
   put32(out + 16, (uint32_t)nccl_version);
   put32(out + 20, env_len);
+  put32(out + 24, (uint32_t)pid);
+  put32(out + 28, (uint32_t)launcher_rank);
   if (env_len)
     memcpy(out + REGISTER_FIXED, env, env_len);
   return REGISTER_FIXED + env_len;
@@ -477,4 +534,135 @@ void ntx_gone_get(const uint8_t *pairs, uint32_t i, uint64_t *comm_id, int32_t *
   const uint8_t *e = pairs + (size_t)i * NTX_GONE_WIRE;
   *comm_id = get64(e);
   *rank = (int32_t)get32(e + 8);
+}
+
+size_t ntx_enc_query(uint8_t *out, size_t cap, uint32_t what) {
+  if (cap < 8)
+    return 0;
+  put32(out, what);
+  put32(out + 4, 0); /* reserved */
+  return 8;
+}
+
+size_t ntx_enc_job_head(uint8_t *out, size_t cap, uint32_t part, uint32_t flags, uint32_t n) {
+  if (cap < NTX_JOB_HEAD)
+    return 0;
+  put32(out, part);
+  put32(out + 4, flags);
+  put32(out + 8, n);
+  put32(out + 12, 0); /* reserved */
+  return NTX_JOB_HEAD;
+}
+
+size_t ntx_job_put(uint8_t *out, size_t cap, const struct ntx_job_ent *e) {
+  size_t len;
+  switch (e->kind) {
+  case NTX_JE_PROC: len = NTX_JE_PROC_LEN; break;
+  case NTX_JE_COMM: len = NTX_JE_COMM_LEN; break;
+  case NTX_JE_MEMBER: len = NTX_JE_MEMBER_LEN; break;
+  case NTX_JE_TEXT: len = NTX_JE_TEXT_FIXED + strnlen(e->u.text.text, NTX_JOB_TEXT_MAX); break;
+  default: return 0;
+  }
+  if (cap < 4 + len)
+    return 0;
+  memset(out, 0, 4 + len);
+  put16(out, e->kind);
+  put16(out + 2, (uint16_t)len);
+  uint8_t *b = out + 4;
+  switch (e->kind) {
+  case NTX_JE_PROC:
+    put32(b, e->u.proc.client);
+    put32(b + 4, (uint32_t)e->u.proc.pid);
+    put32(b + 8, (uint32_t)e->u.proc.lrank);
+    b[12] = (uint8_t)e->u.proc.state;
+    b[13] = (uint8_t)e->u.proc.flags;
+    put_str(b + 16, e->u.proc.host, NTX_HOST);
+    break;
+  case NTX_JE_COMM:
+    put64(b, e->u.comm.comm_id);
+    put64(b + 8, e->u.comm.base);
+    put64(b + 16, e->u.comm.newest);
+    put32(b + 24, (uint32_t)e->u.comm.nranks);
+    put32(b + 28, e->u.comm.nreg);
+    put32(b + 32, e->u.comm.flags);
+    put32(b + 36, e->u.comm.judged);
+    break;
+  case NTX_JE_MEMBER:
+    put64(b, e->u.member.comm_id);
+    put64(b + 8, e->u.member.last_seq);
+    put32(b + 16, (uint32_t)e->u.member.rank);
+    put32(b + 20, (uint32_t)e->u.member.pid);
+    put32(b + 24, (uint32_t)e->u.member.lrank);
+    b[28] = (uint8_t)e->u.member.state;
+    b[29] = e->u.member.stopped ? 1 : 0;
+    put32(b + 32, e->u.member.late_med_us);
+    put32(b + 36, e->u.member.late_last);
+    put32(b + 40, e->u.member.late_n);
+    put_str(b + 48, e->u.member.host, NTX_HOST);
+    break;
+  default:
+    put32(b, e->u.text.vkind);
+    put32(b + 4, (uint32_t)e->u.text.peer);
+    put64(b + 8, e->u.text.comm_id);
+    put64(b + 16, e->u.text.seq);
+    memcpy(b + NTX_JE_TEXT_FIXED, e->u.text.text, len - NTX_JE_TEXT_FIXED);
+    break;
+  }
+  return 4 + len;
+}
+
+int ntx_job_next(const uint8_t *ents, uint32_t len, uint32_t *off, struct ntx_job_ent *e) {
+  if (*off + 4 > len)
+    return 0;
+  const uint8_t *p = ents + *off, *b = p + 4;
+  uint32_t bl = get16(p + 2);
+  if (bl > len - *off - 4)
+    return 0;
+  memset(e, 0, sizeof *e);
+  e->kind = get16(p);
+  switch (e->kind) {
+  case NTX_JE_PROC:
+    e->u.proc.client = get32(b);
+    e->u.proc.pid = (int32_t)get32(b + 4);
+    e->u.proc.lrank = (int32_t)get32(b + 8);
+    e->u.proc.state = b[12];
+    e->u.proc.flags = b[13];
+    get_str(e->u.proc.host, b + 16, NTX_HOST);
+    break;
+  case NTX_JE_COMM:
+    e->u.comm.comm_id = get64(b);
+    e->u.comm.base = get64(b + 8);
+    e->u.comm.newest = get64(b + 16);
+    e->u.comm.nranks = (int32_t)get32(b + 24);
+    e->u.comm.nreg = get32(b + 28);
+    e->u.comm.flags = get32(b + 32);
+    e->u.comm.judged = get32(b + 36);
+    break;
+  case NTX_JE_MEMBER:
+    e->u.member.comm_id = get64(b);
+    e->u.member.last_seq = get64(b + 8);
+    e->u.member.rank = (int32_t)get32(b + 16);
+    e->u.member.pid = (int32_t)get32(b + 20);
+    e->u.member.lrank = (int32_t)get32(b + 24);
+    e->u.member.state = b[28];
+    e->u.member.stopped = b[29];
+    e->u.member.late_med_us = get32(b + 32);
+    e->u.member.late_last = get32(b + 36);
+    e->u.member.late_n = get32(b + 40);
+    get_str(e->u.member.host, b + 48, NTX_HOST);
+    break;
+  default:
+    e->u.text.vkind = get32(b);
+    e->u.text.peer = (int32_t)get32(b + 4);
+    e->u.text.comm_id = get64(b + 8);
+    e->u.text.seq = get64(b + 16);
+    e->u.text.len = bl - NTX_JE_TEXT_FIXED;
+    if (e->u.text.len > NTX_JOB_TEXT_MAX)
+      e->u.text.len = NTX_JOB_TEXT_MAX;
+    memcpy(e->u.text.text, b + NTX_JE_TEXT_FIXED, e->u.text.len);
+    e->u.text.text[e->u.text.len] = '\0';
+    break;
+  }
+  *off += 4 + bl;
+  return 1;
 }

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include "interpose/exchange/auth.h"
 
-#define NTX_WIRE_VERSION 4u         /* 4: arrival time in fingerprints, clock round trips, lateness verdicts */
+#define NTX_WIRE_VERSION 5u         /* 5: pid and launcher rank in REGISTER, the status query (QUERY, JOB) */
 #define NTX_FRAME_HDR 16u            /* "NX", version, type, length, seq */
 #define NTX_FRAME_MAC 8u             /* SipHash-2-4 tag after the payload */
 #define NTX_FRAME_MAX_PAYLOAD 65536u /* larger frames are rejected before buffering */
@@ -38,6 +38,7 @@
 
 /* HELLO flags */
 #define NTX_HELLO_AGG 1u      /* the client is a node aggregator (speaks for other processes) */
+#define NTX_HELLO_QUERY 2u    /* v5: a status query (`nccltrace status --job`), no rank: QUERY only */
 /* CHALLENGE flags: NTX_COORD_EMBEDDED (coord.h) = 1 */
 #define NTX_CHAL_AGG 2u       /* the server is a node aggregator, not the root */
 /* BYE reasons */
@@ -61,6 +62,8 @@ enum ntx_msg_type {
   NTX_MSG_TIME = 12,     /* coord -> client (v4): a clock round trip starts: the coordinator's time */
   NTX_MSG_TIME_ECHO = 13, /* client -> coord (v4): that time back, with the client's own */
   NTX_MSG_CLOCK = 14,    /* coord -> client (v4): the client's clock offset as estimated */
+  NTX_MSG_QUERY = 15,    /* query -> coord (v5): send the whole job's view */
+  NTX_MSG_JOB = 16,      /* coord -> query (v5): one part of that view (entries below) */
   NTX_MSG_TYPE_END
 };
 
@@ -164,6 +167,7 @@ struct ntx_msg {
     struct {
       uint64_t comm_id;
       int32_t rank, nranks, nccl_version;
+      int32_t pid, launcher_rank; /* v5: the process holding the rank (behind an aggregator too) */
       uint32_t env_len;
       const char *env; /* "NAME=VALUE\0..." validated: every entry terminated */
     } reg;
@@ -187,6 +191,8 @@ struct ntx_msg {
       char host[NTX_HOST];
       const uint8_t *pairs; /* n x (comm_id u64, rank i32, 0 u32): ntx_gone_get */
     } gone;
+    struct { uint32_t what; } query;                                    /* QUERY: NTX_QUERY_JOB */
+    struct { uint32_t part, flags, n, len; const uint8_t *ents; } job;  /* JOB: ntx_job_next */
   } u;
 };
 
@@ -205,7 +211,8 @@ size_t ntx_enc_hello(uint8_t *out, size_t cap, const uint8_t nonce[NTX_NONCE], i
                      uint64_t key_id);
 size_t ntx_enc_welcome(uint8_t *out, size_t cap, uint32_t client_id, uint32_t flags);
 size_t ntx_enc_register(uint8_t *out, size_t cap, uint64_t comm_id, int32_t rank, int32_t nranks,
-                        int32_t nccl_version, const char *env, uint32_t env_len);
+                        int32_t nccl_version, int32_t pid, int32_t launcher_rank, const char *env,
+                        uint32_t env_len);
 /* FP (req_id ignored) and STRICT: header only; append entries with ntx_fp_put. */
 size_t ntx_enc_fp_head(uint8_t *out, size_t cap, uint32_t req_id, uint32_t n);
 void ntx_fp_put(uint8_t *entries, uint32_t i, const struct ntx_fp *fp);
@@ -221,4 +228,67 @@ size_t ntx_enc_gone_head(uint8_t *out, size_t cap, int32_t pid, int32_t launcher
                          const char *host, uint32_t n);
 void ntx_gone_put(uint8_t *pairs, uint32_t i, uint64_t comm_id, int32_t rank);
 void ntx_gone_get(const uint8_t *pairs, uint32_t i, uint64_t *comm_id, int32_t *rank);
+
+/* ------------------------------------------------- the status query (v5) --
+ * A connection whose HELLO sets NTX_HELLO_QUERY is no rank: after WELCOME
+ * it may send one QUERY, answered by JOB frames (part 0, 1, ... the last
+ * with NTX_JOB_LAST), then it closes.  A JOB payload is a 16-byte head
+ * (part u32, flags u32, n u32, reserved u32) and n entries, each a kind
+ * u16, a body length u16 and the body (docs/wire-protocol.md, "Status
+ * query"). */
+#define NTX_QUERY_JOB 0u      /* QUERY.what: the whole job (the only one) */
+#define NTX_JOB_HEAD 16u
+#define NTX_JOB_LAST 1u       /* JOB flags: the last part */
+#define NTX_JOB_TRUNCATED 2u  /* the view was cut at the reply bound (NTX_JOB_REPLY_MAX) */
+#define NTX_JOB_BUSY 4u       /* refused by the rate limit: no view, one TEXT entry says so */
+#define NTX_JOB_REPLY_MAX (512u * 1024u) /* bytes of all parts of one answer */
+#define NTX_JOB_TEXT_MAX 1024u
+
+enum ntx_job_kind {
+  NTX_JE_PROC = 1,   /* a connection of the coordinator: a rank's process or a node aggregator */
+  NTX_JE_COMM = 2,   /* a communicator */
+  NTX_JE_MEMBER = 3, /* one rank of a communicator */
+  NTX_JE_TEXT = 4,   /* a report (mismatch, straggler, ...) or the coordinator's verdict */
+};
+#define NTX_JE_PROC_LEN (16u + NTX_HOST)
+#define NTX_JE_COMM_LEN 40u
+#define NTX_JE_MEMBER_LEN (48u + NTX_HOST)
+#define NTX_JE_TEXT_FIXED 24u
+
+/* PROC and MEMBER states */
+enum ntx_job_state { NTX_JS_NONE = 0, NTX_JS_CONNECTED = 1, NTX_JS_EXITED = 2, NTX_JS_LOST = 3 };
+/* PROC flags */
+#define NTX_JP_AGG 1u      /* a node aggregator (its ranks are the members naming its host) */
+#define NTX_JP_STOPPED 2u  /* silent and stopped (SIGSTOP, a debugger): waited for, not lost */
+/* COMM flags */
+#define NTX_JC_MISMATCH 1u /* a collective or p2p mismatch was reported */
+#define NTX_JC_INIT_WAIT 2u /* its init waited past init_wait for ranks (reported) */
+#define NTX_JC_ENV_DONE 4u /* every rank registered once (the environment verdict is out) */
+/* TEXT kinds: a verdict kind (enum ntx_verdict_kind), or this: */
+#define NTX_JT_SUMMARY 0u  /* the coordinator's live verdict on the whole job, one line */
+
+struct ntx_job_ent {
+  uint16_t kind;
+  union {
+    struct { uint32_t client, state, flags; int32_t pid, lrank; char host[NTX_HOST]; } proc;
+    struct { uint64_t comm_id, base, newest; int32_t nranks; uint32_t nreg, flags, judged; } comm;
+    struct {
+      uint64_t comm_id, last_seq;
+      int32_t rank, pid, lrank;
+      uint32_t state, stopped, late_med_us, late_last, late_n;
+      char host[NTX_HOST];
+    } member;
+    struct { uint32_t vkind; int32_t peer; uint64_t comm_id, seq; uint32_t len; char text[NTX_JOB_TEXT_MAX + 1]; } text;
+  } u;
+};
+
+size_t ntx_enc_query(uint8_t *out, size_t cap, uint32_t what);
+/* JOB head; append entries with ntx_job_put after it. */
+size_t ntx_enc_job_head(uint8_t *out, size_t cap, uint32_t part, uint32_t flags, uint32_t n);
+/* One entry (text longer than NTX_JOB_TEXT_MAX is cut).
+ * @return bytes written, 0 when cap is too small. */
+size_t ntx_job_put(uint8_t *out, size_t cap, const struct ntx_job_ent *e);
+/* The entry at *off of a decoded JOB (m.u.job.ents, m.u.job.len: the
+ * decoder checked every entry).  @return 1 and *off moved on, 0 at the end. */
+int ntx_job_next(const uint8_t *ents, uint32_t len, uint32_t *off, struct ntx_job_ent *e);
 #endif

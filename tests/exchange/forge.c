@@ -267,7 +267,7 @@ static int flood(const char *host, const char *port, int n, const char *path) {
     memcpy(p->sess.nonce + NTX_NONCE, nonce, NTX_NONCE);
     /* without waiting for WELCOME: a REGISTER as rank 0 of some comm,
      * fingerprints that disagree with everyone, a GONE */
-    len = ntx_enc_register(buf, sizeof buf, 0xf0f0f0f0ull + (uint64_t)i, 0, 4, 22809, "NCCL_PROTO=LL", 14);
+    len = ntx_enc_register(buf, sizeof buf, 0xf0f0f0f0ull + (uint64_t)i, 0, 4, 22809, (int32_t)getpid(), 0, "NCCL_PROTO=LL", 14);
     send_frame(p, NTX_MSG_REGISTER, buf, len, NTX_DIR_TO_COORD);
     len = ntx_enc_fp_head(buf, sizeof buf, 0, 4);
     for (uint32_t k = 0; k < 4; k++) {

@@ -3,7 +3,10 @@
  * rank; a client that disappears without BYE is named to the others within
  * 1 s and a BYE is silent; garbage, wrong keys, replays, oversized and
  * dribbled (slowloris) frames are cut off while the others are served on;
- * the client limit holds. */
+ * the client limit holds; a status query (v5) gets the whole job's view
+ * -- each rank's process as its REGISTER named it -- and a query that
+ * breaks its rules is cut off without disturbing the ranks or counting as
+ * a lost one. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -89,7 +92,7 @@ static void rc_send(struct rc *c, uint8_t type, const void *p, size_t n) {
   (void)w;
 }
 
-static int rc_open(struct rc *c, const struct ntx_key *k, int lrank) {
+static int rc_open_flags(struct rc *c, const struct ntx_key *k, int lrank, uint32_t flags) {
   memset(c, 0, sizeof *c);
   c->fd = raw_connect();
   ntx_sess_challenge(&c->s);
@@ -100,7 +103,7 @@ static int rc_open(struct rc *c, const struct ntx_key *k, int lrank) {
   uint8_t nonce[NTX_NONCE], p[256];
   for (int i = 0; i < (int)NTX_NONCE; i++)
     nonce[i] = (uint8_t)(rand());
-  size_t n = ntx_enc_hello(p, sizeof p, nonce, 4000 + lrank, lrank, 0, "simhost", "job", ntx_key_id(k));
+  size_t n = ntx_enc_hello(p, sizeof p, nonce, 4000 + lrank, lrank, flags, "simhost", "job", ntx_key_id(k));
   rc_send(c, NTX_MSG_HELLO, p, n);
   memcpy(c->s.nonce + NTX_NONCE, nonce, NTX_NONCE);
   if (rc_recv(c, &m, 2000) != 1 || m.type != NTX_MSG_WELCOME)
@@ -108,9 +111,54 @@ static int rc_open(struct rc *c, const struct ntx_key *k, int lrank) {
   return 0;
 }
 
+static int rc_open(struct rc *c, const struct ntx_key *k, int lrank) { return rc_open_flags(c, k, lrank, 0); }
+
+/* What a status query sees: counts of its entries. */
+struct seen {
+  int procs, members, connected, pids_ok, parts, busy;
+  char summary[NTX_JOB_TEXT_MAX + 1];
+};
+
+/* Open a query connection, send QUERY, read every JOB part.
+ * @return 0, or -1 when the protocol was not followed. */
+static int rc_query(struct seen *s) {
+  struct rc q;
+  struct ntx_msg m;
+  uint8_t p[16];
+  memset(s, 0, sizeof *s);
+  if (rc_open_flags(&q, &key, -1, NTX_HELLO_QUERY) < 0)
+    return -1;
+  rc_send(&q, NTX_MSG_QUERY, p, ntx_enc_query(p, sizeof p, NTX_QUERY_JOB));
+  for (;;) {
+    if (rc_recv(&q, &m, 2000) != 1 || m.type != NTX_MSG_JOB || m.u.job.part != (uint32_t)s->parts) {
+      close(q.fd);
+      return -1;
+    }
+    s->parts++;
+    s->busy |= (m.u.job.flags & NTX_JOB_BUSY) != 0;
+    struct ntx_job_ent e;
+    uint32_t off = 0;
+    while (ntx_job_next(m.u.job.ents, m.u.job.len, &off, &e)) {
+      if (e.kind == NTX_JE_PROC)
+        s->procs++;
+      if (e.kind == NTX_JE_MEMBER && e.u.member.comm_id == COMM) {
+        s->members++;
+        s->connected += e.u.member.state == NTX_JS_CONNECTED;
+        s->pids_ok += e.u.member.pid == 1000 + e.u.member.rank && !strcmp(e.u.member.host, "simhost");
+      }
+      if (e.kind == NTX_JE_TEXT && e.u.text.vkind == NTX_JT_SUMMARY)
+        snprintf(s->summary, sizeof s->summary, "%s", e.u.text.text);
+    }
+    if (m.u.job.flags & NTX_JOB_LAST)
+      break;
+  }
+  close(q.fd); /* without BYE: a query's close is no lost rank */
+  return 0;
+}
+
 static void rc_register(struct rc *c, uint64_t comm, int rank, int nranks) {
   uint8_t p[256];
-  size_t n = ntx_enc_register(p, sizeof p, comm, rank, nranks, 22809, "NCCL_PROTO=Simple", 18);
+  size_t n = ntx_enc_register(p, sizeof p, comm, rank, nranks, 22809, 1000 + rank, rank, "NCCL_PROTO=Simple", 18);
   rc_send(c, NTX_MSG_REGISTER, p, n);
 }
 
@@ -211,6 +259,37 @@ int main(void) {
   NT_CHECK(closed_within(imp.fd, 1500));
   NT_CHECK(closed_within(slow, 2500)); /* slowloris: cut at the 1 s handshake/partial limit */
 
+  /* status queries: the view names every rank with the pid its REGISTER
+   * gave (1000 + rank, not its HELLO's 4000 + rank) ... */
+  struct seen sn;
+  NT_CHECK(rc_query(&sn) == 0);
+  NT_CHECK(sn.procs == 4 && sn.members == 4 && sn.connected == 4 && sn.pids_ok == 4 && !sn.busy);
+  NT_CHECK(strstr(sn.summary, "4 connections, 1 host, 1 communicator (4 ranks): no problem seen") != NULL);
+  printf("status query: %s\n", sn.summary);
+  /* ... and a query that breaks the rules is cut off: a rank's message, a
+   * second QUERY, a HELLO that is both aggregator and query */
+  struct rc q;
+  NT_CHECK(rc_open_flags(&q, &key, -1, NTX_HELLO_QUERY) == 0);
+  rc_register(&q, COMM, 3, 4);
+  NT_CHECK(closed_within(q.fd, 1500));
+  close(q.fd);
+  NT_CHECK(rc_open_flags(&q, &key, -1, NTX_HELLO_QUERY) == 0);
+  rc_send(&q, NTX_MSG_QUERY, p, ntx_enc_query(p, sizeof p, NTX_QUERY_JOB));
+  rc_send(&q, NTX_MSG_QUERY, p, ntx_enc_query(p, sizeof p, NTX_QUERY_JOB));
+  NT_CHECK(closed_within(q.fd, 1500));
+  close(q.fd);
+  NT_CHECK(rc_open_flags(&q, &key, -1, NTX_HELLO_QUERY | NTX_HELLO_AGG) < 0);
+  close(q.fd);
+  /* the rate limit: a burst of 4 (2 used above), 2 a second after it */
+  int busy = 0;
+  for (int i = 0; i < 8; i++) {
+    NT_CHECK(rc_query(&sn) == 0);
+    busy += sn.busy;
+  }
+  NT_CHECK(busy >= 1 && busy <= 6);
+  usleep(600 * 1000); /* a token back */
+  NT_CHECK(rc_query(&sn) == 0 && !sn.busy && sn.members == 4 && sn.connected == 4 && sn.pids_ok == 4);
+
   /* the job is served all along: seq 1 agrees, seq 2 rank 1 differs */
   for (int r = 0; r < 4; r++)
     rc_fp(&cl[r], r, 1, NTR_KIND_ALLREDUCE);
@@ -266,7 +345,8 @@ int main(void) {
          (unsigned long long)st.accepted, (unsigned long long)st.rejected_auth,
          (unsigned long long)st.rejected_malformed, (unsigned long long)st.slow_closed,
          (unsigned long long)st.rejected_full, (unsigned long long)cst.lost);
-  NT_CHECK(cst.lost == 2);
+  NT_CHECK(cst.lost == 2); /* the query connections closed without BYE are not lost ranks */
+  NT_CHECK(st.queries >= 3 && st.queries_refused >= 1);
 
   /* and it still serves a newcomer once the extra connections are gone */
   usleep(300 * 1000);

@@ -107,11 +107,12 @@ static void test_roundtrip(void) {
          m.u.hello.key_id == 0x0123456789abcdefull);
 
   static const char env[] = "NCCL_PROTO=Simple\0NCCL_ALGO=Ring";
-  n = ntx_enc_register(p, sizeof p, 99, 2, 4, 22809, env, sizeof env);
+  n = ntx_enc_register(p, sizeof p, 99, 2, 4, 22809, 4321, 6, env, sizeof env);
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_REGISTER, 1, p, n, &s, NTX_DIR_TO_COORD);
   NT_CHECK(ntx_frame_parse(frame, len, &s, NTX_DIR_TO_COORD, 1, &f) == (int)len);
   NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.reg.comm_id == 99 && m.u.reg.rank == 2 &&
-         m.u.reg.nranks == 4 && m.u.reg.env_len == sizeof env);
+         m.u.reg.nranks == 4 && m.u.reg.env_len == sizeof env &&
+         m.u.reg.pid == 4321 && m.u.reg.launcher_rank == 6);
 
   n = ntx_enc_verdict(p, sizeof p, NTX_V_MISMATCH, 99, 4, 1, 0, "op", "mismatch on comm ...");
   len = ntx_frame_encode(frame, sizeof frame, NTX_MSG_VERDICT, 9, p, n, &s, NTX_DIR_TO_CLIENT);
@@ -163,9 +164,9 @@ static void test_hostile(void) {
   uint8_t big[16] = {'N', 'X', NTX_WIRE_VERSION, NTX_MSG_FP, 0x01, 0x00, 0x02, 0x00};
   NT_CHECK(ntx_frame_parse(big, sizeof big, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_SIZE);
   NT_CHECK(ntx_frame_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_MAGIC);
-  /* v1 to v3 peers (before the arrival times of v4) are refused from
+  /* v1 to v4 peers (before the pid in REGISTER of v5) are refused from
    * their third byte, with a reason that says what to do */
-  uint8_t v1[4] = {'N', 'X', 1, 1}, v2[4] = {'N', 'X', 2, 1}, v3[4] = {'N', 'X', 3, 1}, v5[4] = {'N', 'X', 5, 1};
+  uint8_t v1[4] = {'N', 'X', 1, 1}, v2[4] = {'N', 'X', 2, 1}, v3[4] = {'N', 'X', 4, 1}, v5[4] = {'N', 'X', 6, 1};
   NT_CHECK(ntx_frame_parse(v3, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   NT_CHECK(ntx_frame_parse(v1, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
   NT_CHECK(ntx_frame_parse(v2, 4, &s, NTX_DIR_TO_COORD, 0, &f) == NTX_E_VERSION);
@@ -181,7 +182,7 @@ static void test_hostile(void) {
     for (size_t i = 0; i < gl; i++)
       g[i] = (uint8_t)rand();
     if (t & 1 && gl >= 4) { /* a plausible header makes the parser go deeper */
-      g[0] = 'N'; g[1] = 'X'; g[2] = NTX_WIRE_VERSION; g[3] = (uint8_t)(1 + rand() % 11);
+      g[0] = 'N'; g[1] = 'X'; g[2] = NTX_WIRE_VERSION; g[3] = (uint8_t)(1 + rand() % (NTX_MSG_TYPE_END - 1));
     }
     NT_CHECK(ntx_frame_parse(g, gl, &s, NTX_DIR_TO_COORD, 0, &f) <= 0);
     /* and unauthenticated decoding never reads out of bounds (ASan) */
@@ -194,17 +195,17 @@ static void test_hostile(void) {
   p[4] = 1; /* claims one entry, has none */
   NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
   mf.type = NTX_MSG_REGISTER;
-  mf.len = 30;
+  mf.len = 38;
   memset(p, 0, sizeof p);
   p[12] = 4;                /* nranks 4, rank 0 */
-  p[20] = 6;                /* env_len 6 */
-  memcpy(p + 24, "NCCL_X", 6); /* no '=' and no NUL */
+  p[20] = 6;                /* env_len 6 (pid, launcher rank at 24, 28) */
+  memcpy(p + 32, "NCCL_X", 6); /* no '=' and no NUL */
   NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
-  memcpy(p + 24, "A=b\0C=", 6);
+  memcpy(p + 32, "A=b\0C=", 6);
   NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED); /* last entry unterminated */
-  memcpy(p + 24, "A=b\0C\0", 6);
+  memcpy(p + 32, "A=b\0C\0", 6);
   NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED); /* entry without '=' */
-  memcpy(p + 24, "A=\0C=\0", 6);
+  memcpy(p + 32, "A=\0C=\0", 6);
   NT_CHECK(ntx_msg_decode(&mf, &m) == 0);
   p[8] = 5; /* rank 5 of 4 */
   NT_CHECK(ntx_msg_decode(&mf, &m) == NTX_E_MALFORMED);
@@ -303,8 +304,111 @@ static void test_handshake(void) {
   NT_CHECK(ntx_frame_verify(&f, &pub, NTX_DIR_TO_COORD) == NTX_E_MAC);
 }
 
+/* The status query (v5): QUERY is 8 bytes, what 0; a JOB part's entries
+ * round-trip, and every entry is checked before ntx_job_next reads it. */
+static void test_job(void) {
+  uint8_t p[1024];
+  struct ntx_msg m;
+  struct ntx_frame f = {.type = NTX_MSG_QUERY, .payload = p};
+  f.len = (uint32_t)ntx_enc_query(p, sizeof p, NTX_QUERY_JOB);
+  NT_CHECK(f.len == 8 && ntx_msg_decode(&f, &m) == 0 && m.u.query.what == NTX_QUERY_JOB);
+  p[0] = 1; /* no other view is defined */
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+  p[0] = 0;
+  f.len = 7;
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+
+  struct ntx_job_ent in[4], out;
+  memset(in, 0, sizeof in);
+  in[0].kind = NTX_JE_TEXT;
+  in[0].u.text.vkind = NTX_JT_SUMMARY;
+  in[0].u.text.peer = -1;
+  strcpy(in[0].u.text.text, "4 connections: no problem seen");
+  in[1].kind = NTX_JE_PROC;
+  in[1].u.proc.client = 3;
+  in[1].u.proc.pid = 4242;
+  in[1].u.proc.lrank = 2;
+  in[1].u.proc.state = NTX_JS_CONNECTED;
+  in[1].u.proc.flags = NTX_JP_AGG | NTX_JP_STOPPED;
+  strcpy(in[1].u.proc.host, "hostB");
+  in[2].kind = NTX_JE_COMM;
+  in[2].u.comm.comm_id = 0xabcdef0123456789ull;
+  in[2].u.comm.nranks = 4;
+  in[2].u.comm.nreg = 3;
+  in[2].u.comm.base = 17;
+  in[2].u.comm.newest = 20;
+  in[2].u.comm.flags = NTX_JC_MISMATCH;
+  in[2].u.comm.judged = 200;
+  in[3].kind = NTX_JE_MEMBER;
+  in[3].u.member.comm_id = 0xabcdef0123456789ull;
+  in[3].u.member.rank = 3;
+  in[3].u.member.pid = 4243;
+  in[3].u.member.lrank = 3;
+  in[3].u.member.state = NTX_JS_LOST;
+  in[3].u.member.last_seq = 19;
+  in[3].u.member.late_med_us = 1500;
+  in[3].u.member.late_last = 150;
+  in[3].u.member.late_n = 200;
+  strcpy(in[3].u.member.host, "hostB");
+  size_t n = ntx_enc_job_head(p, sizeof p, 0, NTX_JOB_LAST, 4);
+  for (int i = 0; i < 4; i++) {
+    size_t w = ntx_job_put(p + n, sizeof p - n, &in[i]);
+    NT_CHECK(w > 0);
+    n += w;
+  }
+  f.type = NTX_MSG_JOB;
+  f.len = (uint32_t)n;
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0 && m.u.job.n == 4 && m.u.job.flags == NTX_JOB_LAST && m.u.job.part == 0);
+  uint32_t off = 0;
+  NT_CHECK(ntx_job_next(m.u.job.ents, m.u.job.len, &off, &out) == 1 && out.kind == NTX_JE_TEXT &&
+           !strcmp(out.u.text.text, in[0].u.text.text) && out.u.text.peer == -1);
+  NT_CHECK(ntx_job_next(m.u.job.ents, m.u.job.len, &off, &out) == 1 && out.kind == NTX_JE_PROC &&
+           out.u.proc.pid == 4242 && out.u.proc.lrank == 2 && out.u.proc.flags == (NTX_JP_AGG | NTX_JP_STOPPED) &&
+           !strcmp(out.u.proc.host, "hostB") && out.u.proc.client == 3);
+  NT_CHECK(ntx_job_next(m.u.job.ents, m.u.job.len, &off, &out) == 1 && out.kind == NTX_JE_COMM &&
+           out.u.comm.comm_id == in[2].u.comm.comm_id && out.u.comm.nranks == 4 && out.u.comm.nreg == 3 &&
+           out.u.comm.base == 17 && out.u.comm.newest == 20 && out.u.comm.judged == 200);
+  NT_CHECK(ntx_job_next(m.u.job.ents, m.u.job.len, &off, &out) == 1 && out.kind == NTX_JE_MEMBER &&
+           out.u.member.rank == 3 && out.u.member.pid == 4243 && out.u.member.state == NTX_JS_LOST &&
+           out.u.member.last_seq == 19 && out.u.member.late_med_us == 1500 && out.u.member.late_last == 150 &&
+           out.u.member.late_n == 200 && !strcmp(out.u.member.host, "hostB"));
+  NT_CHECK(ntx_job_next(m.u.job.ents, m.u.job.len, &off, &out) == 0);
+  /* count and entries disagree; an entry runs past the payload; a bad kind,
+   * state or length; unknown flags */
+  p[8] = 5;
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+  p[8] = 4;
+  f.len -= 1;
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+  f.len += 1;
+  size_t proc_at = NTX_JOB_HEAD + 4 + NTX_JE_TEXT_FIXED + strlen(in[0].u.text.text);
+  p[proc_at] = 9; /* kind */
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+  p[proc_at] = NTX_JE_PROC;
+  p[proc_at + 4 + 12] = 7; /* state */
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+  p[proc_at + 4 + 12] = NTX_JS_CONNECTED;
+  p[proc_at + 2] = 79; /* a PROC body is 80 bytes */
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+  p[proc_at + 2] = 80;
+  NT_CHECK(ntx_msg_decode(&f, &m) == 0);
+  p[4] = 8; /* flags: undefined bit */
+  NT_CHECK(ntx_msg_decode(&f, &m) == NTX_E_MALFORMED);
+  p[4] = NTX_JOB_LAST;
+  /* a text entry's length is bounded */
+  uint8_t big[NTX_JOB_HEAD + 4 + NTX_JE_TEXT_FIXED + NTX_JOB_TEXT_MAX + 1] = {0};
+  ntx_enc_job_head(big, sizeof big, 0, 0, 1);
+  big[NTX_JOB_HEAD] = NTX_JE_TEXT;
+  uint32_t tl = NTX_JE_TEXT_FIXED + NTX_JOB_TEXT_MAX + 1;
+  big[NTX_JOB_HEAD + 2] = (uint8_t)tl;
+  big[NTX_JOB_HEAD + 3] = (uint8_t)(tl >> 8);
+  struct ntx_frame bf = {.type = NTX_MSG_JOB, .len = sizeof big, .payload = big};
+  NT_CHECK(ntx_msg_decode(&bf, &m) == NTX_E_MALFORMED);
+}
+
 int main(void) {
   test_siphash();
+  test_job();
   test_roundtrip();
   test_hostile();
   test_handshake();
