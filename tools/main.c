@@ -76,6 +76,23 @@ static const struct {
      "      `sh -s` there: it collects that host's rings, then sends every dump\n"
      "      of D and every ring left in R.  Without --via, R and D are read here\n"
      "      (a shared file system).  R and D may contain {host}.\n"},
+    {"bundle",
+     "  bundle [--job ID] [--out FILE] [--rings R] [--no-rings] [PATH...]\n"
+     "      Put one job's evidence into one file for a ticket: its dumps, its rings (as\n"
+     "      dumps; a live process's ring as a snapshot, nothing removed), the exit files\n"
+     "      of `nccltrace run`, PyTorch Flight Recorder dumps given, the verdict of\n"
+     "      analyze (verdict.txt, verdict.json) and a MANIFEST (version, host, time,\n"
+     "      each file's size and XXH64, what was left out and why).  A tar archive:\n"
+     "      `tar xf FILE` opens it; analyze, decode and export read it as it is.\n"
+     "      PATH: dumps, exit files, FR dumps or directories (recursive); default\n"
+     "      NCCLTRACE_DIR, else ./nccltrace-dumps.\n"
+     "      --job ID        bundle job ID; default the most recent (said on stderr\n"
+     "                      when the evidence holds several jobs), as analyze picks\n"
+     "      --out FILE      write FILE: .tar.zst (zstd) or .tar; default\n"
+     "                      ./nccltrace-bundle-<job>-<UTC time>.tar.zst, mode 0600\n"
+     "      --rings R       rings from R (default NCCLTRACE_RING_DIR, else\n"
+     "                      /dev/shm/nccltrace-<uid>, and the tracer's fallbacks)\n"
+     "      --no-rings      no rings, only the files of PATH\n"},
     {"status",
      "  status [--rings R] [--watch SECONDS]\n"
      "      Show every traced process on this host from its ring, without signalling\n"
@@ -190,6 +207,8 @@ int main(int argc, char **argv) {
     return ntt_export_main(sargc, sargv);
   if (!strcmp(cmd, "run"))
     return ntt_run_main(sargc, sargv);
+  if (!strcmp(cmd, "bundle"))
+    return ntt_bundle_main(sargc, sargv);
   if (!strcmp(cmd, "analyze"))
     return run_module(nta_main, "analyze", sargc, sargv);
   if (!strcmp(cmd, "coord"))
