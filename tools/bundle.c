@@ -708,6 +708,8 @@ int ntt_bundle_main(int argc, char **argv) {
     const char *src = realpath(b.v[i].src, abs) ? abs : b.v[i].src;
     fail = add_member_file(NULL, top, b.v[i].rel, b.v[i].staged, &man, src, why, sizeof why) != 0;
   }
+  if (!man.oom)
+    tput(&man, "sum %016llx\n", (unsigned long long)XXH64(man.p, man.n, 0));
   struct ntb_writer *w = NULL;
   if (!fail && !man.oom)
     w = ntb_writer_open(out, zstd, why, sizeof why);

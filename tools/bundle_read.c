@@ -19,6 +19,7 @@
 
 #define NTB_BLOCK 512
 #define NTB_CHUNK (128u << 10)
+#define NTB_TAIL_MAX (1u << 20) /* zero bytes after the end-of-archive block */
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -43,6 +44,7 @@ struct src {
   unsigned char *inbuf, *out;
   size_t out_pos, out_len;
   uint64_t offset;              /* archive bytes handed out so far */
+  uint64_t produced;            /* archive bytes decompressed so far */
 };
 
 static ssize_t raw_read(struct src *s, void *buf, size_t n) {
@@ -90,16 +92,17 @@ static int src_fill(struct src *s, char *err, size_t errlen) {
     }
     if (s->in.pos == s->in.size && s->raw_eof) {
       if (s->last != 0)
-        return fail(err, errlen, "truncated: the zstd stream ends inside a frame after %llu archive bytes",
-                    (unsigned long long)s->offset);
+        return fail(err, errlen, "truncated: the zstd stream ends inside a frame (after %llu bytes of the archive)",
+                    (unsigned long long)s->produced);
       return 0;
     }
     ZSTD_outBuffer o = {s->out, NTB_CHUNK, 0};
     size_t r = ZSTD_decompressStream(s->dctx, &o, &s->in);
     if (ZSTD_isError(r))
-      return fail(err, errlen, "corrupt zstd stream after %llu archive bytes: %s", (unsigned long long)s->offset,
-                  ZSTD_getErrorName(r));
+      return fail(err, errlen, "corrupt zstd stream (after %llu bytes of the archive): %s",
+                  (unsigned long long)s->produced, ZSTD_getErrorName(r));
     s->last = r;
+    s->produced += o.pos;
     if (o.pos) {
       s->out_len = o.pos;
       return 1;
@@ -272,6 +275,22 @@ static int manifest_parse(const char *p, size_t n, struct manifest *m, struct nt
     }
     return fail(err, errlen, "not an nccltrace bundle: its MANIFEST does not start with '%s'", NTB_MAGIC);
   }
+  /* its last line, "sum XXH64" of every byte before it: the MANIFEST is
+   * the one member no other line vouches for */
+  size_t body = n;
+  if (n && p[n - 1] == '\n') {
+    const char *last = p + n - 1;
+    while (last > p && last[-1] != '\n')
+      last--;
+    body = (size_t)(last - p);
+  }
+  char want[17];
+  if (n - body != 21 || memcmp(p + body, "sum ", 4) != 0)
+    return fail(err, errlen, "MANIFEST: its last line is not 'sum XXH64': cut or damaged");
+  snprintf(want, sizeof want, "%016llx", (unsigned long long)XXH64(p, body, 0));
+  if (memcmp(p + body + 4, want, 16) != 0)
+    return fail(err, errlen, "MANIFEST: its sum is not %s: the bundle is corrupt", want);
+  n = body;
   size_t at = ml + 1;
   int line = 1;
   while (at < n) {
@@ -343,11 +362,15 @@ static int manifest_parse(const char *p, size_t n, struct manifest *m, struct nt
 
 /* ------------------------------------------------------------ archive -- */
 
-static int all_zero(const unsigned char *b) {
-  for (int i = 0; i < NTB_BLOCK; i++)
+static int all_zero_n(const unsigned char *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
     if (b[i])
       return 0;
   return 1;
+}
+
+static int all_zero(const unsigned char *b) {
+  return all_zero_n(b, NTB_BLOCK);
 }
 
 static int header_sum_ok(const unsigned char *b, uint64_t *want, uint64_t *got) {
@@ -405,7 +428,23 @@ static int read_archive(struct src *s, const struct ntb_sink *sink, struct ntb_i
                                   : "not an nccltrace bundle: no member after a pax header");
         goto out;
       }
-      break; /* the end (a second zero block, tar's padding: not needed) */
+      /* The end.  What follows is tar's zero padding (a second zero
+       * block, then to a whole record): read to the end all the same, so
+       * that a cut or damaged zstd stream is caught by its frame checksum. */
+      uint64_t tail = 0;
+      for (;;) {
+        r = src_read(s, b, NTB_BLOCK, err, errlen);
+        if (r < 0)
+          goto out;
+        if (r == 0)
+          break;
+        tail += (uint64_t)r;
+        if (tail > NTB_TAIL_MAX || !all_zero_n(b, (size_t)r)) {
+          fail(err, errlen, "data after the end of the archive (archive byte %llu)", (unsigned long long)at);
+          goto out;
+        }
+      }
+      break;
     }
     uint64_t want, got;
     if (!header_sum_ok(b, &want, &got)) {
