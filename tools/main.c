@@ -35,9 +35,10 @@ static const struct {
      "      values are reported here, once for the job (NCCLTRACE_SETTINGS_SAID).\n"},
     {"decode",
      "  decode FILE... [--json] [--salvage]\n"
-     "      Print ring files and dumps: header (host, pid, ranks, job, versions, state,\n"
-     "      lost/torn records, trigger, environment), the backtrace of a fatal signal,\n"
-     "      the communicator table, then one line per record, oldest first.\n"
+     "      Print ring files and dumps (a bundle: each dump in it): header (host, pid,\n"
+     "      ranks, job, versions, state, lost/torn records, trigger, environment), the\n"
+     "      backtrace of a fatal signal, the communicator table, then one line per\n"
+     "      record, oldest first.\n"
      "      --json          one JSON object per file (docs/decode-json.md); several\n"
      "                      files print {\"files\": [...]}\n"
      "      --salvage       keep whatever is intact in a damaged file\n"},
@@ -45,7 +46,7 @@ static const struct {
      "  analyze PATH... [--json] [--job ID] [--attempt N] [--max-memory SIZE]\n"
      "                 [--allow-owner USER]... [--any-owner]\n"
      "      Name the root cause of a failed or hung job from its dumps and ring files\n"
-     "      (files or directories).  See `nccltrace analyze --help`.\n"},
+     "      (files, directories or bundles).  See `nccltrace analyze --help`.\n"},
     {"export",
      "  export --chrome PATH... -o|--output FILE [--job ID] [--rank LIST] [--comm HEX[,HEX...]]\n"
      "         [--since S] [--until S]\n"
@@ -53,7 +54,8 @@ static const struct {
      "      per rank, one track per communicator, one slice per operation from enqueue\n"
      "      to completion (one never completed runs to the last timestamp of the job's\n"
      "      evidence, args.incomplete), instant events for markers, errors, signals and\n"
-     "      exits.  PATH: dumps (*.zst), ring files (*.ring) or directories (recursive).\n"
+     "      exits.  PATH: dumps (*.zst), ring files (*.ring), bundles or directories\n"
+     "      (recursive).\n"
      "      --job ID        export job ID; default the most recent (said on stderr\n"
      "                      when the evidence holds several jobs), as analyze picks\n"
      "      --rank LIST     only these launcher ranks (0,2,5-7)\n"
@@ -151,7 +153,7 @@ void ntt_usage(FILE *out) {
       "NCCLTRACE_VERBOSE.\n"
       "Of this command: NCCLTRACE_LIB (run: the library to preload),\n"
       "NCCLTRACE_ANALYZE_TIMING (analyze: phase times on stderr), and\n"
-      "NCCLTRACE_DIR, NCCLTRACE_RING_DIR as defaults of collect and status.\n",
+      "NCCLTRACE_DIR, NCCLTRACE_RING_DIR as defaults of collect, bundle and status.\n",
       out);
 }
 
