@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_bundle.py NCCLTRACE LAUNCH FAULTS EMU_LIBDIR CASE -- `nccltrace bundle`
+"""test_bundle.py NCCLTRACE LAUNCH FAULTS EMU_LIBDIR LIVE_WRITER CASE -- `nccltrace bundle`
 on the evidence of real jobs: 2-rank jobs of examples/faults.c on the CPU
 emulator under `nccltrace run -- launch.sh 2 ...`, rank 1 SIGKILLed at a
 step (its ring is left behind; the survivor dumps on SIGTERM; run writes an
@@ -22,6 +22,10 @@ CASE:
            garbage named .tar.zst: analyze, decode and export exit 2 with
            one line naming the file and what is wrong, never a crash, and
            leave no temporary directory; --out without .tar/.tar.zst: exit 2
+  live     the ring of a process still running (tests/tools/live_writer):
+           its snapshot in the bundle is a dump marked alive, and analyze of
+           the bundle says what analyze of the live ring says (the process
+           "running", the same verdict), not "vanished"; the ring stays
 Exit 0 pass, 1 fail.
 """
 import json
@@ -33,7 +37,7 @@ import sys
 import tarfile
 import tempfile
 
-NT, LAUNCH, FAULTS, EMU, CASE = sys.argv[1:6]
+NT, LAUNCH, FAULTS, EMU, LIVE, CASE = sys.argv[1:7]
 fails = []
 
 
@@ -232,6 +236,34 @@ with tempfile.TemporaryDirectory() as tmp:
                       "%s %s: one line naming the file and '%s': %r" % (cmd[0], name, want, p.stderr))
         p = run([NT, "bundle", "--rings", rings, "--out", os.path.join(tmp, "x.zip"), dumps], env)
         check(p.returncode == 2 and ".tar.zst" in p.stderr, "--out x.zip: exit 2 (%d): %r" % (p.returncode, p.stderr))
+        no_tmp_left(env)
+    elif CASE == "live":
+        env = job_env(tmp, None)
+        env["NCCLTRACE_DIR"] = os.path.join(tmp, "no-dumps")
+        rd = os.path.join(tmp, "live")
+        os.makedirs(rd, mode=0o700)
+        w = subprocess.Popen([LIVE, rd], stdout=subprocess.PIPE, text=True)
+        try:
+            ring = w.stdout.readline().strip()
+            check(w.stdout.readline().strip() == "ready", "live_writer is ready")
+            _, j0 = analyze([rd], env)
+            out = os.path.join(tmp, "live.tar.zst")
+            b = run([NT, "bundle", "--rings", rd, "--out", out], env)
+            check(b.returncode == 0, "bundle exits 0: %s" % b.stderr)
+            _, j1 = analyze([out], env)
+            d = run([NT, "decode", "--json", out], env)
+        finally:
+            w.kill()
+            w.wait()
+        check(os.path.exists(ring), "the live ring stays")
+        a, c = json.loads(j0.stdout), json.loads(j1.stdout)
+        check([r["state"] for r in a["ranks"]] == ["running"], "analyze of the live ring: running: %r" % a["ranks"])
+        check([r["state"] for r in c["ranks"]] == ["running"], "analyze of its snapshot: running: %r" % c["ranks"])
+        check(a["verdict"] == c["verdict"] and a["comms"] == c["comms"],
+              "the same verdict:\n%r\n%r" % (a["verdict"], c["verdict"]))
+        t = json.loads(d.stdout)["trigger"] if d.returncode == 0 else {}
+        check(t.get("kind") == "collected" and t.get("reason", "").startswith("bundled: pid "),
+              "the snapshot is a collected dump saying so: %r" % t)
         no_tmp_left(env)
     else:
         check(False, "unknown case " + CASE)
