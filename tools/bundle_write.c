@@ -246,12 +246,10 @@ int ntb_writer_close(struct ntb_writer *w, int ok, char *why, size_t whylen) {
   int rc = ok ? 0 : -1;
   if (ok) {
     /* two zero blocks, then zeros to a whole record */
-    static const unsigned char zero[NTB_RECORD];
+    static const unsigned char zero[NTB_RECORD + 2 * NTB_BLOCK];
     uint64_t end = w->offset + 2 * NTB_BLOCK;
     size_t k = 2 * NTB_BLOCK + (size_t)((NTB_RECORD - end % NTB_RECORD) % NTB_RECORD);
     rc = emit(w, zero, k, 1, why, whylen);
-    if (!rc && w->cctx == NULL)
-      rc = 0;
     if (!rc && fsync(w->fd) != 0 && errno != EINVAL)
       rc = fail(why, whylen, "fsync: %s", strerror(errno));
   }
