@@ -110,6 +110,9 @@ static int made(struct bundle *b, const char *p) {
     b->made = v;
     b->capmade = cap;
   }
+  /* also removed at exit and on SIGINT, SIGTERM, SIGHUP (bundle_open.c) */
+  if (ntb_clean_add(p))
+    return -1;
   return (b->made[b->nmade] = strdup(p)) ? (b->nmade++, 0) : -1;
 }
 
@@ -553,7 +556,7 @@ int ntt_bundle_main(int argc, char **argv) {
     for (int i = optind; i < argc && !oom; i++) {
       struct stat st;
       if (stat(argv[i], &st) != 0) {
-        miss(&b, argv[i], strerror(errno));
+        fprintf(stderr, "nccltrace: bundle: %s: %s\n", ntt_esc(argv[i], se, sizeof se), strerror(errno));
         rc = NTT_EXIT_INPUT;
       } else if (S_ISDIR(st.st_mode)) {
         ntt_seen_add(&b.seen, &st);
@@ -581,6 +584,11 @@ int ntt_bundle_main(int argc, char **argv) {
       oom = classify(&b, &jobs, list[i], 0) < 0;
     if (n > 0)
       ntt_paths_free(list, n);
+  }
+  if (rc == NTT_EXIT_INPUT) { /* a PATH named that is not there: a typo, most likely */
+    cleanup(&b);
+    ntt_jobs_free(&jobs);
+    return rc;
   }
   if (oom) {
     fprintf(stderr, "nccltrace: bundle: out of memory\n");

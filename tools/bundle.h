@@ -77,6 +77,12 @@ int ntb_sniff(const unsigned char *head, size_t n);
 int ntb_is_bundle(const char *path);
 int ntb_open_inputs(const char *cmd, char *const *args, int nargs, int files, char ***out);
 
+/* Remove path (a file, or an empty directory) at exit and on SIGINT,
+ * SIGTERM, SIGHUP, newest first, unless it is gone by then: what a command
+ * makes while it works (extracted bundles, a bundle being written, its
+ * staging directory).  @return 0, or -1 out of memory. */
+int ntb_clean_add(const char *path);
+
 /* ---- writing (bundle_write.c) ------------------------------------------- */
 struct ntb_writer;
 /* Start a bundle at path (written as a hidden temporary file beside it,

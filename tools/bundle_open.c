@@ -48,7 +48,7 @@ static void clean_signal(int sig) {
   errno = e;
 }
 
-static int clean_add(const char *path) {
+int ntb_clean_add(const char *path) {
   sigset_t block, old;
   sigemptyset(&block);
   sigaddset(&block, SIGINT);
@@ -110,7 +110,7 @@ static int mkdirs_under(struct extract *x, const char *rel, char *err, size_t er
   for (char *s = p + strlen(x->root) + 1; (s = strchr(s, '/')) != NULL; s++) {
     *s = 0;
     if (mkdir(p, 0700) == 0) {
-      if (clean_add(p)) {
+      if (ntb_clean_add(p)) {
         snprintf(err, errlen, "out of memory");
         return -1;
       }
@@ -133,7 +133,7 @@ static int x_begin(void *ctx, const char *rel, uint64_t size, char *err, size_t 
   (void)size;
   if (!x->root[0]) { /* the MANIFEST, first: the reader has set info->top */
     if ((size_t)snprintf(x->root, sizeof x->root, "%s/%s", x->tmp, x->info->top) >= sizeof x->root ||
-        mkdir(x->root, 0700) != 0 || clean_add(x->root)) {
+        mkdir(x->root, 0700) != 0 || ntb_clean_add(x->root)) {
       snprintf(err, errlen, "cannot make %s: %s", x->root, strerror(errno));
       return -1;
     }
@@ -149,7 +149,7 @@ static int x_begin(void *ctx, const char *rel, uint64_t size, char *err, size_t 
     snprintf(err, errlen, "cannot create %s: %s", x->cur, strerror(errno));
     return -1;
   }
-  if (clean_add(x->cur)) {
+  if (ntb_clean_add(x->cur)) {
     snprintf(err, errlen, "out of memory");
     return -1;
   }
@@ -257,7 +257,7 @@ static int extract(const char *path, struct extract *x, struct ntb_info *info, c
     return -1;
   }
   int first = clean_n;
-  if (clean_add(dir)) {
+  if (ntb_clean_add(dir)) {
     rmdir(dir);
     snprintf(err, errlen, "out of memory");
     return -1;

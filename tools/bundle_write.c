@@ -105,6 +105,7 @@ struct ntb_writer *ntb_writer_open(const char *path, int zstd, char *why, size_t
     free(w);
     return NULL;
   }
+  ntb_clean_add(w->tmp); /* removed if the command is interrupted (gone once renamed) */
   if (zstd) {
     w->cctx = ZSTD_createCCtx();
     w->zbuf = malloc(ZSTD_CStreamOutSize());

@@ -21,7 +21,8 @@ CASE:
   corrupt  a cut bundle, one with a flipped byte, a tar that is not a bundle,
            garbage named .tar.zst: analyze, decode and export exit 2 with
            one line naming the file and what is wrong, never a crash, and
-           leave no temporary directory; --out without .tar/.tar.zst: exit 2
+           leave no temporary directory; --out without .tar/.tar.zst, or a
+           PATH that does not exist: exit 2, nothing written
   live     the ring of a process still running (tests/tools/live_writer):
            its snapshot in the bundle is a dump marked alive, and analyze of
            the bundle says what analyze of the live ring says (the process
@@ -234,6 +235,9 @@ with tempfile.TemporaryDirectory() as tmp:
                 check(p.returncode == 2, "%s %s: exit 2 (got %d): %s" % (cmd[0], name, p.returncode, p.stderr))
                 check(len(lines) == 1 and want in lines[0],
                       "%s %s: one line naming the file and '%s': %r" % (cmd[0], name, want, p.stderr))
+        p = run([NT, "bundle", "--rings", rings, "--out", os.path.join(tmp, "y.tar.zst"), dumps, tmp + "/nope"], env)
+        check(p.returncode == 2 and "nope: No such file" in p.stderr and not os.path.exists(tmp + "/y.tar.zst"),
+              "a PATH that is not there: exit 2, nothing written (%d): %r" % (p.returncode, p.stderr))
         p = run([NT, "bundle", "--rings", rings, "--out", os.path.join(tmp, "x.zip"), dumps], env)
         check(p.returncode == 2 and ".tar.zst" in p.stderr, "--out x.zip: exit 2 (%d): %r" % (p.returncode, p.stderr))
         no_tmp_left(env)
