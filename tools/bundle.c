@@ -358,7 +358,7 @@ static int stage(struct bundle *b, const char *topdir) {
 }
 
 /* Size and XXH64 of path's content.  @return 0, or -1 with errno. */
-static int hash_file(const char *path, uint64_t *size, uint64_t *xxh, int64_t *mtime) {
+static int hash_file(const char *path, uint64_t *size, uint64_t *xxh, int64_t *mtime_ns) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0)
     return -1;
@@ -383,7 +383,7 @@ static int hash_file(const char *path, uint64_t *size, uint64_t *xxh, int64_t *m
   }
   *size = n;
   *xxh = XXH64_digest(xs);
-  *mtime = (int64_t)st.st_mtime;
+  *mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
   rc = 0;
 out:
   free(buf);
@@ -511,8 +511,9 @@ static int add_member_file(struct ntb_writer *w, const char *top, const char *re
     return -1;
   if (man) {
     char s[4096];
-    tput(man, "file %016llx %llu %s%s%s\n", (unsigned long long)xxh, (unsigned long long)size, rel,
-         source ? " " : "", source ? ntt_esc(source, s, sizeof s) : "");
+    tput(man, "file %016llx %llu %lld.%09lld %s%s%s\n", (unsigned long long)xxh, (unsigned long long)size,
+         (long long)(mtime / 1000000000), (long long)(mtime % 1000000000), rel, source ? " " : "",
+         source ? ntt_esc(source, s, sizeof s) : "");
   }
   return 0;
 }
@@ -724,7 +725,7 @@ int ntt_bundle_main(int argc, char **argv) {
   if (w) {
     char name[NTB_NAME_MAX + 2];
     snprintf(name, sizeof name, "%s/%s", top, NTB_MANIFEST);
-    fail = ntb_writer_add_mem(w, name, man.p, man.n, (int64_t)now, why, sizeof why) != 0;
+    fail = ntb_writer_add_mem(w, name, man.p, man.n, (int64_t)now * 1000000000, why, sizeof why) != 0;
     for (int k = 0; k < 3 && !fail; k++)
       fail = add_member_file(w, top, extra[k][0], extra[k][1], NULL, NULL, why, sizeof why) != 0;
     for (int i = 0; i < b.n && !fail; i++)

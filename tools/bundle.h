@@ -32,10 +32,11 @@
 
 /* ---- reading (bundle_read.c) -------------------------------------------- */
 /* What the reader hands a sink: each verified member in archive order,
- * name relative to the top directory ("dumps/x.zst").  begin/data/end
+ * name relative to the top directory ("dumps/x.zst"), its modification
+ * time in ns (a pax mtime record's, else the header's seconds).  begin/data/end
  * return 0, or -1 with a reason in err to stop the read. */
 struct ntb_sink {
-  int (*begin)(void *ctx, const char *name, uint64_t size, char *err, size_t errlen);
+  int (*begin)(void *ctx, const char *name, uint64_t size, int64_t mtime_ns, char *err, size_t errlen);
   int (*data)(void *ctx, const void *p, size_t n, char *err, size_t errlen);
   int (*end)(void *ctx, char *err, size_t errlen);
   void *ctx;
@@ -91,11 +92,12 @@ struct ntb_writer;
 struct ntb_writer *ntb_writer_open(const char *path, int zstd, char *why, size_t whylen);
 /* Add a member (name with its top directory) from memory or from a file
  * that must still have size bytes and hash *xxh (NULL: not checked) while
- * it is copied.  mtime in seconds.  @return 0, or -1 with why. */
-int ntb_writer_add_mem(struct ntb_writer *w, const char *name, const void *p, size_t n, int64_t mtime, char *why,
+ * it is copied.  mtime_ns: its modification time (ns since the epoch; a
+ * fraction of a second goes into a pax record).  @return 0, or -1 with why. */
+int ntb_writer_add_mem(struct ntb_writer *w, const char *name, const void *p, size_t n, int64_t mtime_ns, char *why,
                        size_t whylen);
 int ntb_writer_add_file(struct ntb_writer *w, const char *name, const char *src, uint64_t size,
-                        const uint64_t *xxh, int64_t mtime, char *why, size_t whylen);
+                        const uint64_t *xxh, int64_t mtime_ns, char *why, size_t whylen);
 /* Finish: end-of-archive blocks, flush, rename into place (ok) or remove
  * the temporary file (!ok, or on any error).  Frees w.  @return 0 or -1. */
 int ntb_writer_close(struct ntb_writer *w, int ok, char *why, size_t whylen);

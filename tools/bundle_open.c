@@ -95,6 +95,7 @@ struct extract {
   char tmp[4096];  /* the private directory */
   char root[4096]; /* <tmp>/<top>, once the reader knows top */
   struct ntb_info *info;
+  int64_t mtime_ns; /* of the member being written */
   int fd;
   char cur[4096];
   char **files; /* dumps and rings extracted, for decode */
@@ -128,9 +129,10 @@ static int is_evidence(const char *rel) {
   return (l > 4 && !strcmp(rel + l - 4, ".zst")) || (l > 5 && !strcmp(rel + l - 5, ".ring"));
 }
 
-static int x_begin(void *ctx, const char *rel, uint64_t size, char *err, size_t errlen) {
+static int x_begin(void *ctx, const char *rel, uint64_t size, int64_t mtime_ns, char *err, size_t errlen) {
   struct extract *x = ctx;
   (void)size;
+  x->mtime_ns = mtime_ns;
   if (!x->root[0]) { /* the MANIFEST, first: the reader has set info->top */
     if ((size_t)snprintf(x->root, sizeof x->root, "%s/%s", x->tmp, x->info->top) >= sizeof x->root ||
         mkdir(x->root, 0700) != 0 || ntb_clean_add(x->root)) {
@@ -192,6 +194,12 @@ static int x_data(void *ctx, const void *p, size_t n, char *err, size_t errlen) 
 
 static int x_end(void *ctx, char *err, size_t errlen) {
   struct extract *x = ctx;
+  /* the member's time, as tar xf gives it: a Flight Recorder dump's time
+   * is its file's */
+  struct timespec ts[2] = {{x->mtime_ns / 1000000000, x->mtime_ns % 1000000000},
+                           {x->mtime_ns / 1000000000, x->mtime_ns % 1000000000}};
+  if (x->mtime_ns > 0)
+    futimens(x->fd, ts);
   int rc = close(x->fd);
   x->fd = -1;
   if (rc != 0) {

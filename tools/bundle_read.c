@@ -198,9 +198,34 @@ static void shown(const char *n, char *buf, size_t len) {
   buf[k] = 0;
 }
 
-/* pax records "LEN key=value\n": the path and size keys (others ignored). */
-static int pax_parse(const char *p, size_t n, char *path, size_t pathlen, uint64_t *size, int *has_size, char *err,
-                     size_t errlen) {
+/* "SECONDS[.FRACTION]" as ns.  @return 0, or -1. */
+static int pax_time(const char *v, size_t n, int64_t *out) {
+  size_t i = 0;
+  int64_t s = 0, f = 0, scale = 1000000000;
+  if (!n || n > 40)
+    return -1;
+  for (; i < n && v[i] >= '0' && v[i] <= '9'; i++) {
+    if (s > 9000000000ll)
+      return -1; /* past year 2255: not a time of ours */
+    s = s * 10 + (v[i] - '0');
+  }
+  if (i == 0)
+    return -1;
+  if (i < n && v[i] == '.')
+    for (i++; i < n && v[i] >= '0' && v[i] <= '9'; i++)
+      if (scale > 1) {
+        scale /= 10;
+        f += (v[i] - '0') * scale;
+      }
+  if (i != n)
+    return -1;
+  *out = s * 1000000000 + f;
+  return 0;
+}
+
+/* pax records "LEN key=value\n": path, size and mtime (others ignored). */
+static int pax_parse(const char *p, size_t n, char *path, size_t pathlen, uint64_t *size, int *has_size,
+                     int64_t *mtime_ns, int *has_mtime, char *err, size_t errlen) {
   size_t at = 0;
   while (at < n) {
     if (p[at] == '\0')
@@ -232,6 +257,10 @@ static int pax_parse(const char *p, size_t n, char *path, size_t pathlen, uint64
       }
       *size = v;
       *has_size = 1;
+    } else if (kl == 5 && !memcmp(kv, "mtime", 5)) {
+      if (pax_time(eq + 1, vl, mtime_ns))
+        return fail(err, errlen, "corrupt pax header: bad mtime");
+      *has_mtime = 1;
     }
     at += len;
   }
@@ -243,6 +272,7 @@ static int pax_parse(const char *p, size_t n, char *path, size_t pathlen, uint64
 struct listed {
   char name[NTB_NAME_MAX + 1]; /* relative to the top directory */
   uint64_t size, xxh;
+  int64_t mtime_ns;
   int seen;
 };
 
@@ -303,15 +333,15 @@ static int manifest_parse(const char *p, size_t n, struct manifest *m, struct nt
     const char *v = sp ? sp + 1 : l + len;
     size_t vl = len - kl - (sp ? 1 : 0);
     if (kl == 4 && !memcmp(l, "file", 4)) {
-      /* file XXH64 SIZE NAME [SOURCE...] */
-      char f[3][NTB_NAME_MAX + 2];
+      /* file XXH64 SIZE MTIME NAME [SOURCE...] */
+      char f[4][NTB_NAME_MAX + 2];
       size_t k = 0;
-      for (int w = 0; w < 3; w++) {
+      for (int w = 0; w < 4; w++) {
         size_t s = k;
         while (k < vl && v[k] != ' ')
           k++;
         if (k == s || k - s > NTB_NAME_MAX)
-          return fail(err, errlen, "MANIFEST line %d: a file line wants 'file XXH64 SIZE NAME'", line);
+          return fail(err, errlen, "MANIFEST line %d: a file line wants 'file XXH64 SIZE MTIME NAME'", line);
         memcpy(f[w], v + s, k - s);
         f[w][k - s] = 0;
         if (k < vl)
@@ -320,9 +350,11 @@ static int manifest_parse(const char *p, size_t n, struct manifest *m, struct nt
       char *e1, *e2;
       errno = 0;
       unsigned long long h = strtoull(f[0], &e1, 16), sz = strtoull(f[1], &e2, 10);
-      if (*e1 || *e2 || strlen(f[0]) != 16 || errno || f[1][0] == '-' || !name_ok(f[2]))
-        return fail(err, errlen, "MANIFEST line %d: a file line wants 'file XXH64 SIZE NAME' (16 hex digits, "
-                    "a decimal, a relative name)", line);
+      int64_t mt;
+      if (*e1 || *e2 || strlen(f[0]) != 16 || errno || f[1][0] == '-' || pax_time(f[2], strlen(f[2]), &mt) ||
+          !name_ok(f[3]))
+        return fail(err, errlen, "MANIFEST line %d: a file line wants 'file XXH64 SIZE MTIME NAME' (16 hex "
+                    "digits, a decimal, seconds, a relative name)", line);
       if (m->n >= NTB_MEMBERS_MAX)
         return fail(err, errlen, "MANIFEST lists more than %d files", NTB_MEMBERS_MAX);
       if (m->n == m->cap) {
@@ -334,7 +366,8 @@ static int manifest_parse(const char *p, size_t n, struct manifest *m, struct nt
         m->cap = cap;
       }
       struct listed *e = &m->v[m->n++];
-      memcpy(e->name, f[2], strlen(f[2]) + 1); /* name_ok: at most NTB_NAME_MAX bytes */
+      memcpy(e->name, f[3], strlen(f[3]) + 1); /* name_ok: at most NTB_NAME_MAX bytes */
+      e->mtime_ns = mt;
       e->xxh = h;
       e->size = sz;
       e->seen = 0;
@@ -398,7 +431,8 @@ static int read_archive(struct src *s, const struct ntb_sink *sink, struct ntb_i
   struct manifest m = {0};
   char path[NTB_NAME_MAX + 2] = "", nm[NTB_NAME_MAX + 2], sn[NTB_NAME_MAX + 2];
   uint64_t pax_size = 0, total = 0;
-  int has_path = 0, has_size = 0, members = 0, rc = -1;
+  int64_t pax_mtime = 0;
+  int has_path = 0, has_size = 0, has_mtime = 0, members = 0, rc = -1;
   unsigned char *chunk = malloc(NTB_CHUNK);
   XXH64_state_t *xs = XXH64_createState();
   if (!chunk || !xs) {
@@ -482,7 +516,8 @@ static int read_archive(struct src *s, const struct ntb_sink *sink, struct ntb_i
         fail(err, errlen, "truncated: the archive ends inside a pax header");
       int bad = r < 0 || (uint64_t)r < size;
       if (!bad && type == 'x')
-        bad = pax_parse(p, (size_t)size, path, sizeof path, &pax_size, &has_size, err, errlen) != 0;
+        bad = pax_parse(p, (size_t)size, path, sizeof path, &pax_size, &has_size, &pax_mtime, &has_mtime, err,
+                        errlen) != 0;
       free(p);
       if (bad || skip_pad(s, size, "a pax header", err, errlen))
         goto out;
@@ -506,7 +541,9 @@ static int read_archive(struct src *s, const struct ntb_sink *sink, struct ntb_i
     }
     if (has_size)
       size = pax_size;
-    has_path = has_size = 0;
+    uint64_t mt = 0;
+    int64_t mtime_ns = has_mtime ? pax_mtime : (octal(b + 136, 12, &mt) == 0 && mt < 9000000000ull ? (int64_t)mt * 1000000000 : 0);
+    has_path = has_size = has_mtime = 0;
     path[0] = 0;
     shown(nm, sn, sizeof sn);
     if (type == '5') { /* a directory (a bundle re-made by tar): nothing to read */
@@ -575,7 +612,8 @@ static int read_archive(struct src *s, const struct ntb_sink *sink, struct ntb_i
       }
       e->seen = 1;
     }
-    if (sink && sink->begin && sink->begin(sink->ctx, rel, size, err, errlen))
+    /* a listed member's time is the MANIFEST's, which its sum vouches for */
+    if (sink && sink->begin && sink->begin(sink->ctx, rel, size, e ? e->mtime_ns : mtime_ns, err, errlen))
       goto out;
     char *man = NULL;
     if (members == 1 && !(man = malloc((size_t)size + 1))) {

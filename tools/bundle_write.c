@@ -128,14 +128,14 @@ static void put_octal(unsigned char *f, size_t len, uint64_t v) {
   }
 }
 
-static void header(unsigned char *b, const char *name, uint64_t size, int64_t mtime, char type) {
+static void header(unsigned char *b, const char *name, uint64_t size, int64_t mtime_ns, char type) {
   memset(b, 0, NTB_BLOCK);
   snprintf((char *)b, 100, "%s", name); /* at most 99 bytes and a NUL */
   put_octal(b + 100, 8, 0600);
   put_octal(b + 108, 8, 0);
   put_octal(b + 116, 8, 0);
   put_octal(b + 124, 12, size);
-  put_octal(b + 136, 12, mtime > 0 ? (uint64_t)mtime : 0);
+  put_octal(b + 136, 12, mtime_ns > 0 ? (uint64_t)mtime_ns / 1000000000u : 0);
   b[156] = (unsigned char)type;
   memcpy(b + 257, "ustar", 6); /* "ustar\0" then version "00" */
   memcpy(b + 263, "00", 2);
@@ -153,43 +153,56 @@ static int pad(struct ntb_writer *w, uint64_t n, char *why, size_t whylen) {
   return k ? emit(w, zero, k, 0, why, whylen) : 0;
 }
 
-/* The header(s) of a member: a pax 'x' header first when name does not fit. */
-static int member_header(struct ntb_writer *w, const char *name, uint64_t size, int64_t mtime, char *why,
+/* A pax record "LEN key=value\n" into buf, LEN counting its own digits.
+ * @return its length. */
+static size_t pax_record(char *buf, size_t cap, const char *key, const char *value) {
+  size_t body = strlen(key) + strlen(value) + 3, len = body + 1;
+  while (len != body + (size_t)snprintf(NULL, 0, "%zu", len))
+    len = body + (size_t)snprintf(NULL, 0, "%zu", len);
+  snprintf(buf, cap, "%zu %s=%s\n", len, key, value);
+  return len;
+}
+
+/* The header(s) of a member: a pax 'x' header first when its name does not
+ * fit the ustar field or its mtime has a fraction of a second (a Flight
+ * Recorder dump's time is its file's, to the ns). */
+static int member_header(struct ntb_writer *w, const char *name, uint64_t size, int64_t mtime_ns, char *why,
                          size_t whylen) {
   unsigned char b[NTB_BLOCK];
   size_t nl = strlen(name);
   if (nl > NTB_NAME_MAX)
     return fail(why, whylen, "member name longer than %d bytes: %s", NTB_NAME_MAX, name);
-  if (nl > 99) {
-    /* "LEN path=NAME\n", LEN counting its own digits */
-    char rec[NTB_NAME_MAX + 32];
-    size_t body = nl + 7, len = body + 1;
-    while (len != body + (size_t)snprintf(NULL, 0, "%zu", len))
-      len = body + (size_t)snprintf(NULL, 0, "%zu", len);
-    int k = snprintf(rec, sizeof rec, "%zu path=%s\n", len, name);
+  char rec[NTB_NAME_MAX + 96], t[40];
+  size_t k = 0;
+  if (nl > 99)
+    k += pax_record(rec, sizeof rec, "path", name);
+  if (mtime_ns > 0 && mtime_ns % 1000000000 != 0) {
+    snprintf(t, sizeof t, "%lld.%09lld", (long long)(mtime_ns / 1000000000), (long long)(mtime_ns % 1000000000));
+    k += pax_record(rec + k, sizeof rec - k, "mtime", t);
+  }
+  if (k) {
     char pname[100];
     snprintf(pname, sizeof pname, "PaxHeaders/%.80s", name + nl - (nl > 80 ? 80 : nl));
-    header(b, pname, (uint64_t)k, mtime, 'x');
-    if (emit(w, b, NTB_BLOCK, 0, why, whylen) || emit(w, rec, (size_t)k, 0, why, whylen) ||
-        pad(w, (uint64_t)k, why, whylen))
+    header(b, pname, (uint64_t)k, mtime_ns, 'x');
+    if (emit(w, b, NTB_BLOCK, 0, why, whylen) || emit(w, rec, k, 0, why, whylen) || pad(w, (uint64_t)k, why, whylen))
       return -1;
   }
-  header(b, name, size, mtime, '0');
+  header(b, name, size, mtime_ns, '0');
   return emit(w, b, NTB_BLOCK, 0, why, whylen);
 }
 
-int ntb_writer_add_mem(struct ntb_writer *w, const char *name, const void *p, size_t n, int64_t mtime, char *why,
+int ntb_writer_add_mem(struct ntb_writer *w, const char *name, const void *p, size_t n, int64_t mtime_ns, char *why,
                        size_t whylen) {
   if (n > NTB_MEMBER_MAX)
     return fail(why, whylen, "%s: %zu bytes, over the %llu-byte member limit", name, n,
                 (unsigned long long)NTB_MEMBER_MAX);
-  if (member_header(w, name, n, mtime, why, whylen) || emit(w, p, n, 0, why, whylen) || pad(w, n, why, whylen))
+  if (member_header(w, name, n, mtime_ns, why, whylen) || emit(w, p, n, 0, why, whylen) || pad(w, n, why, whylen))
     return -1;
   return 0;
 }
 
 int ntb_writer_add_file(struct ntb_writer *w, const char *name, const char *src, uint64_t size,
-                        const uint64_t *xxh, int64_t mtime, char *why, size_t whylen) {
+                        const uint64_t *xxh, int64_t mtime_ns, char *why, size_t whylen) {
   if (size > NTB_MEMBER_MAX)
     return fail(why, whylen, "%s: %llu bytes, over the %llu-byte member limit", src, (unsigned long long)size,
                 (unsigned long long)NTB_MEMBER_MAX);
@@ -204,7 +217,7 @@ int ntb_writer_add_file(struct ntb_writer *w, const char *name, const char *src,
     goto out;
   }
   XXH64_reset(xs, 0);
-  if (member_header(w, name, size, mtime, why, whylen))
+  if (member_header(w, name, size, mtime_ns, why, whylen))
     goto out;
   uint64_t left = size;
   while (left) {

@@ -18,9 +18,11 @@ struct fz {
   uint64_t want, got;
 };
 
-static int fz_begin(void *ctx, const char *name, uint64_t n, char *err, size_t errlen) {
+static int fz_begin(void *ctx, const char *name, uint64_t n, int64_t mtime_ns, char *err, size_t errlen) {
   struct fz *f = ctx;
   (void)err, (void)errlen;
+  if (mtime_ns < 0)
+    abort();
   if (name[0] == '/' || strstr(name, "..") || n > NTB_MEMBER_MAX)
     abort();
   f->want = n;

@@ -28,6 +28,8 @@ static const char *names[NMEM] = {
     "rings/big.zst"};
 static unsigned char *data[NMEM];
 static size_t lens[NMEM] = {100, 513, 1000, 300000};
+/* whole seconds (the ustar field), and fractions (a pax mtime record) */
+static const int64_t mtimes[NMEM] = {1796400000000000000ll, 1796400000123456789ll, 1796400001000000001ll, 5};
 
 /* ---------------------------------------------------------- capture -- */
 
@@ -36,11 +38,13 @@ struct cap {
   char name[NMEM + 1][300];
   unsigned char *buf[NMEM + 1];
   size_t len[NMEM + 1];
+  int64_t mtime[NMEM + 1];
 };
 
-static int c_begin(void *ctx, const char *name, uint64_t size, char *err, size_t errlen) {
+static int c_begin(void *ctx, const char *name, uint64_t size, int64_t mtime_ns, char *err, size_t errlen) {
   struct cap *c = ctx;
   (void)err, (void)errlen;
+  c->mtime[c->n] = mtime_ns;
   if (c->n > NMEM)
     return -1;
   snprintf(c->name[c->n], sizeof c->name[c->n], "%s", name);
@@ -85,6 +89,8 @@ static int read_check(const unsigned char *buf, size_t len, char *err, size_t er
     for (int i = 0; i < NMEM && i + 1 < c.n; i++) {
       NT_CHECK(!strcmp(c.name[i + 1], names[i]), "member %d: %s", i, c.name[i + 1]);
       NT_CHECK(c.len[i + 1] == lens[i] && !memcmp(c.buf[i + 1], data[i], lens[i]), "member %s differs", names[i]);
+      NT_CHECK(c.mtime[i + 1] == mtimes[i], "member %s: mtime %lld, not %lld", names[i], (long long)c.mtime[i + 1],
+               (long long)mtimes[i]);
     }
   } else {
     NT_CHECK(err[0], "a refusal without a reason");
@@ -114,16 +120,17 @@ static unsigned char *make(int zstd, size_t *len) {
   char why[512], man[4096];
   int k = snprintf(man, sizeof man, "%s\nversion test\nhost h\ncreated now\njob jobX\n", NTB_MAGIC);
   for (int i = 0; i < NMEM; i++)
-    k += snprintf(man + k, sizeof man - (size_t)k, "file %016llx %zu %s /src/%d\n",
-                  (unsigned long long)XXH64(data[i], lens[i], 0), lens[i], names[i], i);
+    k += snprintf(man + k, sizeof man - (size_t)k, "file %016llx %zu %lld.%09lld %s /src/%d\n",
+                  (unsigned long long)XXH64(data[i], lens[i], 0), lens[i], (long long)(mtimes[i] / 1000000000),
+                  (long long)(mtimes[i] % 1000000000), names[i], i);
   k += snprintf(man + k, sizeof man - (size_t)k, "sum %016llx\n", (unsigned long long)XXH64(man, (size_t)k, 0));
   struct ntb_writer *w = ntb_writer_open(path, zstd, why, sizeof why);
   NT_ASSERT(w, "%s", why);
-  NT_ASSERT(!ntb_writer_add_mem(w, "top/MANIFEST", man, (size_t)k, 1, why, sizeof why), "%s", why);
+  NT_ASSERT(!ntb_writer_add_mem(w, "top/MANIFEST", man, (size_t)k, 1000000000, why, sizeof why), "%s", why);
   for (int i = 0; i < NMEM; i++) {
     char n[300];
     snprintf(n, sizeof n, "top/%s", names[i]);
-    NT_ASSERT(!ntb_writer_add_mem(w, n, data[i], lens[i], 1, why, sizeof why), "%s", why);
+    NT_ASSERT(!ntb_writer_add_mem(w, n, data[i], lens[i], mtimes[i], why, sizeof why), "%s", why);
   }
   NT_ASSERT(!ntb_writer_close(w, 1, why, sizeof why), "%s", why);
   unsigned char *b = slurp(path, len);
@@ -209,7 +216,7 @@ static void hostile(void) {
   static unsigned char b[16384];
   char man[512];
   unsigned long long h = (unsigned long long)XXH64("abc", 3, 0);
-  snprintf(man, sizeof man, "%s\nfile %016llx 3 dumps/a.zst\n", NTB_MAGIC, h);
+  snprintf(man, sizeof man, "%s\nfile %016llx 3 5 dumps/a.zst\n", NTB_MAGIC, h);
   size_t n = handmade(b, man, "top/dumps/a.zst", "abc", '0', 3, 1);
   char err[512];
   NT_CHECK(ntb_read_mem(b, n, NULL, NULL, err, sizeof err) == 0, "the hand-made bundle reads: %s", err);
@@ -239,7 +246,7 @@ static void hostile(void) {
   memset(b + 1024, 0, 1024);
   expect(b, 2048, "not an nccltrace bundle", "another tar");
   /* listed but absent */
-  snprintf(man, sizeof man, "%s\nfile %016llx 3 dumps/a.zst\nfile %016llx 3 dumps/z.zst\n", NTB_MAGIC, h, h);
+  snprintf(man, sizeof man, "%s\nfile %016llx 3 5 dumps/a.zst\nfile %016llx 3 5 dumps/z.zst\n", NTB_MAGIC, h, h);
   n = handmade(b, man, "top/dumps/a.zst", "abc", '0', 3, 1);
   expect(b, n, "is not in the archive", "a listed member missing");
   /* a MANIFEST without its sum line, or with a wrong one */

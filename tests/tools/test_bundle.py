@@ -27,6 +27,11 @@ CASE:
            its snapshot in the bundle is a dump marked alive, and analyze of
            the bundle says what analyze of the live ring says (the process
            "running", the same verdict), not "vanished"; the ring stays
+  fr       our dumps with PyTorch Flight Recorder dumps of the same job
+           (tests/data/torch-fr/merged-op): the FR dumps go under fr/, and
+           analyze --json of the bundle equals that of the directory but for
+           file paths (the FR dumps' times, their files' mtimes to the ns,
+           survive the trip)
 Exit 0 pass, 1 fail.
 """
 import json
@@ -131,7 +136,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check(p.returncode == 0, "tar xf: %s" % p.stderr)
         man = open(os.path.join(x, "job", "MANIFEST")).read()
         check(man.startswith("nccltrace-bundle 1\n") and "\njob jobA\n" in man, "MANIFEST head:\n" + man)
-        files = re.findall(r"^file ([0-9a-f]{16}) (\d+) (\S+)", man, re.M)
+        files = re.findall(r"^file ([0-9a-f]{16}) (\d+) \d+\.\d{9} (\S+)", man, re.M)
         check(len(files) == len(names) - 1, "every member but the MANIFEST listed: %d of %d" % (len(files), len(names)))
         for _, size, rel in files:
             f = os.path.join(x, "job", rel)
@@ -268,6 +273,39 @@ with tempfile.TemporaryDirectory() as tmp:
         t = json.loads(d.stdout)["trigger"] if d.returncode == 0 else {}
         check(t.get("kind") == "collected" and t.get("reason", "").startswith("bundled: pid "),
               "the snapshot is a collected dump saying so: %r" % t)
+        no_tmp_left(env)
+    elif CASE == "fr":
+        env = job_env(tmp, None)
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "torch-fr", "merged-op")
+        # a copy, with mtimes to the ns, so that the check does not lean on
+        # how the checkout stored them
+        d = os.path.join(tmp, "merged-op")
+        shutil.copytree(src, d)
+        for i, n in enumerate(sorted(os.listdir(os.path.join(d, "torch-fr")))):
+            os.utime(os.path.join(d, "torch-fr", n), ns=(1796432104173139165 + i * 1001, 1796432104173139165 + i * 1001))
+        out = os.path.join(tmp, "fr.tar.zst")
+        b = run([NT, "bundle", "--no-rings", "--out", out, d], env)
+        check(b.returncode == 0, "bundle exits 0: %s" % b.stderr)
+        names = tar_list(out, env)
+        check(sorted(n for n in names if "/fr/" in n) == ["fr/fr/rank_%d" % i for i in range(4)],
+              "the four FR dumps under fr/: %r" % names)
+        _, man = manifest_of(out, env)
+        check("Flight Recorder dumps carry no job id" in man, "the MANIFEST says FR dumps have no job id")
+        _, j0 = analyze([d], env)
+        _, j1 = analyze([out], env)
+
+        def strip(o):
+            if isinstance(o, dict):
+                return {k: strip(v) for k, v in o.items() if k not in ("path", "file")}
+            if isinstance(o, list):
+                return [strip(v) for v in o]
+            return o
+        a, c = json.loads(j0.stdout), json.loads(j1.stdout)
+        check(j0.returncode == j1.returncode == 1, "a fault, both ways: %d %d" % (j0.returncode, j1.returncode))
+        check(len(a["torch_fr"]) == 4, "analyze reads the 4 FR dumps")
+        for k in a:
+            check(strip(a[k]) == strip(c[k]), "analyze --json of the bundle = of the directory: %s\n%r\n%r"
+                  % (k, strip(a[k]), strip(c[k])))
         no_tmp_left(env)
     else:
         check(False, "unknown case " + CASE)
