@@ -61,7 +61,8 @@ struct bundle {
   size_t mlen;
   int nmissing;
   struct ntt_seen seen;
-  char **made; /* staged paths, to remove */
+  uint64_t total; /* bytes staged */
+  char **made;    /* staged paths, to remove */
   int nmade, capmade;
 };
 
@@ -342,6 +343,25 @@ static int stage(struct bundle *b, const char *topdir) {
     }
     if (rc < 0)
       return -1;
+    /* the reader's limits (bundle.h): past them, left out with a line */
+    struct stat st;
+    if (rc == 0 && stat(it->staged, &st) == 0) {
+      char why[160];
+      why[0] = 0;
+      if ((uint64_t)st.st_size > NTB_MEMBER_MAX)
+        snprintf(why, sizeof why, "%lld bytes, over the %llu-byte limit of a bundle member: left out",
+                 (long long)st.st_size, (unsigned long long)NTB_MEMBER_MAX);
+      else if (b->total + (uint64_t)st.st_size > NTB_TOTAL_MAX - (64u << 20) || keep >= NTB_MEMBERS_MAX - 3)
+        snprintf(why, sizeof why, "the bundle would pass its limit of %llu bytes or %d members: left out",
+                 (unsigned long long)NTB_TOTAL_MAX, NTB_MEMBERS_MAX);
+      if (why[0]) {
+        miss(b, it->src, why);
+        unlink(it->staged); /* not in the bundle, so not in its verdict */
+        rc = 1;
+      } else {
+        b->total += (uint64_t)st.st_size;
+      }
+    }
     if (rc == 0) {
       if (keep != i) {
         b->v[keep] = *it;
