@@ -598,9 +598,8 @@ int ntt_bundle_main(int argc, char **argv) {
   if (!no_rings && !oom) {
     char **list = NULL, why[512];
     int n = ntt_list_rings(rings, named_rings, &list, why, sizeof why);
-    if (n < 0 && errno != ENOENT && named_rings) {
+    if (n < 0 && (errno != ENOENT || named_rings)) /* a directory named, or one refused */
       miss(&b, rings, why);
-    }
     for (int i = 0; i < n && !oom; i++)
       oom = classify(&b, &jobs, list[i], 0) < 0;
     if (n > 0)
