@@ -636,7 +636,10 @@ int ntt_bundle_main(int argc, char **argv) {
     ntt_jobs_free(&jobs);
     return NTT_EXIT_INPUT;
   }
-  ntt_jobs_say(stderr, "bundle", &jobs, pick, want);
+  if (pick >= 0)
+    ntt_jobs_say(stderr, "bundle", &jobs, pick, want);
+  else /* Flight Recorder dumps alone */
+    fprintf(stderr, "nccltrace: bundle: no dump or ring of ours: Flight Recorder dumps only, which carry no job id\n");
   const char *job = pick >= 0 ? jobs.id[pick] : "";
   /* the job's items only */
   int keep = 0, other = 0;

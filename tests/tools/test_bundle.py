@@ -31,7 +31,7 @@ CASE:
            (tests/data/torch-fr/merged-op): the FR dumps go under fr/, and
            analyze --json of the bundle equals that of the directory but for
            file paths (the FR dumps' times, their files' mtimes to the ns,
-           survive the trip)
+           survive the trip); FR dumps alone make a bundle too
 Exit 0 pass, 1 fail.
 """
 import json
@@ -306,6 +306,14 @@ with tempfile.TemporaryDirectory() as tmp:
         for k in a:
             check(strip(a[k]) == strip(c[k]), "analyze --json of the bundle = of the directory: %s\n%r\n%r"
                   % (k, strip(a[k]), strip(c[k])))
+        # FR dumps alone: bundled, said so, and analyzed from the bundle
+        only = os.path.join(tmp, "fronly.tar.zst")
+        b = run([NT, "bundle", "--no-rings", "--out", only, os.path.join(d, "torch-fr")], env)
+        check(b.returncode == 0 and "Flight Recorder dumps only" in b.stderr, "FR dumps alone: %r" % b.stderr)
+        t0, _ = analyze([os.path.join(d, "torch-fr")], env)
+        t1, _ = analyze([only], env)
+        check(t1.returncode == t0.returncode == 1 and t1.stdout.splitlines()[0] == t0.stdout.splitlines()[0],
+              "the FR-only bundle's verdict is the directory's:\n%s\n%s" % (t0.stdout[:300], t1.stdout[:300]))
         no_tmp_left(env)
     else:
         check(False, "unknown case " + CASE)
