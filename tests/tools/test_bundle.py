@@ -13,7 +13,9 @@ CASE:
            bundle (text and --json), of its extracted directory and the
            bundle's own verdict.txt all equal analyze of the job's
            directories; decode and export read the bundle; a plain .tar
-           bundle reads the same; no temporary directory is left behind
+           bundle reads the same; a bundle kept in the dump directory is
+           skipped by analyze and export of that directory; no temporary
+           directory is left behind
   jobs     two jobs in the same directories: without --job the most recent
            is bundled, said on stderr, nothing of the other inside; --job
            picks the older one (its verdict = analyze --job of the
@@ -150,6 +152,14 @@ with tempfile.TemporaryDirectory() as tmp:
         check(t1.stdout == t0.stdout, "analyze of the bundle = of the directories:\n%s\n---\n%s" % (t1.stdout, t0.stdout))
         check(json.loads(j1.stdout) == json.loads(j0.stdout), "analyze --json of the bundle = of the directories")
         check("bundle %s: job jobA" % out in t1.stderr, "analyze says what the bundle holds: %r" % t1.stderr)
+        # a bundle kept in the dump directory is no extra evidence there
+        shutil.copy(out, os.path.join(dumps, "kept.tar.zst"))
+        t4, j4 = analyze([dumps, rings], env)
+        check(t4.stdout == t0.stdout and t4.returncode == t0.returncode,
+              "a bundle in the dump directory changes nothing (exit %d): %s" % (t4.returncode, t4.stderr))
+        e4 = run([NT, "export", "--chrome", "-o", os.path.join(tmp, "t4.json"), dumps, rings], env)
+        check(e4.returncode == 0, "export skips the bundle in the dump directory: %s" % e4.stderr)
+        os.unlink(os.path.join(dumps, "kept.tar.zst"))
         t2, _ = analyze([os.path.join(x, "job")], env)
         check(t2.stdout == t0.stdout, "analyze of the extracted directory = of the directories")
         check(open(os.path.join(x, "job", "verdict.txt")).read() == t0.stdout, "the bundle's verdict.txt is analyze's")
