@@ -524,12 +524,16 @@ struct ntr_trigger {
   uint32_t kind;        /* enum ntr_trigger_kind */
   int32_t signo;        /* when a signal */
   int32_t exit_code;    /* when EXIT */
-  uint32_t reserved;
+  uint32_t flags;       /* NTR_TRIG_F_*; 0 in dumps of writers before this field, whose word was reserved and 0 */
   uint64_t tsc;         /* when the dump was taken */
   uint64_t lost;        /* records overwritten in the main ring before the dump */
   char reason[96];      /* human text */
 };
 _Static_assert(sizeof(struct ntr_trigger) == 128, "trigger layout");
+/* A COLLECTED dump made from the ring of a process that was still running
+ * (`nccltrace bundle`): a snapshot, tsc the moment it was taken; readers
+ * treat the process as alive then, not vanished. */
+#define NTR_TRIG_F_ALIVE 1u
 
 /* ------------------------------------------------ run exit-status file -- */
 

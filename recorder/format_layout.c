@@ -153,7 +153,7 @@ NTR_LAYOUT(ntr_section, length, 8, 8);
 NTR_LAYOUT(ntr_trigger, kind, 0, 4);
 NTR_LAYOUT(ntr_trigger, signo, 4, 4);
 NTR_LAYOUT(ntr_trigger, exit_code, 8, 4);
-NTR_LAYOUT(ntr_trigger, reserved, 12, 4);
+NTR_LAYOUT(ntr_trigger, flags, 12, 4);
 NTR_LAYOUT(ntr_trigger, tsc, 16, 8);
 NTR_LAYOUT(ntr_trigger, lost, 24, 8);
 NTR_LAYOUT(ntr_trigger, reason, 32, 96);

@@ -41,7 +41,7 @@ static int mkdir_p(const char *dir) {
   return mkdir(p, 0700) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-static void fill_trigger(const struct ntt_image *img, struct ntr_trigger *t) {
+void ntt_collect_trigger(const struct ntt_image *img, struct ntr_trigger *t) {
   const struct ntr_ring_header *h = &img->hdr;
   char sig[32];
   memset(t, 0, sizeof *t);
@@ -108,7 +108,7 @@ static int collect_one(const char *ring, const char *dir, const char *myhost, co
   } else {
     struct ntr_trigger trig;
     char out[4096] = "";
-    fill_trigger(&img, &trig);
+    ntt_collect_trigger(&img, &trig);
     int w = ntr_dump_write_image(dir, &img.hdr, img.comms, img.ncomms, img.stacks, img.nstacks, img.recs,
                                  img.nrecs, img.strs, img.str_len, &trig, out, sizeof out);
     if (w != 0) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tools/bundle.h"
 #include "tools/ntt.h"
 
 static void print_env(FILE *out, const struct ntr_ring_header *h) {
@@ -220,20 +221,24 @@ int ntt_decode_main(int argc, char **argv) {
     fprintf(stderr, "usage: nccltrace decode FILE... [--json] [--salvage]\n");
     return NTT_EXIT_INPUT;
   }
-  int nfiles = argc - optind, bad = 0;
+  /* a bundle (nccltrace bundle) stands for its dumps */
+  char **files = NULL;
+  int nfiles = ntb_open_inputs("decode", argv + optind, argc - optind, 1, &files), bad = 0;
+  if (nfiles < 0)
+    return NTT_EXIT_INPUT;
   json_t *all = json && nfiles > 1 ? json_array() : NULL;
   json_t *single = NULL;
-  for (int i = optind; i < argc; i++) {
+  for (int i = 0; i < nfiles; i++) {
     struct ntt_image img;
     char err[512], shown[4096];
-    if (ntt_image_load(argv[i], salvage, &img, err, sizeof err)) {
+    if (ntt_image_load(files[i], salvage, &img, err, sizeof err)) {
       fprintf(stderr, "nccltrace: %s\n", ntt_esc(err, shown, sizeof shown));
       bad++;
       continue;
     }
     if (img.salvaged)
       fprintf(stderr, "nccltrace: %s: damaged; showing what could be salvaged\n",
-              ntt_esc(argv[i], shown, sizeof shown));
+              ntt_esc(files[i], shown, sizeof shown));
     if (json) {
       json_t *o = ntt_image_json(&img);
       if (all)
@@ -241,7 +246,7 @@ int ntt_decode_main(int argc, char **argv) {
       else
         single = o;
     } else {
-      if (i > optind)
+      if (i > 0)
         fputc('\n', stdout);
       print_text(stdout, &img);
     }
@@ -255,6 +260,7 @@ int ntt_decode_main(int argc, char **argv) {
       json_decref(top);
     }
   }
+  ntt_paths_free(files, nfiles);
   if (fflush(stdout) != 0)
     return NTT_EXIT_FAIL;
   return bad ? NTT_EXIT_INPUT : NTT_EXIT_OK;

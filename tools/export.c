@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tools/bundle.h"
 #include "tools/ntt.h"
 #include "tools/reader_int.h"
 
@@ -652,9 +653,16 @@ int ntt_export_main(int argc, char **argv) {
     free(f.ranks);
     return NTT_EXIT_INPUT;
   }
-  char **paths = NULL;
+  char **paths = NULL, **inputs = NULL;
   int bad = 0;
-  int n = ntt_expand_inputs(argv + optind, argc - optind, &paths, &bad);
+  /* a bundle (nccltrace bundle) stands for the directory it extracts to */
+  int ninputs = ntb_open_inputs("export", argv + optind, argc - optind, 0, &inputs);
+  if (ninputs < 0) {
+    free(f.ranks);
+    return NTT_EXIT_INPUT;
+  }
+  int n = ntt_expand_inputs(inputs, ninputs, &paths, &bad);
+  ntt_paths_free(inputs, ninputs);
   if (n < 0) {
     fprintf(stderr, "nccltrace: export: out of memory\n");
     free(f.ranks);

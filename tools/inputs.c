@@ -92,8 +92,11 @@ static int has_suffix(const char *s, const char *suf) {
   return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* A bundle (*.tar.zst, nccltrace bundle) kept beside the evidence is read
+ * only when named: it holds copies of what lies next to it. */
 static int evidence_name(const char *name) {
-  return has_suffix(name, ".zst") || has_suffix(name, ".ring");
+  return (has_suffix(name, ".zst") && !has_suffix(name, ".tar.zst") && !has_suffix(name, ".tzst")) ||
+         has_suffix(name, ".ring");
 }
 
 static int walk(struct pathlist *pl, const char *dir, int depth, int *bad, struct ntt_seen *seen) {

@@ -36,9 +36,10 @@ static const struct {
      "      (NCCLTRACE_SETTINGS_SAID).\n"},
     {"decode",
      "  decode FILE... [--json] [--salvage]\n"
-     "      Print ring files and dumps: header (host, pid, ranks, job, versions, state,\n"
-     "      lost/torn records, trigger, environment), the backtrace of a fatal signal,\n"
-     "      the communicator table, then one line per record, oldest first.\n"
+     "      Print ring files and dumps (a bundle: each dump in it): header (host, pid,\n"
+     "      ranks, job, versions, state, lost/torn records, trigger, environment), the\n"
+     "      backtrace of a fatal signal, the communicator table, then one line per\n"
+     "      record, oldest first.\n"
      "      --json          one JSON object per file (docs/decode-json.md); several\n"
      "                      files print {\"files\": [...]}\n"
      "      --salvage       keep whatever is intact in a damaged file\n"},
@@ -46,7 +47,7 @@ static const struct {
      "  analyze PATH... [--json] [--job ID] [--attempt N] [--max-memory SIZE]\n"
      "                 [--allow-owner USER]... [--any-owner]\n"
      "      Name the root cause of a failed or hung job from its dumps and ring files\n"
-     "      (files or directories).  See `nccltrace analyze --help`.\n"},
+     "      (files, directories or bundles).  See `nccltrace analyze --help`.\n"},
     {"export",
      "  export --chrome PATH... -o|--output FILE [--job ID] [--rank LIST] [--comm HEX[,HEX...]]\n"
      "         [--since S] [--until S]\n"
@@ -54,7 +55,8 @@ static const struct {
      "      per rank, one track per communicator, one slice per operation from enqueue\n"
      "      to completion (one never completed runs to the last timestamp of the job's\n"
      "      evidence, args.incomplete), instant events for markers, errors, signals and\n"
-     "      exits.  PATH: dumps (*.zst), ring files (*.ring) or directories (recursive).\n"
+     "      exits.  PATH: dumps (*.zst), ring files (*.ring), bundles or directories\n"
+     "      (recursive).\n"
      "      --job ID        export job ID; default the most recent (said on stderr\n"
      "                      when the evidence holds several jobs), as analyze picks\n"
      "      --rank LIST     only these launcher ranks (0,2,5-7)\n"
@@ -77,6 +79,23 @@ static const struct {
      "      `sh -s` there: it collects that host's rings, then sends every dump\n"
      "      of D and every ring left in R.  Without --via, R and D are read here\n"
      "      (a shared file system).  R and D may contain {host}.\n"},
+    {"bundle",
+     "  bundle [--job ID] [--out FILE] [--rings R] [--no-rings] [PATH...]\n"
+     "      Put one job's evidence into one file for a ticket: its dumps, its rings (as\n"
+     "      dumps; a live process's ring as a snapshot, nothing removed), the exit files\n"
+     "      of `nccltrace run`, PyTorch Flight Recorder dumps given, the verdict of\n"
+     "      analyze (verdict.txt, verdict.json) and a MANIFEST (version, host, time,\n"
+     "      each file's size and XXH64, what was left out and why).  A tar archive:\n"
+     "      `tar xf FILE` opens it; analyze, decode and export read it as it is.\n"
+     "      PATH: dumps, exit files, FR dumps or directories (recursive); default\n"
+     "      NCCLTRACE_DIR, else ./nccltrace-dumps.\n"
+     "      --job ID        bundle job ID; default the most recent (said on stderr\n"
+     "                      when the evidence holds several jobs), as analyze picks\n"
+     "      --out FILE      write FILE: .tar.zst (zstd) or .tar; default\n"
+     "                      ./nccltrace-bundle-<job>-<UTC time>.tar.zst, mode 0600\n"
+     "      --rings R       rings from R (default NCCLTRACE_RING_DIR, else\n"
+     "                      /dev/shm/nccltrace-<uid>, and the tracer's fallbacks)\n"
+     "      --no-rings      no rings, only the files of PATH\n"},
     {"status",
      "  status [--rings R] [--watch SECONDS]\n"
      "      Show every traced process on this host from its ring, without signalling\n"
@@ -146,7 +165,7 @@ void ntt_usage(FILE *out) {
       "NCCLTRACE_VERBOSE.\n"
       "Of this command: NCCLTRACE_LIB (run: the library to preload),\n"
       "NCCLTRACE_ANALYZE_TIMING (analyze: phase times on stderr), and\n"
-      "NCCLTRACE_DIR, NCCLTRACE_RING_DIR as defaults of collect and status.\n",
+      "NCCLTRACE_DIR, NCCLTRACE_RING_DIR as defaults of collect, bundle and status.\n",
       out);
 }
 
@@ -202,6 +221,8 @@ int main(int argc, char **argv) {
     return ntt_export_main(sargc, sargv);
   if (!strcmp(cmd, "run"))
     return ntt_run_main(sargc, sargv);
+  if (!strcmp(cmd, "bundle"))
+    return ntt_bundle_main(sargc, sargv);
   if (!strcmp(cmd, "analyze"))
     return run_module(nta_main, "analyze", sargc, sargv);
   if (!strcmp(cmd, "coord"))

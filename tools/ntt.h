@@ -39,6 +39,10 @@ int ntt_status_main(int argc, char **argv);
 int ntt_status_job(const char *coord, int json);
 int ntt_export_main(int argc, char **argv);
 int ntt_run_main(int argc, char **argv);
+int ntt_bundle_main(int argc, char **argv);
+/* The trigger collect gives the dump of a dead process's ring: kind
+ * COLLECTED, the reason from the ring's process state (collect.c). */
+void ntt_collect_trigger(const struct ntt_image *img, struct ntr_trigger *t);
 void ntt_usage(FILE *out);
 /* One command's part of that text, as its --help (main.c). */
 void ntt_usage_cmd(FILE *out, const char *cmd);

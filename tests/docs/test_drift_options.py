@@ -51,6 +51,7 @@ SOURCES = {
     "export": ["tools/export.c"],
     "collect": ["tools/collect.c", "tools/collect_via.c"],
     "status": ["tools/status.c"],
+    "bundle": ["tools/bundle.c"],
     "coord": ["interpose/exchange/coord_main.c"],
 }
 options = {cmd: sorted({o for f in files for o in table_options(f)}) for cmd, files in SOURCES.items()}

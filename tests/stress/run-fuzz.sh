@@ -9,6 +9,7 @@
 #   fuzz_peek     (tests/tools)     a dump's HEADER alone, ntt_peek_dump
 #   fuzz_dump     (tests/tools)     a dump's whole-payload path, ntt_load_dump
 #   fuzz_fr       (tests/tools)     PyTorch Flight Recorder dumps: pickle decoder, fields
+#   fuzz_bundle   (tests/tools)     bundles (nccltrace bundle): tar, zstd, MANIFEST, ntb_read_mem
 # FUZZBUILD is a build configured with CC=clang -Dfuzz=true; PLAINBUILD (default:
 # FUZZBUILD) provides libnccltrace.so, the emulator and stress_prog to make the
 # seed corpus from real dumps of an emulator run.  Crash inputs are kept in
@@ -30,7 +31,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work
 trap cleanup EXIT
 targets="reader:tests/tools/fuzz_reader analyze:tests/stress/fuzz_analyze wire:tests/exchange/fuzz_wire
   fast:tests/tools/fuzz_fast shot:tests/tools/fuzz_shot peek:tests/tools/fuzz_peek dump:tests/tools/fuzz_dump
-  fr:tests/tools/fuzz_fr"
+  fr:tests/tools/fuzz_fr bundle:tests/tools/fuzz_bundle"
 for spec in $targets; do
   t=${spec#*:}
   [ -x "$fb/$t" ] || { echo "run-fuzz.sh: $fb/$t not built (configure with CC=clang -Dfuzz=true)" >&2; exit 2; }
@@ -48,7 +49,13 @@ done
 wait
 pids=()
 ls "$work"/dumps/*.zst >/dev/null 2>&1 || { echo "run-fuzz.sh: the seed run left no dump" >&2; exit 2; }
-mkdir -p "$out"/{reader,analyze,wire,fast,shot,peek,dump,fr} "$work"/corpus/{reader,analyze,wire,fast,shot,peek,dump,fr}
+mkdir -p "$out"/{reader,analyze,wire,fast,shot,peek,dump,fr,bundle} \
+  "$work"/corpus/{reader,analyze,wire,fast,shot,peek,dump,fr,bundle}
+# bundle: the seed dumps as a plain and a zstd bundle
+for b in seed.tar seed.tar.zst; do
+  "$pb/tools/nccltrace" bundle --no-rings --out "$work/corpus/bundle/$b" "$work/dumps" >/dev/null 2>&1 ||
+    { echo "run-fuzz.sh: nccltrace bundle made no $b seed" >&2; exit 2; }
+done
 python3 - "$work" "$src" <<'PY'
 import glob, os, struct, subprocess, sys
 w = sys.argv[1]

@@ -68,6 +68,11 @@ void nta_set_fate(struct nta_proc *p) {
   } else if (!img->is_dump) {
     p->fate = img->pid_alive ? NTA_ALIVE : NTA_VANISHED;
     p->fate_ns = p->fate == NTA_VANISHED ? p->last_ns : 0;
+  } else if (img->has_trigger && img->trigger.kind == NTR_TRIG_COLLECTED &&
+             (img->trigger.flags & NTR_TRIG_F_ALIVE)) {
+    /* bundle's snapshot of a live process's ring: as the ring read then */
+    p->fate = NTA_ALIVE;
+    p->fate_ns = 0;
   } else if (img->has_trigger && img->trigger.kind == NTR_TRIG_COLLECTED) {
     /* collect turned a dead process's ring into this dump: it vanished */
     p->fate = NTA_VANISHED;

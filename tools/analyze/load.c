@@ -244,6 +244,8 @@ static void walk(struct entries *l, const char *path, int depth, struct ntt_seen
       struct stat s2;
       if (stat(sub, &s2) == 0 && S_ISDIR(s2.st_mode))
         walk(l, sub, depth + 1, seen, t, dir_owner);
+      else if (has_suffix(names[i], ".tar.zst") || has_suffix(names[i], ".tzst"))
+        continue; /* a bundle (nccltrace bundle) kept beside the evidence: read when named */
       else if (has_suffix(names[i], ".zst") || has_suffix(names[i], ".ring") ||
                has_suffix(names[i], NTR_RUNEXIT_SUFFIX) || fr_name(names[i]))
         walk(l, sub, depth + 1, seen, t, dir_owner); /* listed once; a FIFO or a dangling link is refused by its load */

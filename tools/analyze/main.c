@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tools/analyze/analyze.h"
+#include "tools/bundle.h"
 #include "tools/ntt.h"
 
 static void usage(FILE *f) {
@@ -21,7 +22,8 @@ static void usage(FILE *f) {
           "usage: nccltrace analyze PATH... [--json] [--job ID] [--attempt N] [--max-memory SIZE]\n"
           "                         [--allow-owner USER]... [--any-owner]\n"
           "  PATH     dumps (*.zst), ring files (*.ring), PyTorch Flight Recorder dumps (pickle or\n"
-          "           JSON, named <prefix><rank>) or directories (searched recursively)\n"
+          "           JSON, named <prefix><rank>), bundles (nccltrace bundle) or directories\n"
+          "           (searched recursively)\n"
           "  --json   print one JSON object (docs/analyze.md)\n"
           "  --job ID analyze job ID instead of the most recent job found\n"
           "  --attempt N  analyze restart attempt N of the job (TORCHELASTIC_RESTART_COUNT,\n"
@@ -187,8 +189,16 @@ int nta_main(int argc, char **argv) {
     nta_job_free(&job);
     return NTT_EXIT_INPUT;
   }
-  int lrc = nta_load(&job, paths, npaths, job_id);
+  /* a bundle (nccltrace bundle) stands for the directory it extracts to */
+  char **inputs = NULL;
+  int ninputs = ntb_open_inputs("analyze", paths, npaths, 0, &inputs);
   free(paths);
+  if (ninputs < 0) {
+    nta_job_free(&job);
+    return NTT_EXIT_INPUT;
+  }
+  int lrc = nta_load(&job, inputs, ninputs, job_id);
+  ntt_paths_free(inputs, ninputs);
   for (int i = 0; i < job.nleft_out; i++) {
     char p[sizeof job.left_out[i].path], r[sizeof job.left_out[i].reason];
     fprintf(stderr, "nccltrace: %s: left out: %s\n", ntt_esc(job.left_out[i].path, p, sizeof p),
