@@ -15,8 +15,11 @@
  * Over the last `window` seqs (NCCLTRACE_STRAGGLER_WINDOW, 200) -- only seqs
  * with a device arrival of every rank when there are enough of them, since a
  * host that runs ahead of its stream arrives early whatever its GPU does --
- * a rank last at >= 75% of them, median margin >= NCCLTRACE_STRAGGLER_MS (10),
- * is a straggler, unless the clock uncertainty between the hosts is half that
+ * count the seqs where one rank came NCCLTRACE_STRAGGLER_MS / 2 or more after
+ * the others (elsewhere nobody waited, and who was last is chance: a host
+ * barrier before the call, an idle stream).  A rank last at >= 75% of those,
+ * and at a quarter of the window or more, whose median margin there is >=
+ * NCCLTRACE_STRAGGLER_MS (10), is a straggler, unless the clock uncertainty between the hosts is half that
  * margin or more (then it is said, not called).  Any seq where one rank came
  * >= 1 s after the others is a stall, listed with its seq and time.
  * Work: O(scan x ranks) decoded calls, memory O(scan + ranks).
@@ -30,7 +33,10 @@
 #define MIN_SEQS 20             /* complete seqs before a window is judged */
 #define DEV_RES_NS 16000000ull  /* watchdog poll (15 ms) + 1: a device arrival closer to the call is the call */
 #define STALL_NS 1000000000ull
-#define LATE_FRAC 0.75
+#define LATE_FRAC 0.75          /* of the seqs where someone was clearly last */
+#define SIG_FRAC 0.5            /* clearly last: by NCCLTRACE_STRAGGLER_MS x this or more */
+#define MIN_SHARE 0.25          /* ... at this share of the whole window or more */
+#define MIN_LATE 10             /* ... and at this many seqs or more */
 
 struct seqrow {
   uint64_t seq, t_last, margin;
@@ -207,20 +213,28 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
     if (!use_dev || rows[k].dev)
       win[n++] = &rows[k];
   if (n >= MIN_SEQS && thr_ms > 0) {
-    int best = 0;
+    /* Only seqs where someone was clearly last count: a rank is last by
+     * chance wherever nobody waited (a host barrier before the call, an
+     * idle stream), and those seqs would dilute the share of the one
+     * everyone waits for whenever it is late. */
+    uint64_t floor_ns = (uint64_t)(thr_ms * 1e6 * SIG_FRAC);
+    int nsig = 0, best = 0;
     for (int k = 0; k < n; k++)
-      cnt[win[k]->last]++;
+      if (win[k]->margin >= floor_ns) {
+        cnt[win[k]->last]++;
+        nsig++;
+      }
     for (int i = 1; i < c->nranked; i++)
       if (cnt[i] > cnt[best])
         best = i;
     int m = 0;
     for (int k = 0; k < n; k++)
-      if (win[k]->last == best)
+      if (win[k]->last == best && win[k]->margin >= floor_ns)
         marg[m++] = win[k]->margin;
     qsort(marg, (size_t)m, sizeof *marg, cmp_u64);
     double med = m ? (double)marg[m / 2] / 1e6 : 0;
-    double frac = (double)cnt[best] / n;
-    if (frac >= LATE_FRAC && med >= thr_ms) {
+    double frac = (double)cnt[best] / n, of_sig = nsig ? (double)cnt[best] / nsig : 0;
+    if (cnt[best] >= MIN_LATE && frac >= MIN_SHARE && of_sig >= LATE_FRAC && med >= thr_ms) {
       char hex[17];
       nta_comm_hex(c->id, hex);
       if (g.uncert_ms >= 0 && 2 * g.uncert_ms > med) {
@@ -238,8 +252,10 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
         const struct ntr_ring_header *h = &c->ranked[best]->proc->img->hdr;
         snprintf(g.summary, sizeof g.summary,
                  "straggler on comm %s: rank %d (%.64s, pid %d) arrived last at %.0f%% of the last %d "
-                 "collectives, median %.1f ms after the others (%s arrival)%s",
-                 hex, g.rank, h->host, h->pid, 100 * frac, n, med, use_dev ? "device" : "host",
+                 "collectives (%.0f%% of those where a rank came %.1f ms or more after the others), median "
+                 "%.1f ms after the others (%s arrival)%s",
+                 hex, g.rank, h->host, h->pid, 100 * frac, n, 100 * of_sig, thr_ms * SIG_FRAC, med,
+                 use_dev ? "device" : "host",
                  g.uncert_ms < 0 ? "; host clocks not measured (no coordinator): taken as they are" : "");
       }
     }
