@@ -10,7 +10,9 @@ Exit: 0 pass, 1 fail, 77 skip (a build product is missing).
   run_straggler.py --launch L --nccltrace EXE --lib SO --emu-libdir DIR --port P
       --expect-class C [--expect-ranks 2] [--lateness-ms LO:HI] [--expect-stall-seq N]
       [--expect-arrival host|device] [--expect-live RANK | --expect-no-live]
-      [--rank-env R:K=V]... -- PROG ARGS...
+      [--rank-env R:K=V]... [--repeat N --min-pass K] -- PROG ARGS...
+With --repeat the job runs N times (ports P..P+N-1) and passes when K or more
+runs meet every expectation: detection rates, not one lucky run.
 """
 import argparse
 import json
@@ -37,6 +39,8 @@ def main():
     p.add_argument("--expect-live", type=int)
     p.add_argument("--expect-no-live", action="store_true")
     p.add_argument("--rank-env", action="append", default=[])
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--min-pass", type=int)
     p.add_argument("prog", nargs=argparse.REMAINDER)
     a = p.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -44,6 +48,19 @@ def main():
         if not os.path.exists(path):
             print("SKIP: %s not built" % path)
             return 77
+    need = a.repeat if a.min_pass is None else a.min_pass
+    passed = 0
+    for i in range(a.repeat):
+        bad = once(a, prog, a.port + i)
+        for b in bad:
+            print("FAIL%s: %s" % (" (run %d)" % (i + 1) if a.repeat > 1 else "", b))
+        passed += not bad
+    if a.repeat > 1:
+        print("%d of %d runs passed, %d needed" % (passed, a.repeat, need))
+    return 0 if passed >= need else 1
+
+
+def once(a, prog, port):
     tmp = tempfile.mkdtemp(prefix="nccltrace-strag-")
     env = dict(os.environ)
     for k in ("NCCLEMU_FAULT", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "NCCLTRACE_COORD", "NCCLTRACE_SECRET"):
@@ -51,10 +68,10 @@ def main():
     env.update({
         "LD_LIBRARY_PATH": a.emu_libdir, "LD_PRELOAD": os.path.abspath(a.lib),
         "NCCLTRACE_DIR": os.path.join(tmp, "dumps"), "NCCLTRACE_RING_DIR": os.path.join(tmp, "rings"),
-        "NCCLTRACE_CHECK": "async", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(a.port),
+        "NCCLTRACE_CHECK": "async", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
         "NCCLEMU_DEVICES": "8", "UNIQUE_ID_FILE": os.path.join(tmp, "unique-id"),
         "LAUNCH_TIMEOUT": "50", "LAUNCH_GRACE": "2",
-        "NCCLTRACE_JOB": "straggler-%d-%d" % (a.port, os.getpid()),
+        "NCCLTRACE_JOB": "straggler-%d-%d" % (port, os.getpid()),
     })
     for rkv in a.rank_env:
         r, kv = rkv.split(":", 1)
@@ -99,9 +116,7 @@ def main():
             print("--- stderr of the job (tail)\n" + err[-3000:])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for b in bad:
-        print("FAIL:", b)
-    return 1 if bad else 0
+    return bad
 
 
 if __name__ == "__main__":
