@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """run_straggler.py -- the straggler acceptance scenarios: N ranks of
-examples/straggler.c on the CPU emulator with libnccltrace.so preloaded and
-the async check on (the coordinator embedded in rank 0), then
-`nccltrace analyze --json` on what they left.  Checks the verdict class,
-its ranks, the lateness range, a stall's seq, the arrival kind, and that a
-live `nccltrace: straggler ...` line naming the rank appeared (or none).
+examples/straggler.c or perf_shape.c on the CPU emulator with
+libnccltrace.so preloaded and the async check on (the coordinator embedded
+in rank 0), then `nccltrace analyze --json` on what they left.  Checks the
+JSON against docs/analyze.schema.json, the verdict class, its ranks, its
+seq, the lateness range, a stall's seq, the arrival kind, and that a live
+`nccltrace: straggler ...` line naming the rank appeared (or none).
 
 Exit: 0 pass, 1 fail, 77 skip (a build product is missing).
   run_straggler.py --launch L --nccltrace EXE --lib SO --emu-libdir DIR --port P
       --expect-class C [--expect-ranks 2] [--lateness-ms LO:HI] [--expect-stall-seq N]
-      [--expect-arrival host|device] [--expect-live RANK | --expect-no-live]
+      [--expect-seq N] [--expect-arrival host|device] [--expect-live RANK | --expect-no-live]
       [--rank-env R:K=V]... [--repeat N --min-pass K] -- PROG ARGS...
 With --repeat the job runs N times (ports P..P+N-1) and passes when K or more
 runs meet every expectation: detection rates, not one lucky run.
@@ -23,7 +24,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_scenario import run  # noqa: E402
+from run_scenario import run, SCHEMA  # noqa: E402
+import schema_lite  # noqa: E402
 
 
 def main():
@@ -35,6 +37,7 @@ def main():
     p.add_argument("--expect-ranks")
     p.add_argument("--lateness-ms")
     p.add_argument("--expect-stall-seq", type=int)
+    p.add_argument("--expect-seq", type=int)
     p.add_argument("--expect-arrival")
     p.add_argument("--expect-live", type=int)
     p.add_argument("--expect-no-live", action="store_true")
@@ -85,7 +88,9 @@ def once(a, prog, port):
         tenv = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
         rc2, aout, aerr = run([a.nccltrace, "analyze", "--json", tmp], tenv, 60)
         try:
-            v = json.loads(aout)["verdict"]
+            doc = json.loads(aout)
+            v = doc["verdict"]
+            bad += ["MISMATCH docs/analyze.schema.json: " + e for e in schema_lite.errors(doc, SCHEMA)]
         except (ValueError, KeyError):
             v = {}
             bad.append("analyze output is not JSON: %s" % aerr[-500:])
@@ -104,6 +109,8 @@ def once(a, prog, port):
             seqs = [s["seq"] for s in v.get("stalls", [])]
             if a.expect_stall_seq not in seqs or v.get("seq") != a.expect_stall_seq:
                 bad.append("stall seqs %s / seq %s, want %d" % (seqs, v.get("seq"), a.expect_stall_seq))
+        if a.expect_seq is not None and v.get("seq") != a.expect_seq:
+            bad.append("seq %s, want %d" % (v.get("seq"), a.expect_seq))
         if a.expect_arrival and v.get("arrival") != a.expect_arrival:
             bad.append("arrival %s, want %s" % (v.get("arrival"), a.expect_arrival))
         if a.expect_live is not None:

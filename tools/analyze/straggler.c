@@ -33,6 +33,8 @@
 #define MIN_SEQS 20             /* complete seqs before a window is judged */
 #define DEV_RES_NS 16000000ull  /* watchdog poll (15 ms) + 1: a device arrival closer to the call is the call */
 #define STALL_NS 1000000000ull
+#define SLOW_MIN_NS 200000000ull /* a collective that held every rank this long, */
+#define SLOW_FACTOR 10           /* ... and this many times the comm's median, is slow */
 #define LATE_FRAC 0.75          /* of the seqs where someone was clearly last */
 #define SIG_FRAC 0.5            /* clearly last: by NCCLTRACE_STRAGGLER_MS x this or more */
 #define MIN_SHARE 0.25          /* ... at this share of the whole window or more */
@@ -40,6 +42,8 @@
 
 struct seqrow {
   uint64_t seq, t_last, margin;
+  uint64_t first;               /* earliest arrival */
+  uint64_t done_first;          /* earliest completion; 0: some rank's was not seen */
   int last;                     /* index into c->ranked */
   int dev;                      /* every rank had a device arrival */
 };
@@ -111,7 +115,9 @@ static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_row
         ok = 0;
         break;
       }
-      uint64_t t = nta_coll_t_ns(m, idx[i]);
+      struct nta_op o;
+      nta_coll_at(m, idx[i], &o);
+      uint64_t t = o.t_ns;
       if (!t) {
         ok = 0;
         break;
@@ -126,6 +132,9 @@ static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_row
         r.dev = 0;
       }
       t -= (uint64_t)offset_of(m->proc);
+      uint64_t done = o.done_ns ? o.done_ns - (uint64_t)offset_of(m->proc) : 0;
+      if (i == 0 || (r.done_first && (!done || done < r.done_first)))
+        r.done_first = done;
       if (r.last < 0 || t > r.t_last) {
         second = r.last < 0 ? t : r.t_last;
         r.t_last = t;
@@ -139,6 +148,7 @@ static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_row
     if (!ok || n < 2)
       continue;
     r.margin = r.t_last - second;
+    r.first = first;
     rows[nr++] = r;
     *ndev_rows += r.dev;
   }
@@ -192,6 +202,52 @@ static void stalls_of(struct nta_strag *g, const struct nta_comm *c, const struc
   }
 }
 
+/* Collectives that held every rank: from the first arrival to the first
+ * completion SLOW_MIN_NS or more and SLOW_FACTOR times the comm's median
+ * or more, among rows with every rank's device arrival (a host that ran
+ * ahead of its stream would count its queueing) and completion.  A rank
+ * seconds late is a stall (stalls_of), not this. */
+static void slow_of(struct nta_strag *g, const struct nta_comm *c, const struct seqrow *rows, long nr) {
+  uint64_t *held = malloc((size_t)(nr ? nr : 1) * sizeof *held);
+  long nh = 0;
+  if (!held)
+    return;
+  for (long k = 0; k < nr; k++)
+    if (rows[k].dev && rows[k].done_first > rows[k].first)
+      held[nh++] = rows[k].done_first - rows[k].first;
+  if (nh < MIN_SEQS) {
+    free(held);
+    return;
+  }
+  qsort(held, (size_t)nh, sizeof *held, cmp_u64);
+  uint64_t usual = held[nh / 2];
+  free(held);
+  g->usual_ms = (double)usual / 1e6;
+  for (long k = 0; k < nr; k++) {
+    const struct seqrow *r = &rows[k];
+    if (!r->dev || r->done_first <= r->first || r->margin >= STALL_NS)
+      continue;
+    uint64_t h = r->done_first - r->first;
+    if (h < SLOW_MIN_NS || h < SLOW_FACTOR * usual)
+      continue;
+    if (g->nslow == NTA_MAX_SLOW) {
+      g->more_slow++;
+      continue;
+    }
+    g->slow[g->nslow].seq = r->seq;
+    g->slow[g->nslow].t_ns = r->first;
+    g->slow[g->nslow].rank = c->ranked[r->last]->rank;
+    g->slow[g->nslow].held_ms = (double)h / 1e6;
+    g->slow[g->nslow].last_ms = (double)r->margin / 1e6;
+    g->slow[g->nslow].took_ms = r->done_first > r->t_last ? (double)(r->done_first - r->t_last) / 1e6 : 0;
+    g->nslow++;
+  }
+}
+
+enum nta_class nta_strag_class(const struct nta_strag *g) {
+  return !g->consistent && !g->nstalls && g->nslow ? NTA_SLOW_COLL : NTA_STRAGGLER;
+}
+
 static void judge(struct nta_job *job, const struct nta_comm *c, const struct seqrow *rows, long nr, int ndev) {
   double thr_ms = env_num("NCCLTRACE_STRAGGLER_MS", 10, 0, 3.6e6);
   int window = (int)env_num("NCCLTRACE_STRAGGLER_WINDOW", 200, 20, 4096);
@@ -201,6 +257,7 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
   g.rank = -1;
   g.uncert_ms = uncert_ms(c);
   stalls_of(&g, c, rows, nr);
+  slow_of(&g, c, rows, nr);
   /* the window: the newest `window` rows (device rows only, when enough) */
   int use_dev = ndev >= MIN_SEQS;
   int *cnt = calloc((size_t)c->nranked, sizeof *cnt);
@@ -284,7 +341,26 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
       snprintf(g.summary, sizeof g.summary, "%s", tmp);
     }
   }
-  if ((g.consistent || g.nstalls) && job->nstrag < NTA_MAX_STRAG)
+  if (!g.consistent && !g.nstalls && g.nslow) {
+    char hex[17];
+    nta_comm_hex(c->id, hex);
+    const struct nta_slow *w = &g.slow[0];
+    g.rank = w->rank;
+    g.lateness_ms = w->last_ms;
+    g.t_ns = w->t_ns;
+    g.window = (int)nr;
+    g.device = 1;
+    /* Who to look at: the last rank when the wait was mostly for it. */
+    const char *why = w->last_ms >= w->took_ms ? "the others waited for it" :
+                      "the collective itself took the rest once every rank was there";
+    snprintf(g.summary, sizeof g.summary,
+             "slow collective on comm %s seq %llu: %.1f ms from the first arrival to the first completion "
+             "(the comm's usual %.1f ms); "
+             "rank %d arrived last at the device, %.1f ms after the others, and it took %.1f ms after that: "
+             "%s%s", hex, (unsigned long long)w->seq, w->held_ms, g.usual_ms, w->rank, w->last_ms, w->took_ms,
+             why, g.nslow + g.more_slow > 1 ? " (and more slow collectives: slow_collectives)" : "");
+  }
+  if ((g.consistent || g.nstalls || g.nslow) && job->nstrag < NTA_MAX_STRAG)
     job->strag[job->nstrag++] = g;
 out:
   free(cnt);
