@@ -31,8 +31,8 @@
  * updated; per complete seq: one window entry and two counters; the median
  * of a window is computed at most once a second per comm, only while a
  * rank is last at most of the window.  Memory per comm: 16 bytes per
- * window entry, 40 per device table entry and 100 bytes per rank,
- * allocated at its first timed arrival.
+ * window entry, 32 per device table entry (256 of them) and 100 bytes
+ * per rank, allocated at its first timed arrival.
  */
 #include <stdio.h>
 #include <stdlib.h>
