@@ -370,12 +370,12 @@ struct nta_strag {
   uint64_t t_ns;                /* the window's last seq (or the first stall) */
   struct { uint64_t seq, t_ns; int rank; double late_ms; } stalls[NTA_MAX_STALLS];
   int nstalls, more_stalls;
-  /* Collectives that held every rank far longer than the comm's usual:
-   * held = first completion - first arrival; the rank last at the device,
-   * by last_ms after the others; took = first completion - last arrival. */
-  struct nta_slow { uint64_t seq, t_ns; int rank; double held_ms, last_ms, took_ms; } slow[NTA_MAX_SLOW];
+  /* Collectives that held every rank far longer than the comm's others
+   * of the same op and count (usual: their median): held = first
+   * completion - first arrival; the rank last at the device, by last_ms
+   * after the others; took = first completion - last arrival. */
+  struct nta_slow { uint64_t seq, t_ns; int rank; double held_ms, usual_ms, last_ms, took_ms; } slow[NTA_MAX_SLOW];
   int nslow, more_slow;
-  double usual_ms;              /* the comm's median held time */
   char summary[512];
 };
 /* straggler, or slow_collective when g found only slow collectives. */

@@ -53,13 +53,13 @@ static void strag_keys(json_t *o, const struct nta_strag *g) {
     json_object_set_new(x, "seq", json_integer((json_int_t)g->slow[i].seq));
     json_object_set_new(x, "last_rank", json_integer(g->slow[i].rank));
     json_object_set_new(x, "held_ms", json_real(g->slow[i].held_ms));
+    json_object_set_new(x, "usual_ms", json_real(g->slow[i].usual_ms));
     json_object_set_new(x, "last_ms", json_real(g->slow[i].last_ms));
     json_object_set_new(x, "took_ms", json_real(g->slow[i].took_ms));
     json_object_set_new(x, "t_ns", json_integer((json_int_t)g->slow[i].t_ns));
     json_array_append_new(sl, x);
   }
   json_object_set_new(o, "slow_collectives", sl);
-  json_object_set_new(o, "usual_ms", g->nslow ? json_real(g->usual_ms) : json_null());
 }
 
 static json_t *secondary_json(const struct nta_job *job) {

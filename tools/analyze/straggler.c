@@ -34,7 +34,8 @@
 #define DEV_RES_NS 16000000ull  /* watchdog poll (15 ms) + 1: a device arrival closer to the call is the call */
 #define STALL_NS 1000000000ull
 #define SLOW_MIN_NS 200000000ull /* a collective that held every rank this long, */
-#define SLOW_FACTOR 10           /* ... and this many times the comm's median, is slow */
+#define SLOW_FACTOR 10           /* ... and this many times the median of its shape, is slow */
+#define SLOW_PEERS 4             /* collectives of that shape (op, count) at least, itself included */
 #define LATE_FRAC 0.75          /* of the seqs where someone was clearly last */
 #define SIG_FRAC 0.5            /* clearly last: by NCCLTRACE_STRAGGLER_MS x this or more */
 #define MIN_SHARE 0.25          /* ... at this share of the whole window or more */
@@ -44,6 +45,7 @@ struct seqrow {
   uint64_t seq, t_last, margin;
   uint64_t first;               /* earliest arrival */
   uint64_t done_first;          /* earliest completion; 0: some rank's was not seen */
+  uint64_t key;                 /* its shape: count << 8 | op (first rank's call) */
   int last;                     /* index into c->ranked */
   int dev;                      /* every rank had a device arrival */
 };
@@ -133,6 +135,8 @@ static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_row
       }
       t -= (uint64_t)offset_of(m->proc);
       uint64_t done = o.done_ns ? o.done_ns - (uint64_t)offset_of(m->proc) : 0;
+      if (i == 0)
+        r.key = o.count << 8 | (o.op & 0xff);
       if (i == 0 || (r.done_first && (!done || done < r.done_first)))
         r.done_first = done;
       if (r.last < 0 || t > r.t_last) {
@@ -202,46 +206,70 @@ static void stalls_of(struct nta_strag *g, const struct nta_comm *c, const struc
   }
 }
 
+struct held {
+  uint64_t key, ns;             /* op and count; first arrival to first completion */
+};
+
+static int cmp_held(const void *a, const void *b) {
+  const struct held *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
 /* Collectives that held every rank: from the first arrival to the first
- * completion SLOW_MIN_NS or more and SLOW_FACTOR times the comm's median
- * or more, among rows with every rank's device arrival (a host that ran
- * ahead of its stream would count its queueing) and completion.  A rank
- * seconds late is a stall (stalls_of), not this. */
+ * completion SLOW_MIN_NS or more and SLOW_FACTOR times the median of the
+ * comm's collectives of the same op and count or more (a benchmark's 8 GB
+ * AllReduce is slow beside its 8-byte ones, and no fault), among rows with
+ * every rank's device arrival (a host that ran ahead of its stream would
+ * count its queueing) and completion.  At least SLOW_PEERS of that shape
+ * are needed.  A rank seconds late is a stall (stalls_of), not this. */
 static void slow_of(struct nta_strag *g, const struct nta_comm *c, const struct seqrow *rows, long nr) {
-  uint64_t *held = malloc((size_t)(nr ? nr : 1) * sizeof *held);
+  struct held *h = malloc((size_t)(nr ? nr : 1) * sizeof *h);
   long nh = 0;
-  if (!held)
+  if (!h)
     return;
   for (long k = 0; k < nr; k++)
     if (rows[k].dev && rows[k].done_first > rows[k].first)
-      held[nh++] = rows[k].done_first - rows[k].first;
-  if (nh < MIN_SEQS) {
-    free(held);
-    return;
-  }
-  qsort(held, (size_t)nh, sizeof *held, cmp_u64);
-  uint64_t usual = held[nh / 2];
-  free(held);
-  g->usual_ms = (double)usual / 1e6;
+      h[nh++] = (struct held){rows[k].key, rows[k].done_first - rows[k].first};
+  qsort(h, (size_t)nh, sizeof *h, cmp_held);
   for (long k = 0; k < nr; k++) {
     const struct seqrow *r = &rows[k];
     if (!r->dev || r->done_first <= r->first || r->margin >= STALL_NS)
       continue;
-    uint64_t h = r->done_first - r->first;
-    if (h < SLOW_MIN_NS || h < SLOW_FACTOR * usual)
+    uint64_t held = r->done_first - r->first;
+    if (held < SLOW_MIN_NS)
+      continue;
+    long lo = 0, hi = nh; /* the rows of its shape: [lo, end) */
+    while (lo < hi) {
+      long mid = lo + (hi - lo) / 2;
+      if (h[mid].key < r->key)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    long end = lo;
+    while (end < nh && h[end].key == r->key)
+      end++;
+    if (end - lo < SLOW_PEERS)
+      continue;
+    uint64_t usual = h[lo + (end - lo) / 2].ns;
+    if (held < SLOW_FACTOR * usual)
       continue;
     if (g->nslow == NTA_MAX_SLOW) {
       g->more_slow++;
       continue;
     }
-    g->slow[g->nslow].seq = r->seq;
-    g->slow[g->nslow].t_ns = r->first;
-    g->slow[g->nslow].rank = c->ranked[r->last]->rank;
-    g->slow[g->nslow].held_ms = (double)h / 1e6;
-    g->slow[g->nslow].last_ms = (double)r->margin / 1e6;
-    g->slow[g->nslow].took_ms = r->done_first > r->t_last ? (double)(r->done_first - r->t_last) / 1e6 : 0;
-    g->nslow++;
+    struct nta_slow *w = &g->slow[g->nslow++];
+    w->seq = r->seq;
+    w->t_ns = r->first;
+    w->rank = c->ranked[r->last]->rank;
+    w->held_ms = (double)held / 1e6;
+    w->usual_ms = (double)usual / 1e6;
+    w->last_ms = (double)r->margin / 1e6;
+    w->took_ms = r->done_first > r->t_last ? (double)(r->done_first - r->t_last) / 1e6 : 0;
   }
+  free(h);
 }
 
 enum nta_class nta_strag_class(const struct nta_strag *g) {
@@ -355,9 +383,9 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
                       "the collective itself took the rest once every rank was there";
     snprintf(g.summary, sizeof g.summary,
              "slow collective on comm %s seq %llu: %.1f ms from the first arrival to the first completion "
-             "(the comm's usual %.1f ms); "
+             "(usually %.1f ms at that op and count); "
              "rank %d arrived last at the device, %.1f ms after the others, and it took %.1f ms after that: "
-             "%s%s", hex, (unsigned long long)w->seq, w->held_ms, g.usual_ms, w->rank, w->last_ms, w->took_ms,
+             "%s%s", hex, (unsigned long long)w->seq, w->held_ms, w->usual_ms, w->rank, w->last_ms, w->took_ms,
              why, g.nslow + g.more_slow > 1 ? " (and more slow collectives: slow_collectives)" : "");
   }
   if ((g.consistent || g.nstalls || g.nslow) && job->nstrag < NTA_MAX_STRAG)
@@ -379,10 +407,13 @@ static void live_events(struct nta_job *job) {
         continue; /* rank 0 of the comm speaks for all */
       char hex[17];
       nta_comm_hex(r->comm_id, hex);
+      size_t tl = strnlen(r->u.text, sizeof r->u.text);
+      int dev = tl >= 4 && !memcmp(r->u.text + tl - 4, " dev", 4); /* "last N/M dev" */
       nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
                     "live: comm %s rank %d %s, %.1f ms late (seq %llu)", hex, r->peer,
-                    strncmp(r->u.text, "stall", 5) ? "arrived last" : "stalled", (double)r->aux / 1e3,
-                    (unsigned long long)r->seq);
+                    strncmp(r->u.text, "stall", 5) ? (dev ? "arrived last at the device" : "arrived last")
+                                                   : "stalled",
+                    (double)r->aux / 1e3, (unsigned long long)r->seq);
     }
   }
 }
