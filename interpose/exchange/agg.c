@@ -85,6 +85,7 @@ struct ntx_agg {
   char up_chal_host[NTX_HOST], up_root_host[NTX_HOST];
   int32_t up_chal_pid, up_root_pid;
   uint32_t up_chal_flags, up_root_flags;
+  uint32_t up_welcome_flags;  /* the root's WELCOME flags: NTX_WELCOME_DEV passed on to our clients */
   int up_bye;           /* the root said BYE: a clean shutdown, not a loss */
   double up_next_try, up_backoff, up_last_tx, last_sweep;
   /* the FP batch: payload of one FP frame being filled */
@@ -352,7 +353,7 @@ static void local_welcome(struct ntx_agg *a, uint32_t i) {
   memset(&m, 0, sizeof m);
   memcpy(m.u.hello.nonce, lc->hello_nonce, NTX_NONCE);
   lc->hello_wait = 0;
-  ntx_agg_link_on_hello(&lc->l, &m, i, 0);
+  ntx_agg_link_on_hello(&lc->l, &m, i, a->up_welcome_flags & NTX_WELCOME_DEV);
   a->st.locals++;
   if (a->clock_len) /* the processes of a host share its clock, and so its offset */
     to_local(a, i, NTX_MSG_CLOCK, a->clock, a->clock_len);
@@ -382,6 +383,7 @@ static int on_up_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame
     memcpy(a->up_root_host, a->up_chal_host, sizeof a->up_root_host);
     a->up_root_pid = a->up_chal_pid;
     a->up_root_flags = a->up_chal_flags;
+    a->up_welcome_flags = m.u.welcome.flags;
     a->up_backoff = 0;
     a->st.up_connects++;
     for (uint32_t i = 0; i < a->nregs; i++) /* the root knows nothing of us yet */
@@ -681,6 +683,8 @@ static int on_local_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_fr
         a->st.fps_refused++;
         continue;
       }
+      if (fp.dir == NTX_FP_DEV && !(a->up_welcome_flags & NTX_WELCOME_DEV))
+        continue; /* a root that does not take them (welcomed by one that did) */
       if (a->up.state != NTX_AGG_L_READY) {
         a->st.fps_dropped++; /* as a client without a connection: unchecked */
         continue;

@@ -31,10 +31,12 @@ struct ntx_check_limits {
   double grace_s;           /* a disagreeing seq with ranks missing is reported after this */
   double skew_s;            /* NCCLTRACE_SKEW_S */
   double init_wait_s;       /* init not complete on all ranks after this: report */
-  /* Lateness (lateness.c): a rank last at >= straggler_frac of the last
-   * straggler_window complete collectives, median straggler_ms or more
-   * after the others, is reported at most every straggler_every_s per
-   * comm; one arrival stall_s or more late is reported at once. */
+  /* Lateness (lateness.c), host and device arrivals each: a rank last
+   * at >= straggler_frac of those of the last straggler_window complete
+   * collectives where someone was straggler_ms / 2 or more after the
+   * others, median straggler_ms or more after them, is reported at most
+   * every straggler_every_s per comm; one host arrival stall_s or more
+   * late is reported at once. */
   double straggler_ms;      /* NCCLTRACE_STRAGGLER_MS (10); 0: no straggler reports */
   uint32_t straggler_window; /* NCCLTRACE_STRAGGLER_WINDOW (200) */
   double straggler_frac;    /* 0.75 */

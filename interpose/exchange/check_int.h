@@ -173,6 +173,9 @@ void ntx_coll_fp(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_fp *
 void ntx_late_arrive(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s, uint32_t id, int32_t rank,
                      uint64_t t_ns);
 void ntx_late_decided(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s);
+/* Rank's device arrival at seq (t_ns on its clock, 0 unknown): judged in a
+ * window of its own, over the seqs every rank's device reached. */
+void ntx_late_dev(struct ntx_check *c, struct ntx_comm *cm, int32_t rank, uint64_t seq, uint64_t t_ns);
 void ntx_late_tick(struct ntx_check *c, struct ntx_comm *cm, double now);
 void ntx_late_free(struct ntx_comm *cm);
 /* Rank's lateness as last measured: median after the earliest (us), times

@@ -124,7 +124,11 @@ static void p2p_fp(struct ntx_check *c, struct ntx_comm *cm, const struct ntx_fp
 static void route(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, double now, struct ntx_waiter *w) {
   c->st.fps++;
   struct ntx_comm *cm = ntx_member_of(c, id, fp->comm_id, fp->rank);
-  if (!cm)
+  if (fp->dir == NTX_FP_DEV) { /* a device arrival: lateness only, nothing to agree on */
+    if (cm && cm->m[fp->rank].state == NTX_M_ACTIVE)
+      ntx_late_dev(c, cm, fp->rank, fp->seq, fp->t_ns);
+    ntx_resolve(c, w, NTX_REPLY_UNCHECKED, "");
+  } else if (!cm)
     ntx_resolve(c, w, NTX_REPLY_UNCHECKED, "");
   else if (fp->dir == NTX_FP_COLL)
     ntx_coll_fp(c, cm, fp, now, w);

@@ -139,6 +139,12 @@ static uint64_t read_ring(double now) {
         client->lost_records++; /* a writer died mid-record: skip it */
     } else if (c - 1 > client->cursor) {
       client->lost_records++; /* overwritten since we looked */
+    } else if (rec.kind == NTR_KIND_DEV_ARRIVE) {
+      /* the watchdog's record of a device arrival: to a server that takes
+       * them (an older one would refuse the entry and close) */
+      struct ntx_fp fp;
+      if ((client->welcome_flags & NTX_WELCOME_DEV) && ntx_fp_dev(&rec, ring->hdr, &fp) == 0)
+        ntx_fp_put(payload + 8, n++, &fp);
     } else if (client->mode == NTI_CHECK_ASYNC) {
       struct ntx_fp fp;
       if (ntx_fp_from_record(&rec, &fp) == 0) {

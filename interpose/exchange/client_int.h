@@ -113,6 +113,7 @@ struct ntx_client {
 
   /* client thread only (or txmu held, see above) */
   int fd, state, coord_embedded, via_agg;
+  uint32_t welcome_flags;   /* the server's WELCOME flags (NTX_WELCOME_DEV: send device arrivals) */
   int auth_failed;          /* the peer could not prove it holds our key (atomic: strict callers read it) */
   struct ntx_fdid fd_id;    /* what fd was when connected: checked before every use */
   int fds_lost;             /* the application closed our descriptors: checking is off */

@@ -391,6 +391,7 @@ static int on_frame(const struct ntx_frame *f) {
     if (m.type != NTX_MSG_WELCOME)
       return -1;
     client->state = NTX_CL_READY;
+    client->welcome_flags = m.u.welcome.flags;
     client->backoff = 0;
     __atomic_store_n(&client->auth_failed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&client->connected, 1, __ATOMIC_RELEASE);

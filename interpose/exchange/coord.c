@@ -456,7 +456,7 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
     if (m.u.hello.flags & NTX_HELLO_AGG)
       ntx_check_client_set_agg(co->chk, id);
     uint8_t buf[16];
-    size_t n = ntx_enc_welcome(buf, sizeof buf, id, co->cfg.embedded ? NTX_COORD_EMBEDDED : 0);
+    size_t n = ntx_enc_welcome(buf, sizeof buf, id, (co->cfg.embedded ? NTX_COORD_EMBEDDED : 0) | NTX_WELCOME_DEV);
     ntx_coord_send(co, id, NTX_MSG_WELCOME, buf, n);
     memset(&c->clk, 0, sizeof c->clk);
     c->clk.next_t = now; /* the first round trip at the next sweep */

@@ -5,25 +5,34 @@
  * realtime clock); corrected by the sender's clock offset (clocksync.c) it
  * is the rank's arrival on the coordinator's clock.  Per seq the slot keeps
  * the earliest, the latest and the second latest arrival and who was last:
- * O(1) per fingerprint, nothing per rank per seq.
+ * O(1) per fingerprint, nothing per rank per seq.  Device arrivals (FP
+ * entries of dir NTX_FP_DEV, sent by clients whose watchdog saw a start
+ * event; only sampled seqs when NCCLTRACE_START_EVERY > 1) are kept the
+ * same way in a small table of their own, by seq modulo NTX_DEVQ: a host
+ * that runs ahead of its stream arrives early whatever its GPU does, so a
+ * slow GPU shows only there.
  *
- * Per communicator, over the last `straggler_window` seqs at which every
- * rank arrived with a time: who was last and by how much after the others
- * (latest - second latest).  A rank last at >= straggler_frac of them
- * (chance is 1/nranks, 1/2 for two ranks: 0.75 over a window of 200 is
- * many standard deviations above it) whose median margin is at least
- * straggler_ms is a straggler: every member is told, at most every
- * straggler_every_s per comm while it lasts.  One arrival stall_s or more
- * after the others is told at once.  Each rank's own median lateness
- * (arrival - earliest arrival seen so far for that seq) is a streaming
- * estimate, one word per member, sent to that rank every
+ * Per communicator and per kind of arrival (host, device), over the last
+ * `straggler_window` seqs at which every rank arrived with a time: who was
+ * last and by how much after the others (latest - second latest).  Only
+ * seqs where the last came straggler_ms / 2 or more after the others count
+ * (elsewhere nobody waited and who was last is chance: a host barrier
+ * before the call, an idle stream).  A rank last at >= straggler_frac of
+ * those, at a quarter of the window or more (at least MIN_LATE), whose
+ * median margin there is at least straggler_ms is a straggler: every
+ * member is told, at most every straggler_every_s per comm while it lasts
+ * (the same rule as analyze, docs/analyze.md "straggler").  One host
+ * arrival stall_s or more after the others is told at once.  Each rank's
+ * own median lateness (arrival - earliest arrival seen so far for that seq)
+ * is a streaming estimate, one word per member, sent to that rank every
  * lateness_every_s, for `nccltrace status`.
  *
- * Cost per fingerprint: a few compares and one word updated; per
- * complete seq: one window entry and one counter; the median of a window
- * is computed at most once a second per comm, only while a rank is last
- * at most of the window.  Memory per comm: 8 bytes per window entry and
- * 100 bytes per rank, allocated at its first timed arrival.
+ * Cost per fingerprint or device arrival: a few compares and one word
+ * updated; per complete seq: one window entry and two counters; the median
+ * of a window is computed at most once a second per comm, only while a
+ * rank is last at most of the window.  Memory per comm: 16 bytes per
+ * window entry, 32 per device table entry (256 of them) and 100 bytes
+ * per rank, allocated at its first timed arrival.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,18 +42,48 @@
 #include "recorder/heap.h"
 
 #define MIN_JUDGE 50 /* complete seqs before a window is judged */
+#define MIN_LATE 10  /* seqs a straggler was clearly last at, at least */
+#define NTX_DEVQ 256 /* device arrivals: seqs in flight per comm */
 
-struct ntx_late {
-  uint32_t window, n, head;
+struct ntx_lwin {      /* one kind of arrival's window */
+  uint32_t n, head, nsig;
   int32_t *rank;       /* window entries: who was last */
   uint32_t *late_us;   /* ... and by how much after the others */
   uint32_t *last_cnt;  /* per rank: entries of the window it was last at */
+  uint32_t *sig_cnt;   /* ... by straggler_ms / 2 or more (nsig: all such entries) */
+  uint64_t last_seq;   /* newest seq entered */
+};
+
+struct ntx_ldev {      /* device arrivals at one seq */
+  uint64_t seq, t_last, t_second;
+  int32_t last_rank;
+  uint32_t n;
+};
+
+struct ntx_late {
+  uint32_t window;
+  struct ntx_lwin host, dev;
+  struct ntx_ldev *devq; /* NTX_DEVQ, by seq modulo */
   uint32_t *med_us;    /* per rank: running median of its own lateness, us */
   double eval_t, reported_t, told_t, stall_t;
-  uint64_t last_seq;   /* newest seq entered */
   int dirty;           /* new samples since the last per-rank report */
   int said_clock;
 };
+
+static int win_alloc(struct ntx_lwin *w, uint32_t window, size_t nr) {
+  w->rank = ntr_heap_calloc(window, sizeof *w->rank);
+  w->late_us = ntr_heap_calloc(window, sizeof *w->late_us);
+  w->last_cnt = ntr_heap_calloc(nr, sizeof *w->last_cnt);
+  w->sig_cnt = ntr_heap_calloc(nr, sizeof *w->sig_cnt);
+  return w->rank && w->late_us && w->last_cnt && w->sig_cnt ? 0 : -1;
+}
+
+static void win_free(struct ntx_lwin *w) {
+  ntr_heap_free(w->rank);
+  ntr_heap_free(w->late_us);
+  ntr_heap_free(w->last_cnt);
+  ntr_heap_free(w->sig_cnt);
+}
 
 static struct ntx_late *late_get(struct ntx_check *c, struct ntx_comm *cm) {
   if (cm->late)
@@ -54,11 +93,9 @@ static struct ntx_late *late_get(struct ntx_check *c, struct ntx_comm *cm) {
     return NULL;
   l->window = c->lim.straggler_window ? c->lim.straggler_window : 200;
   size_t nr = (size_t)cm->nranks;
-  l->rank = ntr_heap_calloc(l->window, sizeof *l->rank);
-  l->late_us = ntr_heap_calloc(l->window, sizeof *l->late_us);
-  l->last_cnt = ntr_heap_calloc(nr, sizeof *l->last_cnt);
   l->med_us = ntr_heap_calloc(nr, sizeof *l->med_us);
-  if (!l->rank || !l->late_us || !l->last_cnt || !l->med_us) {
+  l->devq = ntr_heap_calloc(NTX_DEVQ, sizeof *l->devq);
+  if (win_alloc(&l->host, l->window, nr) < 0 || win_alloc(&l->dev, l->window, nr) < 0 || !l->med_us || !l->devq) {
     cm->late = l;
     ntx_late_free(cm);
     return NULL;
@@ -72,9 +109,9 @@ void ntx_late_free(struct ntx_comm *cm) {
   struct ntx_late *l = cm->late;
   if (!l)
     return;
-  ntr_heap_free(l->rank);
-  ntr_heap_free(l->late_us);
-  ntr_heap_free(l->last_cnt);
+  win_free(&l->host);
+  win_free(&l->dev);
+  ntr_heap_free(l->devq);
   ntr_heap_free(l->med_us);
   ntr_heap_free(l);
   cm->late = NULL;
@@ -167,15 +204,20 @@ static uint32_t select_kth(uint32_t *v, uint32_t n, uint32_t k) {
   return v[k];
 }
 
-/* The median margin of rank r over the window's entries it was last at. */
-static uint32_t median_margin(const struct ntx_late *l, int32_t r) {
-  uint32_t v[4096], k = 0, n = l->n < l->window ? l->n : l->window;
+/* The median margin of rank r over the window's entries it was last at
+ * by floor_us or more. */
+static uint32_t median_margin(const struct ntx_lwin *w, uint32_t window, int32_t r, uint32_t floor_us) {
+  uint32_t v[4096], k = 0, n = w->n < window ? w->n : window;
   for (uint32_t i = 0; i < n && k < 4096; i++)
-    if (l->rank[i] == r)
-      v[k++] = l->late_us[i];
+    if (w->rank[i] == r && w->late_us[i] >= floor_us)
+      v[k++] = w->late_us[i];
   if (!k)
     return 0;
   return select_kth(v, k, k / 2);
+}
+
+static uint32_t sig_floor_us(const struct ntx_check *c) {
+  return (uint32_t)(c->lim.straggler_ms * 500.0);
 }
 
 static uint64_t uncert_of(const struct ntx_check *c, const struct ntx_comm *cm, int32_t r) {
@@ -183,14 +225,16 @@ static uint64_t uncert_of(const struct ntx_check *c, const struct ntx_comm *cm, 
   return id >= 0 && (uint32_t)id < c->lim.max_clients ? c->clients[id].clk_uncert : 0;
 }
 
-static void judge(struct ntx_check *c, struct ntx_comm *cm, struct ntx_late *l, int32_t r, double now) {
-  uint32_t n = l->n < l->window ? l->n : l->window;
-  if (n < (l->window < MIN_JUDGE ? l->window : MIN_JUDGE) || (double)l->last_cnt[r] < c->lim.straggler_frac * n)
+static void judge(struct ntx_check *c, struct ntx_comm *cm, struct ntx_late *l, const struct ntx_lwin *win,
+                  int32_t r, double now, int dev) {
+  uint32_t n = win->n < l->window ? win->n : l->window, k = win->sig_cnt[r];
+  if (n < (l->window < MIN_JUDGE ? l->window : MIN_JUDGE) || k < MIN_LATE || 4 * k < n ||
+      (double)k < c->lim.straggler_frac * win->nsig)
     return;
   if (now - l->eval_t < 1.0 || now - l->reported_t < c->lim.straggler_every_s)
     return;
   l->eval_t = now;
-  uint32_t med = median_margin(l, r);
+  uint32_t med = median_margin(win, l->window, r, sig_floor_us(c));
   if ((double)med < c->lim.straggler_ms * 1000.0)
     return;
   char text[NTX_TEXT_MAX], w[NTX_HOST + 32];
@@ -209,19 +253,74 @@ static void judge(struct ntx_check *c, struct ntx_comm *cm, struct ntx_late *l, 
       snprintf(text, sizeof text, "lateness on comm %08x: rank %d looks late by %.1f ms, but the clock "
                "uncertainty between hosts is %.1f ms: not named a straggler", NTX_COMM_SHORT(cm->id), r,
                med / 1000.0, unc_us / 1000.0);
-      ntx_tell_comm(c, cm, NTX_V_NOTE, l->last_seq, r, 0, "lateness", text);
+      ntx_tell_comm(c, cm, NTX_V_NOTE, win->last_seq, r, 0, "lateness", text);
     }
     return;
   }
   l->reported_t = now;
   c->st.stragglers++;
   who(c, cm, r, w, sizeof w);
-  snprintf(text, sizeof text, "straggler on comm %08x: rank %d (%s) arrived last at %.0f%% of the last %u "
+  snprintf(text, sizeof text, "straggler on comm %08x: rank %d (%s) arrived last%s at %.0f%% of the last %u "
            "collectives, median %.1f ms after the others", NTX_COMM_SHORT(cm->id), r, w,
-           100.0 * l->last_cnt[r] / n, n, med / 1000.0);
+           dev ? " at the device" : "", 100.0 * k / n, n, med / 1000.0);
   char field[NTX_FIELD];
-  snprintf(field, sizeof field, "last %u/%u", l->last_cnt[r], n);
-  ntx_tell_comm(c, cm, NTX_V_STRAGGLER, l->last_seq, r, med, field, text);
+  snprintf(field, sizeof field, "last %u/%u%s", k, n, dev ? " dev" : "");
+  ntx_tell_comm(c, cm, NTX_V_STRAGGLER, win->last_seq, r, med, field, text);
+}
+
+/* Enter one complete seq into a window: who was last, margin us. */
+static void win_add(const struct ntx_check *c, struct ntx_late *l, struct ntx_lwin *w, uint64_t seq, int32_t last,
+                    uint32_t us) {
+  uint32_t i = w->head, floor = sig_floor_us(c);
+  if (w->n >= l->window) {
+    w->last_cnt[w->rank[i]]--;
+    if (w->late_us[i] >= floor) {
+      w->sig_cnt[w->rank[i]]--;
+      w->nsig--;
+    }
+  }
+  w->rank[i] = last;
+  w->late_us[i] = us;
+  w->last_cnt[last]++;
+  if (us >= floor) {
+    w->sig_cnt[last]++;
+    w->nsig++;
+  }
+  w->head = (i + 1) % l->window;
+  w->n++;
+  if (seq > w->last_seq)
+    w->last_seq = seq;
+}
+
+static uint32_t to_us(uint64_t d) {
+  return d / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(d / 1000);
+}
+
+void ntx_late_dev(struct ntx_check *c, struct ntx_comm *cm, int32_t rank, uint64_t seq, uint64_t t_ns) {
+  if (!t_ns || !seq || c->lim.straggler_ms <= 0 || cm->nranks < 2)
+    return;
+  struct ntx_late *l = late_get(c, cm);
+  if (!l)
+    return;
+  struct ntx_ldev *e = &l->devq[seq % NTX_DEVQ];
+  if (seq < e->seq)
+    return; /* its slot went to a newer seq: this one never completed in time */
+  if (seq > e->seq) /* a seq some rank never sampled is dropped here */
+    *e = (struct ntx_ldev){.seq = seq};
+  if (e->n >= (uint32_t)cm->nranks)
+    return; /* complete already: a repeat */
+  uint64_t t = t_ns - (uint64_t)cm->m[rank].clk_offset; /* on our clock; wraps consistently */
+  if (!e->n || t > e->t_last) {
+    e->t_second = e->n ? e->t_last : t;
+    e->t_last = t;
+    e->last_rank = rank;
+  } else if (t > e->t_second || e->n == 1) {
+    e->t_second = t;
+  }
+  if (++e->n < (uint32_t)cm->nranks)
+    return;
+  win_add(c, l, &l->dev, seq, e->last_rank, to_us(e->t_last - e->t_second));
+  judge(c, cm, l, &l->dev, e->last_rank, c->now, 1);
 }
 
 void ntx_late_decided(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot *s) {
@@ -229,19 +328,8 @@ void ntx_late_decided(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot 
   if (!l || s->timed < (uint32_t)cm->nranks || cm->nranks < 2)
     return;
   c->st.timed++;
-  double now = c->now;
-  uint64_t d = s->t_last - s->t_second;
-  uint32_t us = d / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(d / 1000);
-  uint32_t i = l->head;
-  if (l->n >= l->window)
-    l->last_cnt[l->rank[i]]--;
-  l->rank[i] = s->last_rank;
-  l->late_us[i] = us;
-  l->last_cnt[s->last_rank]++;
-  l->head = (i + 1) % l->window;
-  l->n++;
-  if (s->seq > l->last_seq)
-    l->last_seq = s->seq;
+  uint32_t us = to_us(s->t_last - s->t_second);
+  win_add(c, l, &l->host, s->seq, s->last_rank, us);
   if ((double)us >= c->lim.stall_s * 1e6 && (double)us >= c->lim.straggler_ms * 1000.0) {
     char text[NTX_TEXT_MAX], w[NTX_HOST + 32];
     who(c, cm, s->last_rank, w, sizeof w);
@@ -252,7 +340,7 @@ void ntx_late_decided(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot 
     ntx_tell_comm(c, cm, NTX_V_STRAGGLER, s->seq, s->last_rank, us, "stall", text);
     return;
   }
-  judge(c, cm, l, s->last_rank, now);
+  judge(c, cm, l, &l->host, s->last_rank, c->now, 0);
 }
 
 /* Each member's median lateness, to its own client (its ring's comm state). */
@@ -262,13 +350,13 @@ void ntx_late_tick(struct ntx_check *c, struct ntx_comm *cm, double now) {
     return;
   l->told_t = now;
   l->dirty = 0;
-  uint32_t n = l->n < l->window ? l->n : l->window;
+  uint32_t n = l->host.n < l->window ? l->host.n : l->window;
   for (int32_t r = 0; r < cm->nranks; r++) {
     const struct ntx_member *m = &cm->m[r];
     if (m->state != NTX_M_ACTIVE || m->client < 0)
       continue;
     int64_t med = l->med_us[r];
-    uint64_t seq = (uint64_t)n << 32 | l->last_cnt[r];
+    uint64_t seq = (uint64_t)n << 32 | l->host.last_cnt[r];
     c->ops.verdict(c->ctx, (uint32_t)m->client, NTX_V_LATENESS, cm->id, seq, r, med, "", "");
   }
 }
@@ -279,6 +367,6 @@ void ntx_late_of(const struct ntx_comm *cm, int32_t rank, uint32_t *med_us, uint
   if (!l || rank < 0 || rank >= cm->nranks)
     return;
   *med_us = l->med_us[rank];
-  *last = l->last_cnt[rank];
-  *n = l->n < l->window ? l->n : l->window;
+  *last = l->host.last_cnt[rank];
+  *n = l->host.n < l->window ? l->host.n : l->window;
 }

@@ -35,3 +35,12 @@ int ntx_fp_from_record(const struct ntr_record *r, struct ntx_fp *fp) {
 void ntx_fp_time(struct ntx_fp *fp, const struct ntr_record *r, const struct ntr_ring_header *h) {
   fp->t_ns = h && h->tsc_hz ? ntr_clock_to_real_ns(h, r->tsc) : 0;
 }
+
+int ntx_fp_dev(const struct ntr_record *r, const struct ntr_ring_header *h, struct ntx_fp *fp) {
+  if (r->kind != NTR_KIND_DEV_ARRIVE || !r->comm_id || !h || !h->tsc_hz || !r->count)
+    return -1;
+  uint64_t dev = ntr_clock_to_real_ns(h, r->tsc), call = ntr_clock_to_real_ns(h, r->count);
+  *fp = (struct ntx_fp){.comm_id = r->comm_id, .seq = r->seq, .dir = NTX_FP_DEV, .rank = r->rank};
+  fp->t_ns = dev > call + NTX_DEV_RES_NS ? dev : call;
+  return 0;
+}

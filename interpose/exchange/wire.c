@@ -262,7 +262,7 @@ int ntx_msg_decode(const struct ntx_frame *f, struct ntx_msg *m) {
       return NTX_E_MALFORMED;
     m->u.fp.entries = p + 8;
     for (uint32_t i = 0; i < m->u.fp.n; i++)
-      if (p[8 + i * NTX_FP_WIRE + 31] > NTX_FP_RECV || /* dir byte */
+      if (p[8 + i * NTX_FP_WIRE + 31] > (f->type == NTX_MSG_FP ? NTX_FP_DEV : NTX_FP_RECV) || /* dir byte */
           get32(p + 8 + i * NTX_FP_WIRE + 44) != 0)     /* reserved */
         return NTX_E_MALFORMED;
     return 0;

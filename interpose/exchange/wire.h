@@ -40,6 +40,8 @@
 #define NTX_HELLO_AGG 1u      /* the client is a node aggregator (speaks for other processes) */
 #define NTX_HELLO_QUERY 2u    /* v5: a status query (`nccltrace status --job`), no rank: QUERY only */
 /* CHALLENGE flags: NTX_COORD_EMBEDDED (coord.h) = 1 */
+/* WELCOME flags: NTX_COORD_EMBEDDED = 1, and */
+#define NTX_WELCOME_DEV 2u    /* the server takes device arrivals (FP entries of dir NTX_FP_DEV) */
 #define NTX_CHAL_AGG 2u       /* the server is a node aggregator, not the root */
 /* BYE reasons */
 enum ntx_bye_reason { NTX_BYE_EXIT = 0, NTX_BYE_SHUTDOWN = 1, NTX_BYE_HANDOVER = 2 };
@@ -123,7 +125,10 @@ size_t ntx_frame_encode(uint8_t *out, size_t cap, uint8_t type, uint64_t seq, co
 
 /* ------------------------------------------------------------ messages -- */
 
-enum ntx_fp_dir { NTX_FP_COLL = 0, NTX_FP_SEND = 1, NTX_FP_RECV = 2 };
+/* NTX_FP_DEV: the device reached collective seq (a DeviceArrive record):
+ * comm_id, seq, rank, t_ns, the rest 0; only in FP, only to a server whose
+ * WELCOME said NTX_WELCOME_DEV. */
+enum ntx_fp_dir { NTX_FP_COLL = 0, NTX_FP_SEND = 1, NTX_FP_RECV = 2, NTX_FP_DEV = 3 };
 
 /* One fingerprint.  Collectives: (comm, seq, fp, kind, count, dtype, redop,
  * root in peer).  P2P: (comm, peer, dir, p2p seq, count, dtype). */

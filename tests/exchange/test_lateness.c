@@ -4,7 +4,10 @@
  * per report interval with its median; one 2 s stall is named at once with
  * its seq; each rank is told its median lateness; clock offsets are taken
  * out of arrival times; a large uncertainty names nobody; the min-RTT
- * sample wins. */
+ * sample wins.  Device arrivals (FP entries of dir 3): a GPU 20 ms slow
+ * behind a host that runs ahead is named "at the device" from sampled
+ * seqs, with seqs after a host barrier (nobody late) between; devices that
+ * jitter stay quiet; a seq one rank never sampled completes nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +172,50 @@ static void test_uncertain_clocks(void) {
   ntx_check_free(c);
 }
 
+/* Device arrival of rank r at seq s, t on its own clock. */
+static void dev(struct ntx_check *c, int r, uint64_t s, uint64_t t) {
+  struct ntx_fp f = {.comm_id = COMM, .seq = s, .dir = NTX_FP_DEV, .rank = r, .t_ns = t};
+  ntx_check_fp(c, (uint32_t)r, &f, (double)s * 0.1);
+}
+
+/* nccl-tests' loop: host calls all at the same time (a barrier), so the
+ * host window names nobody; rank 3's GPU reaches 4 seqs of every 6 20 ms
+ * after the others; only every 2nd seq is sampled (NCCLTRACE_START_EVERY=2). */
+static void test_slow_device(int slow) {
+  struct ntx_check *c = setup();
+  int64_t off[NR] = {0};
+  srand(5);
+  for (uint64_t s = 1; s <= 600; s++) {
+    uint64_t late[NR];
+    for (int r = 0; r < NR; r++)
+      late[r] = jitter();
+    step(c, s, late, off);
+    if (s % 2)
+      continue;
+    for (int r = 0; r < NR; r++) {
+      uint64_t t = T0 + s * 100000000ull + 30000000ull + jitter();
+      if (slow && r == 3 && s % 6 < 4)
+        t += 20000000ull;
+      if (s == 100 && r == 2)
+        continue; /* never sampled on rank 2: seq 100 never completes */
+      dev(c, r, s, t);
+    }
+  }
+  if (!slow) {
+    NT_CHECK(count(NTX_V_STRAGGLER, 0) == 0);
+  } else {
+    NT_CHECK(count(NTX_V_STRAGGLER, 0) == 1);
+    for (int i = 0; i < nev; i++)
+      if (evs[i].kind == NTX_V_STRAGGLER && evs[i].client == 0) {
+        printf("  %s\n", evs[i].text);
+        NT_CHECK(evs[i].peer == 3 && evs[i].aux > 16000 && evs[i].aux < 24000);
+        NT_CHECK(strstr(evs[i].text, "rank 3 (node3, pid 1003) arrived last at the device at ") != NULL);
+        NT_CHECK(strstr(evs[i].field, " dev") != NULL);
+      }
+  }
+  ntx_check_free(c);
+}
+
 static void test_clocksync(void) {
   struct ntx_clk k;
   memset(&k, 0, sizeof k);
@@ -193,6 +240,8 @@ int main(void) {
   test_slow_rank();
   test_stall();
   test_uncertain_clocks();
+  test_slow_device(0);
+  test_slow_device(1);
   test_clocksync();
   if (nt_failures)
     fprintf(stderr, "test_lateness: %d nt_failures\n", nt_failures);

@@ -80,6 +80,23 @@ static void test_roundtrip(void) {
          fp.comm_id == 0x9f2c0123456789abull);
   NT_CHECK(fp.t_ns == 1700000000123456789ull + 2); /* v4: the arrival time travels */
   NT_CHECK(m.u.fp.n * NTX_FP_WIRE + 8 == f.len && NTX_FP_WIRE == 56);
+  /* v4 device arrivals: dir 3 in FP only (a STRICT entry of dir 3, or dir 4 anywhere, is malformed) */
+  {
+    uint8_t dp[8 + 2 * NTX_FP_WIRE];
+    struct ntx_fp dev = {.comm_id = 0x9f2c0123456789abull, .seq = 9, .dir = NTX_FP_DEV, .rank = 1,
+                         .t_ns = 1700000000000000042ull};
+    struct ntx_frame df = {.type = NTX_MSG_FP, .payload = dp};
+    df.len = (uint32_t)ntx_enc_fp_head(dp, sizeof dp, 0, 1);
+    ntx_fp_put(dp + 8, 0, &dev);
+    NT_CHECK(ntx_msg_decode(&df, &m) == 0);
+    ntx_fp_get(m.u.fp.entries, 0, &fp);
+    NT_CHECK(fp.dir == NTX_FP_DEV && fp.seq == 9 && fp.rank == 1 && fp.t_ns == 1700000000000000042ull);
+    df.type = NTX_MSG_STRICT;
+    NT_CHECK(ntx_msg_decode(&df, &m) == NTX_E_MALFORMED);
+    df.type = NTX_MSG_FP;
+    dp[8 + 31] = 4;
+    NT_CHECK(ntx_msg_decode(&df, &m) == NTX_E_MALFORMED);
+  }
   /* v4 clock messages: TIME, TIME_ECHO, CLOCK; anything else of theirs is malformed */
   {
     uint8_t tp[24];

@@ -18,6 +18,10 @@
  *             `mismatch` call follows (rank XRANK_ODD Broadcast)
  *   noinit    rank NRANKS-1 never calls init; the others block in it
  *   steady    60 AllReduce, 20 ms apart, "ready" after 10; exits 0
+ *   runahead  40 rounds of: a barrier of every rank (files IDFILE.b<round>.<rank>),
+ *             5 AllReduce issued back to back, one wait for the stream (the
+ *             loop of nccl-tests: a slow GPU shows only in device
+ *             arrivals); "done" and exit 0
  *   handover  3 AllReduce, "ready", then waits for IDFILE.leaver (written
  *             by the driver: the rank that must leave); all split the world
  *             comm, the leaver with NCCL_SPLIT_NOCOLOR, and it exits 0
@@ -146,6 +150,30 @@ int main(int argc, char **argv) {
   }
   ncclComm_t comm;
   NCCL(ncclCommInitRank(&comm, nranks, id, g_rank));
+  if (!strcmp(mode, "runahead")) {
+    for (int round = 0; round < 40; round++) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s.b%d.%d", argv[4], round, g_rank);
+      FILE *f = fopen(path, "w");
+      if (!f || fclose(f) != 0)
+        NT_DIE("barrier file %s: %s", path, strerror(errno));
+      for (int r = 0, waited = 0; r < nranks; waited++) {
+        snprintf(path, sizeof path, "%s.b%d.%d", argv[4], round, r);
+        if (!access(path, F_OK))
+          r++;
+        else if (waited > 60000)
+          NT_DIE("barrier %d: rank %d never came", round, r);
+        else
+          sleep_ms(1);
+      }
+      for (int i = 0; i < 5; i++)
+        NCCL(ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream));
+      CUDA(cudaStreamSynchronize(stream));
+    }
+    printf("done\n");
+    NCCL(ncclCommDestroy(comm));
+    return 0;
+  }
   if (!strcmp(mode, "steady")) {
     for (int i = 0; i < 60; i++) {
       allreduce_checked(comm, nranks);

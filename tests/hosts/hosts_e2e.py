@@ -34,6 +34,10 @@ invocation:
             rank of h1..h3 says once that strict calls proceed unchecked,
             and no rank repeats a line; in async mode nobody reports a
             verdict
+  slowdev   rank 5's GPU (h2) 20 ms slow behind a host that runs ahead
+            (xrank runahead: nccl-tests' loop, a barrier per round): every
+            rank is told live that rank 5 arrived last at the device (device
+            arrivals through the node aggregators), and exits 0
   collect   the mismatch job killed while hung: `nccltrace collect --host
             h0,..,h3 --via 'ip netns exec ntr-{host} ...'` with per-host
             {host} paths turns each host's rings into dumps there and brings
@@ -382,6 +386,19 @@ def t_blackhole_async(hosts, tmp):
         check("nccltrace: mismatch" not in e and "nccltrace: lost" not in e, "rank %d: a verdict" % r)
 
 
+def t_slowdev(hosts, tmp):
+    job = Job(hosts, tmp, "runahead", {"NCCLTRACE_CHECK": "async"},
+              rank_env=lambda r: {"NCCLEMU_FAULT": "slow:20"} if r == 5 else {})
+    codes = job.wait(60)
+    job.kill_all()
+    job.show()
+    check(codes == [0] * N, "exit codes %s" % codes)
+    check_aggregators(job)
+    want = r"nccltrace: straggler on comm [0-9a-f]{8}: rank 5 \(host h2\) arrived last at the device"
+    for r in range(N):
+        check(re.search(want, job.text("err", r)), "rank %d was not told of rank 5's device" % r)
+
+
 def t_collect(hosts, tmp):
     """The mismatch job, killed while hung: rings on every host, dumps on
     every host; one `collect --via` gathers both, per host."""
@@ -412,7 +429,7 @@ def t_collect(hosts, tmp):
 
 TESTS = {"healthy": t_healthy, "mismatch": t_mismatch, "linkcut": t_linkcut, "hostkill": t_hostkill,
          "collect": t_collect, "partition": t_partition, "coordhost": t_coordhost,
-         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async}
+         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async, "slowdev": t_slowdev}
 
 
 def main():

@@ -321,6 +321,7 @@ enum nta_class {
   NTA_NCCL_ERROR,
   NTA_ENV_MISMATCH, NTA_STALL,
   NTA_STRAGGLER,                /* only when nothing else is found (straggler.c) */
+  NTA_SLOW_COLL,                /* one collective held every rank (straggler.c), nothing else found */
   NTA_CLASS_COUNT
 };
 const char *nta_class_name(enum nta_class c);
@@ -356,6 +357,7 @@ struct nta_verdict {
 /* A rank everyone waits for (straggler.c): consistently last on a comm, or
  * seconds late at a few seqs (stalls). */
 #define NTA_MAX_STALLS 16
+#define NTA_MAX_SLOW 16
 struct nta_strag {
   const struct nta_comm *comm;
   int rank;                     /* comm rank; -1: stalls only, of several ranks */
@@ -368,8 +370,16 @@ struct nta_strag {
   uint64_t t_ns;                /* the window's last seq (or the first stall) */
   struct { uint64_t seq, t_ns; int rank; double late_ms; } stalls[NTA_MAX_STALLS];
   int nstalls, more_stalls;
+  /* Collectives that held every rank far longer than the comm's others
+   * of the same op and count (usual: their median): held = first
+   * completion - first arrival; the rank last at the device, by last_ms
+   * after the others; took = first completion - last arrival. */
+  struct nta_slow { uint64_t seq, t_ns; int rank; double held_ms, usual_ms, last_ms, took_ms; } slow[NTA_MAX_SLOW];
+  int nslow, more_slow;
   char summary[512];
 };
+/* straggler, or slow_collective when g found only slow collectives. */
+enum nta_class nta_strag_class(const struct nta_strag *g);
 #define NTA_MAX_STRAG 16
 
 struct nta_cand {

@@ -47,6 +47,19 @@ static void strag_keys(json_t *o, const struct nta_strag *g) {
     json_array_append_new(st, x);
   }
   json_object_set_new(o, "stalls", st);
+  json_t *sl = json_array();
+  for (int i = 0; i < g->nslow; i++) {
+    json_t *x = json_object();
+    json_object_set_new(x, "seq", json_integer((json_int_t)g->slow[i].seq));
+    json_object_set_new(x, "last_rank", json_integer(g->slow[i].rank));
+    json_object_set_new(x, "held_ms", json_real(g->slow[i].held_ms));
+    json_object_set_new(x, "usual_ms", json_real(g->slow[i].usual_ms));
+    json_object_set_new(x, "last_ms", json_real(g->slow[i].last_ms));
+    json_object_set_new(x, "took_ms", json_real(g->slow[i].took_ms));
+    json_object_set_new(x, "t_ns", json_integer((json_int_t)g->slow[i].t_ns));
+    json_array_append_new(sl, x);
+  }
+  json_object_set_new(o, "slow_collectives", sl);
 }
 
 static json_t *secondary_json(const struct nta_job *job) {
@@ -56,7 +69,7 @@ static json_t *secondary_json(const struct nta_job *job) {
     if (g == job->v.strag)
       continue;
     json_t *o = json_object();
-    json_object_set_new(o, "class", json_string("straggler"));
+    json_object_set_new(o, "class", json_string(nta_class_name(nta_strag_class(g))));
     json_object_set_new(o, "comm", hexid(g->comm->id));
     json_t *r = json_array();
     if (g->rank >= 0)

@@ -15,8 +15,11 @@
  * Over the last `window` seqs (NCCLTRACE_STRAGGLER_WINDOW, 200) -- only seqs
  * with a device arrival of every rank when there are enough of them, since a
  * host that runs ahead of its stream arrives early whatever its GPU does --
- * a rank last at >= 75% of them, median margin >= NCCLTRACE_STRAGGLER_MS (10),
- * is a straggler, unless the clock uncertainty between the hosts is half that
+ * count the seqs where one rank came NCCLTRACE_STRAGGLER_MS / 2 or more after
+ * the others (elsewhere nobody waited, and who was last is chance: a host
+ * barrier before the call, an idle stream).  A rank last at >= 75% of those,
+ * and at a quarter of the window or more, whose median margin there is >=
+ * NCCLTRACE_STRAGGLER_MS (10), is a straggler, unless the clock uncertainty between the hosts is half that
  * margin or more (then it is said, not called).  Any seq where one rank came
  * >= 1 s after the others is a stall, listed with its seq and time.
  * Work: O(scan x ranks) decoded calls, memory O(scan + ranks).
@@ -30,10 +33,19 @@
 #define MIN_SEQS 20             /* complete seqs before a window is judged */
 #define DEV_RES_NS 16000000ull  /* watchdog poll (15 ms) + 1: a device arrival closer to the call is the call */
 #define STALL_NS 1000000000ull
-#define LATE_FRAC 0.75
+#define SLOW_MIN_NS 200000000ull /* a collective that held every rank this long, */
+#define SLOW_FACTOR 10           /* ... and this many times the median of its shape, is slow */
+#define SLOW_PEERS 4             /* collectives of that shape (op, count) at least, itself included */
+#define LATE_FRAC 0.75          /* of the seqs where someone was clearly last */
+#define SIG_FRAC 0.5            /* clearly last: by NCCLTRACE_STRAGGLER_MS x this or more */
+#define MIN_SHARE 0.25          /* ... at this share of the whole window or more */
+#define MIN_LATE 10             /* ... and at this many seqs or more */
 
 struct seqrow {
   uint64_t seq, t_last, margin;
+  uint64_t first;               /* earliest arrival */
+  uint64_t done_first;          /* earliest completion; 0: some rank's was not seen */
+  uint64_t key;                 /* its shape: count << 8 | op (first rank's call) */
   int last;                     /* index into c->ranked */
   int dev;                      /* every rank had a device arrival */
 };
@@ -105,7 +117,9 @@ static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_row
         ok = 0;
         break;
       }
-      uint64_t t = nta_coll_t_ns(m, idx[i]);
+      struct nta_op o;
+      nta_coll_at(m, idx[i], &o);
+      uint64_t t = o.t_ns;
       if (!t) {
         ok = 0;
         break;
@@ -120,6 +134,11 @@ static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_row
         r.dev = 0;
       }
       t -= (uint64_t)offset_of(m->proc);
+      uint64_t done = o.done_ns ? o.done_ns - (uint64_t)offset_of(m->proc) : 0;
+      if (i == 0)
+        r.key = o.count << 8 | (o.op & 0xff);
+      if (i == 0 || (r.done_first && (!done || done < r.done_first)))
+        r.done_first = done;
       if (r.last < 0 || t > r.t_last) {
         second = r.last < 0 ? t : r.t_last;
         r.t_last = t;
@@ -133,6 +152,7 @@ static long rows_of(const struct nta_comm *c, struct seqrow **out, int *ndev_row
     if (!ok || n < 2)
       continue;
     r.margin = r.t_last - second;
+    r.first = first;
     rows[nr++] = r;
     *ndev_rows += r.dev;
   }
@@ -186,6 +206,76 @@ static void stalls_of(struct nta_strag *g, const struct nta_comm *c, const struc
   }
 }
 
+struct held {
+  uint64_t key, ns;             /* op and count; first arrival to first completion */
+};
+
+static int cmp_held(const void *a, const void *b) {
+  const struct held *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
+/* Collectives that held every rank: from the first arrival to the first
+ * completion SLOW_MIN_NS or more and SLOW_FACTOR times the median of the
+ * comm's collectives of the same op and count or more (a benchmark's 8 GB
+ * AllReduce is slow beside its 8-byte ones, and no fault), among rows with
+ * every rank's device arrival (a host that ran ahead of its stream would
+ * count its queueing) and completion.  At least SLOW_PEERS of that shape
+ * are needed.  A rank seconds late is a stall (stalls_of), not this. */
+static void slow_of(struct nta_strag *g, const struct nta_comm *c, const struct seqrow *rows, long nr) {
+  struct held *h = malloc((size_t)(nr ? nr : 1) * sizeof *h);
+  long nh = 0;
+  if (!h)
+    return;
+  for (long k = 0; k < nr; k++)
+    if (rows[k].dev && rows[k].done_first > rows[k].first)
+      h[nh++] = (struct held){rows[k].key, rows[k].done_first - rows[k].first};
+  qsort(h, (size_t)nh, sizeof *h, cmp_held);
+  for (long k = 0; k < nr; k++) {
+    const struct seqrow *r = &rows[k];
+    if (!r->dev || r->done_first <= r->first || r->margin >= STALL_NS)
+      continue;
+    uint64_t held = r->done_first - r->first;
+    if (held < SLOW_MIN_NS)
+      continue;
+    long lo = 0, hi = nh; /* the rows of its shape: [lo, end) */
+    while (lo < hi) {
+      long mid = lo + (hi - lo) / 2;
+      if (h[mid].key < r->key)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    long end = lo;
+    while (end < nh && h[end].key == r->key)
+      end++;
+    if (end - lo < SLOW_PEERS)
+      continue;
+    uint64_t usual = h[lo + (end - lo) / 2].ns;
+    if (held < SLOW_FACTOR * usual)
+      continue;
+    if (g->nslow == NTA_MAX_SLOW) {
+      g->more_slow++;
+      continue;
+    }
+    struct nta_slow *w = &g->slow[g->nslow++];
+    w->seq = r->seq;
+    w->t_ns = r->first;
+    w->rank = c->ranked[r->last]->rank;
+    w->held_ms = (double)held / 1e6;
+    w->usual_ms = (double)usual / 1e6;
+    w->last_ms = (double)r->margin / 1e6;
+    w->took_ms = r->done_first > r->t_last ? (double)(r->done_first - r->t_last) / 1e6 : 0;
+  }
+  free(h);
+}
+
+enum nta_class nta_strag_class(const struct nta_strag *g) {
+  return !g->consistent && !g->nstalls && g->nslow ? NTA_SLOW_COLL : NTA_STRAGGLER;
+}
+
 static void judge(struct nta_job *job, const struct nta_comm *c, const struct seqrow *rows, long nr, int ndev) {
   double thr_ms = env_num("NCCLTRACE_STRAGGLER_MS", 10, 0, 3.6e6);
   int window = (int)env_num("NCCLTRACE_STRAGGLER_WINDOW", 200, 20, 4096);
@@ -195,6 +285,7 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
   g.rank = -1;
   g.uncert_ms = uncert_ms(c);
   stalls_of(&g, c, rows, nr);
+  slow_of(&g, c, rows, nr);
   /* the window: the newest `window` rows (device rows only, when enough) */
   int use_dev = ndev >= MIN_SEQS;
   int *cnt = calloc((size_t)c->nranked, sizeof *cnt);
@@ -207,20 +298,28 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
     if (!use_dev || rows[k].dev)
       win[n++] = &rows[k];
   if (n >= MIN_SEQS && thr_ms > 0) {
-    int best = 0;
+    /* Only seqs where someone was clearly last count: a rank is last by
+     * chance wherever nobody waited (a host barrier before the call, an
+     * idle stream), and those seqs would dilute the share of the one
+     * everyone waits for whenever it is late. */
+    uint64_t floor_ns = (uint64_t)(thr_ms * 1e6 * SIG_FRAC);
+    int nsig = 0, best = 0;
     for (int k = 0; k < n; k++)
-      cnt[win[k]->last]++;
+      if (win[k]->margin >= floor_ns) {
+        cnt[win[k]->last]++;
+        nsig++;
+      }
     for (int i = 1; i < c->nranked; i++)
       if (cnt[i] > cnt[best])
         best = i;
     int m = 0;
     for (int k = 0; k < n; k++)
-      if (win[k]->last == best)
+      if (win[k]->last == best && win[k]->margin >= floor_ns)
         marg[m++] = win[k]->margin;
     qsort(marg, (size_t)m, sizeof *marg, cmp_u64);
     double med = m ? (double)marg[m / 2] / 1e6 : 0;
-    double frac = (double)cnt[best] / n;
-    if (frac >= LATE_FRAC && med >= thr_ms) {
+    double frac = (double)cnt[best] / n, of_sig = nsig ? (double)cnt[best] / nsig : 0;
+    if (cnt[best] >= MIN_LATE && frac >= MIN_SHARE && of_sig >= LATE_FRAC && med >= thr_ms) {
       char hex[17];
       nta_comm_hex(c->id, hex);
       if (g.uncert_ms >= 0 && 2 * g.uncert_ms > med) {
@@ -238,8 +337,10 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
         const struct ntr_ring_header *h = &c->ranked[best]->proc->img->hdr;
         snprintf(g.summary, sizeof g.summary,
                  "straggler on comm %s: rank %d (%.64s, pid %d) arrived last at %.0f%% of the last %d "
-                 "collectives, median %.1f ms after the others (%s arrival)%s",
-                 hex, g.rank, h->host, h->pid, 100 * frac, n, med, use_dev ? "device" : "host",
+                 "collectives (%.0f%% of those where a rank came %.1f ms or more after the others), median "
+                 "%.1f ms after the others (%s arrival)%s",
+                 hex, g.rank, h->host, h->pid, 100 * frac, n, 100 * of_sig, thr_ms * SIG_FRAC, med,
+                 use_dev ? "device" : "host",
                  g.uncert_ms < 0 ? "; host clocks not measured (no coordinator): taken as they are" : "");
       }
     }
@@ -268,7 +369,26 @@ static void judge(struct nta_job *job, const struct nta_comm *c, const struct se
       snprintf(g.summary, sizeof g.summary, "%s", tmp);
     }
   }
-  if ((g.consistent || g.nstalls) && job->nstrag < NTA_MAX_STRAG)
+  if (!g.consistent && !g.nstalls && g.nslow) {
+    char hex[17];
+    nta_comm_hex(c->id, hex);
+    const struct nta_slow *w = &g.slow[0];
+    g.rank = w->rank;
+    g.lateness_ms = w->last_ms;
+    g.t_ns = w->t_ns;
+    g.window = (int)nr;
+    g.device = 1;
+    /* Who to look at: the last rank when the wait was mostly for it. */
+    const char *why = w->last_ms >= w->took_ms ? "the others waited for it" :
+                      "the collective itself took the rest once every rank was there";
+    snprintf(g.summary, sizeof g.summary,
+             "slow collective on comm %s seq %llu: %.1f ms from the first arrival to the first completion "
+             "(usually %.1f ms at that op and count); "
+             "rank %d arrived last at the device, %.1f ms after the others, and it took %.1f ms after that: "
+             "%s%s", hex, (unsigned long long)w->seq, w->held_ms, w->usual_ms, w->rank, w->last_ms, w->took_ms,
+             why, g.nslow + g.more_slow > 1 ? " (and more slow collectives: slow_collectives)" : "");
+  }
+  if ((g.consistent || g.nstalls || g.nslow) && job->nstrag < NTA_MAX_STRAG)
     job->strag[job->nstrag++] = g;
 out:
   free(cnt);
@@ -287,10 +407,13 @@ static void live_events(struct nta_job *job) {
         continue; /* rank 0 of the comm speaks for all */
       char hex[17];
       nta_comm_hex(r->comm_id, hex);
+      size_t tl = strnlen(r->u.text, sizeof r->u.text);
+      int dev = tl >= 4 && !memcmp(r->u.text + tl - 4, " dev", 4); /* "last N/M dev" */
       nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
                     "live: comm %s rank %d %s, %.1f ms late (seq %llu)", hex, r->peer,
-                    strncmp(r->u.text, "stall", 5) ? "arrived last" : "stalled", (double)r->aux / 1e3,
-                    (unsigned long long)r->seq);
+                    strncmp(r->u.text, "stall", 5) ? (dev ? "arrived last at the device" : "arrived last")
+                                                   : "stalled",
+                    (double)r->aux / 1e3, (unsigned long long)r->seq);
     }
   }
 }

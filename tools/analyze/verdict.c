@@ -34,6 +34,7 @@ static const char *const class_names[NTA_CLASS_COUNT] = {
     [NTA_ENV_MISMATCH] = "env_mismatch",
     [NTA_STALL] = "stall",
     [NTA_STRAGGLER] = "straggler",
+    [NTA_SLOW_COLL] = "slow_collective",
 };
 
 const char *nta_class_name(enum nta_class c) {
@@ -235,6 +236,8 @@ static const char *next_step(enum nta_class c) {
   case NTA_ENV_MISMATCH: return "launch every rank with the same NCCL_* environment";
   case NTA_STALL: return "every rank agreed: suspect the data plane (GPU, NVLink/network), rerun with NCCL_DEBUG=INFO";
   case NTA_STRAGGLER: return "look at that rank's host and GPU (data loader, CPU contention, throttling, clocks); the others only wait for it";
+  case NTA_SLOW_COLL: return "a rank last at the device by most of the time held: what its GPU ran before that seq; "
+                             "otherwise the collective itself was slow: links, network, NCCL's log at that time";
   default: return "";
   }
 }
@@ -397,7 +400,7 @@ void nta_decide(struct nta_job *job) {
     /* No fault: the rank everyone waited for is the finding (the first:
      * straggler.c orders consistent ones before stalls). */
     const struct nta_strag *g = &job->strag[0];
-    v->cls = NTA_STRAGGLER;
+    v->cls = nta_strag_class(g);
     v->strag = g;
     v->comm = g->comm;
     v->t_ns = g->t_ns;
@@ -412,6 +415,8 @@ void nta_decide(struct nta_job *job) {
     }
     if (!g->consistent && g->nstalls)
       v->seq = g->stalls[0].seq;
+    else if (!g->consistent && g->nslow)
+      v->seq = g->slow[0].seq;
     snprintf(v->summary, sizeof(v->summary), "%s", g->summary);
   } else if (!pick) {
     v->cls = NTA_HEALTHY;

@@ -882,6 +882,51 @@ static void t_many_waiting(void) {
   NT_CHECK(!strstr(all, "more") && strstr(all, ",1063"), "whole list: %s", all);
 }
 
+/* Slow collectives (straggler.c): 60 AllReduces on 2 ranks with device
+ * arrivals.  mode 0: every 10th is 256 MiB and holds 400 ms (a benchmark's
+ * big size: slow only beside the small ones, so no finding); mode 1: seq 30
+ * holds 300 ms with both ranks there (rank 1 0.2 ms after rank 0); mode 2:
+ * rank 1 reaches seq 30 300 ms late. */
+static void t_slow_coll(int mode) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntt_image *img[2];
+  for (int r = 0; r < 2; r++)
+    img[r] = world_rank(&job, r, 2);
+  double t = 0;
+  for (int i = 1; i <= 60; i++) {
+    int big = mode == 0 && i % 10 == 0;
+    double held = big ? 400 : i == 30 && mode == 1 ? 300 : 1, late = i == 30 && mode == 2 ? 300 : 0;
+    for (int r = 0; r < 2; r++) {
+      double call = t + (r ? 0.2 + late : 0);
+      tb_coll(img[r], W, NTR_KIND_ALLREDUCE, big ? 1ull << 26 : 1024, 7, 0, -1, call, t + 0.2 + late + held);
+      struct ntr_record *d = tb_rec(img[r], NTR_KIND_DEV_ARRIVE, NTR_PHASE_EVENT, W, call);
+      d->seq = (uint64_t)i;
+      d->count = tb_tsc(img[r], call);
+    }
+    t += held + late + 10;
+  }
+  for (int r = 0; r < 2; r++)
+    tb_exit(img[r], 0, t + 10);
+  run(&job, mode == 0 ? "slow_coll_shapes" : mode == 1 ? "slow_coll_itself" : "slow_coll_late");
+  if (mode == 0) {
+    NT_CHECK(job.v.cls == NTA_HEALTHY, "got %s: %s", tb_cls(&job), job.v.summary);
+  } else {
+    NT_CHECK(job.v.cls == NTA_SLOW_COLL && job.v.seq == 30 && tb_has_rank(&job.v, 1) && job.v.strag &&
+                 job.v.strag->nslow == 1,
+             "got %s seq %llu: %s", tb_cls(&job), (unsigned long long)job.v.seq, job.v.summary);
+    const struct nta_slow *w = job.v.strag ? &job.v.strag->slow[0] : NULL;
+    if (w && mode == 1)
+      NT_CHECK(w->last_ms < 1 && w->took_ms > 290 && w->usual_ms < 2 &&
+                   strstr(job.v.summary, "the collective itself took the rest") != NULL,
+               "%s", job.v.summary);
+    if (w && mode == 2)
+      NT_CHECK(w->last_ms > 290 && w->took_ms < 5 && strstr(job.v.summary, "the others waited for it") != NULL,
+               "%s", job.v.summary);
+  }
+  nta_job_free(&job);
+}
+
 int main(void) {
   t_many_waiting();
   t_healthy();
@@ -919,6 +964,9 @@ int main(void) {
   t_clocks();
   t_escapes();
   t_hostile_nranks();
+  t_slow_coll(0);
+  t_slow_coll(1);
+  t_slow_coll(2);
   if (nt_failures)
     fprintf(stderr, "%d check(s) failed\n", nt_failures);
   return nt_exit_status();
