@@ -34,6 +34,15 @@ invocation:
             rank of h1..h3 says once that strict calls proceed unchecked,
             and no rank repeats a line; in async mode nobody reports a
             verdict
+  netem     `tc netem delay 50ms loss 1%` on h2's link (its eth0) from the
+            start, AllReduces running: every rank is told, by the
+            coordinator's live straggler line, that host h2 and its ranks
+            4 and 5 have a slow link (measured from the clock round trips
+            over that link: the emulator's collectives do not cross it, and
+            the ranks' calls are not late; interpose/exchange/lateness.c),
+            no other host is named, and no rank reports a mismatch or a
+            loss; the time until every rank has the line is printed.  A
+            kernel without sch_netem fails the test, saying so
   collect   the mismatch job killed while hung: `nccltrace collect --host
             h0,..,h3 --via 'ip netns exec ntr-{host} ...'` with per-host
             {host} paths turns each host's rings into dumps there and brings
@@ -382,6 +391,59 @@ def t_blackhole_async(hosts, tmp):
         check("nccltrace: mismatch" not in e and "nccltrace: lost" not in e, "rank %d: a verdict" % r)
 
 
+def netem_on(hosts, k, spec):
+    """tc netem on host k's eth0 (what it sends), or fail saying why."""
+    p = netns.sh("ip", "netns", "exec", hosts.ns(k), "tc", "qdisc", "add", "dev", "eth0", "root", "netem",
+                 *spec.split(), check=False)
+    if p.returncode != 0:
+        why = p.stderr.strip()
+        try:
+            import gzip
+            with gzip.open("/proc/config.gz", "rt") as f:
+                cfg = [ln.strip() for ln in f if "NET_SCH_NETEM" in ln]
+            why += "; kernel %s: %s" % (os.uname().release, ", ".join(cfg) or "no CONFIG_NET_SCH_NETEM line")
+        except OSError:
+            pass
+        fail("cannot add `tc qdisc ... netem %s` on h%d's eth0: %s (this kernel has no sch_netem: "
+             "build it or load the module, modprobe sch_netem)" % (spec, k, why))
+    print(netns.sh("ip", "netns", "exec", hosts.ns(k), "tc", "qdisc", "show", "dev", "eth0").stdout.strip())
+
+
+def t_netem(hosts, tmp):
+    """h2's link delays 50 ms and loses 1% from the start.  What a delayed
+    link does on the emulator: its ranks' collectives do not cross it
+    (/dev/shm), their calls are on time; what it delays is what h2 sends,
+    the exchange included, and the coordinator's clock round trips to h2's
+    aggregator measure it.  The live straggler line must name h2 and its
+    ranks; nobody else is named, and nothing raises a mismatch."""
+    victim = 2
+    vranks = [r for r in range(N) if host_of(r) == victim]
+    netem_on(hosts, victim, "delay 50ms loss 1%")
+    t0 = time.time()
+    job = Job(hosts, tmp, "loop", {"NCCLTRACE_CHECK": "async"})
+    check(job.wait_text("out", range(N), "ready", 60), "ranks not running")
+    t_ready = time.time()
+    want = r"nccltrace: straggler on comm [0-9a-f]+: host h%d \(ranks %s\): its link is slow" % (
+        victim, ",".join(map(str, vranks)))
+    ok = job.wait_text("err", range(N), want, 30)
+    t_line = time.time()
+    time.sleep(1)
+    job.stop()
+    codes = job.wait(30)
+    job.kill_all()
+    job.show()
+    print("netem delay 50ms loss 1%% on h%d: every rank had the straggler line %.3f s after the job started "
+          "(%.3f s after every rank was ready)" % (victim, t_line - t0, t_line - t_ready))
+    check(ok, "not every rank printed a straggler line naming host h%d and ranks %s" % (victim, vranks))
+    for r in range(N):
+        e = job.text("err", r)
+        check("mismatch" not in e, "rank %d: a mismatch with a delayed link" % r)
+        check("nccltrace: lost" not in e, "rank %d: a loss with a delayed link" % r)
+        for m in re.finditer(r"nccltrace: straggler on comm [0-9a-f]+: (.*)", e):
+            check(("host h%d " % victim) in m.group(1), "rank %d: a straggler line names another: %s" % (r, m.group(0)))
+    check(codes == [0] * N, "the job was blocked: exit codes %s" % codes)
+
+
 def t_collect(hosts, tmp):
     """The mismatch job, killed while hung: rings on every host, dumps on
     every host; one `collect --via` gathers both, per host."""
@@ -412,7 +474,7 @@ def t_collect(hosts, tmp):
 
 TESTS = {"healthy": t_healthy, "mismatch": t_mismatch, "linkcut": t_linkcut, "hostkill": t_hostkill,
          "collect": t_collect, "partition": t_partition, "coordhost": t_coordhost,
-         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async}
+         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async, "netem": t_netem}
 
 
 def main():
