@@ -43,6 +43,14 @@ invocation:
             no other host is named, and no rank reports a mismatch or a
             loss; the time until every rank has the line is printed.  A
             kernel without sch_netem fails the test, saying so
+  latency   the figures of docs/performance.md ("Many hosts, for real"),
+            median of 5 jobs each: a mismatch (rank 5 of h2 Broadcast
+            where the others AllReduce, mid-loop): from the last rank's
+            call to the line on every rank; every process of h2
+            SIGKILLed: from the kill to every other rank's line naming
+            h2 and its ranks.  Prints each run, the medians and the CPU
+            (/proc/cpuinfo); fails when a run gives no verdict, or a
+            median exceeds 1 s (the simulator's bound is 100 ms)
   collect   the mismatch job killed while hung: `nccltrace collect --host
             h0,..,h3 --via 'ip netns exec ntr-{host} ...'` with per-host
             {host} paths turns each host's rings into dumps there and brings
@@ -444,6 +452,86 @@ def t_netem(hosts, tmp):
     check(codes == [0] * N, "the job was blocked: exit codes %s" % codes)
 
 
+POLL = 0.005  # the driver's look at the ranks' stderr: part of each figure
+
+
+def seen_at(job, ranks, needle, timeout):
+    """{rank: time its stderr first matched}, polling every POLL."""
+    got, end = {}, time.time() + timeout
+    while len(got) < len(ranks) and time.time() < end:
+        for r in ranks:
+            if r not in got and re.search(needle, job.text("err", r)):
+                got[r] = time.time()
+        time.sleep(POLL)
+    return got
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for ln in f:
+            if ln.startswith("model name"):
+                return ln.split(":", 1)[1].strip()
+    return "?"
+
+
+def t_latency(hosts, tmp):
+    runs, mm, lost = 5, [], []
+    for i in range(runs):
+        d = os.path.join(tmp, "mm%d" % i)
+        os.makedirs(d)
+        job = Job(hosts, d, "loop", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600", "XRANK_ODD": "5"})
+        check(job.wait_text("out", range(N), "calls 50", 60), "mismatch run %d: ranks not running" % i)
+        open(job.idfile + ".mm", "w").close()
+        got = seen_at(job, range(N), "nccltrace: mismatch on comm .* rank 5 Broadcast", 30)
+        calls = [float(m.group(1)) for r in range(N) for m in re.finditer(r"^mmcall ([0-9.]+)$", job.text("out", r), re.M)]
+        job.kill_all()
+        if len(got) < N or len(calls) < N:
+            job.show()
+            fail("mismatch run %d: line on ranks %s, calls seen %d" % (i, sorted(got), len(calls)))
+        dt = max(got.values()) - max(calls)
+        mm.append(dt)
+        print("mismatch run %d: every rank told %.1f ms after the last rank's call (first %.1f ms)"
+              % (i, dt * 1e3, (min(got.values()) - max(calls)) * 1e3))
+    for i in range(runs):
+        d = os.path.join(tmp, "kill%d" % i)
+        os.makedirs(d)
+        job = Job(hosts, d, "idle", {"NCCLTRACE_CHECK": "async"})
+        check(job.wait_text("out", range(N), "ready", 60), "kill run %d: ranks not ready" % i)
+        time.sleep(0.5)
+        victim = 2
+        vranks = [r for r in range(N) if host_of(r) == victim]
+        survivors = [r for r in range(N) if host_of(r) != victim]
+        t0 = time.time()
+        for r in vranks:
+            os.kill(job.procs[r].pid, signal.SIGKILL)
+        end = time.time() + 15
+        got = {}
+        while len(got) < len(survivors) and time.time() < end:
+            for r in survivors:
+                if r in got:
+                    continue
+                try:
+                    check_named_quiet(job, [r], victim, vranks)
+                    got[r] = time.time()
+                except AssertionError:
+                    pass
+            time.sleep(POLL)
+        job.kill_all()
+        if len(got) < len(survivors):
+            job.show()
+            fail("kill run %d: h%d and ranks %s named on ranks %s only" % (i, victim, vranks, sorted(got)))
+        dt = max(got.values()) - t0
+        lost.append(dt)
+        print("kill run %d: every survivor named h%d and its ranks %.1f ms after the kill" % (i, victim, dt * 1e3))
+    mmed, lmed = sorted(mm)[runs // 2], sorted(lost)[runs // 2]
+    print("CPU: %s, %d CPUs; %d hosts x %d ranks, network namespaces on one machine" % (cpu_model(), os.cpu_count(), H, R))
+    print("mismatch across hosts, last call to every rank told: median %.1f ms (%s)"
+          % (mmed * 1e3, ", ".join("%.1f" % (v * 1e3) for v in mm)))
+    print("host SIGKILLed, kill to every survivor naming it and its ranks: median %.1f ms (%s)"
+          % (lmed * 1e3, ", ".join("%.1f" % (v * 1e3) for v in lost)))
+    check(mmed < 1.0 and lmed < 1.0, "a median over 1 s")
+
+
 def t_collect(hosts, tmp):
     """The mismatch job, killed while hung: rings on every host, dumps on
     every host; one `collect --via` gathers both, per host."""
@@ -474,7 +562,8 @@ def t_collect(hosts, tmp):
 
 TESTS = {"healthy": t_healthy, "mismatch": t_mismatch, "linkcut": t_linkcut, "hostkill": t_hostkill,
          "collect": t_collect, "partition": t_partition, "coordhost": t_coordhost,
-         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async, "netem": t_netem}
+         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async, "netem": t_netem,
+         "latency": t_latency}
 
 
 def main():
