@@ -287,10 +287,15 @@ static void live_events(struct nta_job *job) {
         continue; /* rank 0 of the comm speaks for all */
       char hex[17];
       nta_comm_hex(r->comm_id, hex);
-      nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
-                    "live: comm %s rank %d %s, %.1f ms late (seq %llu)", hex, r->peer,
-                    strncmp(r->u.text, "stall", 5) ? "arrived last" : "stalled", (double)r->aux / 1e3,
-                    (unsigned long long)r->seq);
+      if (!strncmp(r->u.text, "link", 5)) /* lateness.c, link_judge: the host's round trips, not its calls */
+        nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
+                      "live: comm %s rank %d's host has a slow link, round trips %.1f ms longer than the "
+                      "other hosts' (seq %llu)", hex, r->peer, (double)r->aux / 1e3, (unsigned long long)r->seq);
+      else
+        nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
+                      "live: comm %s rank %d %s, %.1f ms late (seq %llu)", hex, r->peer,
+                      strncmp(r->u.text, "stall", 5) ? "arrived last" : "stalled", (double)r->aux / 1e3,
+                      (unsigned long long)r->seq);
     }
   }
 }
