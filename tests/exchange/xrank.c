@@ -15,7 +15,9 @@
  *             until IDFILE.stop exists (at most 120 s), "calls N" every
  *             50; "done N" and exit 0 (tests/hosts: faults while
  *             collectives run).  When IDFILE.mm exists instead, the
- *             `mismatch` call follows (rank XRANK_ODD Broadcast); both
+ *             `mismatch` call follows (rank XRANK_ODD Broadcast) in place
+ *             of loop call number M, the number the file holds (write it
+ *             whole, by rename; empty: the next call); both
  *             modes print "mmcall T" (realtime s) just before that call
  *   noinit    rank NRANKS-1 never calls init; the others block in it
  *   steady    60 AllReduce, 20 ms apart, "ready" after 10; exits 0
@@ -375,10 +377,21 @@ int main(int argc, char **argv) {
     snprintf(stop, sizeof stop, "%s.stop", argv[4]);
     snprintf(mm, sizeof mm, "%s.mm", argv[4]);
     printf("ready\n");
-    long n = 0;
+    long n = 0, at = -1;
     int odd = 0;
     for (double end = mono_s() + 120; access(stop, F_OK) != 0 && mono_s() < end;) {
-      if (access(mm, F_OK) == 0) { /* only XRANK_ODD's call differs: the mismatch is at its seq */
+      /* IDFILE.mm names the call the mismatch replaces: every rank switches
+       * at the same one, whichever iteration it saw the file at (a rank
+       * switching earlier would join the others' loop AllReduce with an
+       * unfilled buffer).  Empty: at once. */
+      if (at < 0 && access(mm, F_OK) == 0) {
+        FILE *f = fopen(mm, "r");
+        long v;
+        at = f && fscanf(f, "%ld", &v) == 1 ? v : n;
+        if (f)
+          fclose(f);
+      }
+      if (at >= 0 && n >= at) { /* only XRANK_ODD's call differs: the mismatch is at its seq */
         odd = 1;
         break;
       }

@@ -22,7 +22,8 @@ invocation:
             name h2's ranks 4 and 5 (latency printed)
   partition h2 cut off for 5 s, then back (below the coordinator's 10 s
             dead timeout): nobody is reported lost, and rank 5's mismatch
-            after the heal reaches every rank (time from the heal printed)
+            1-2 s after the heal reaches every rank (times from the heal
+            and from the call printed)
   coordhost every process of h0 (rank 0, the coordinator) SIGKILLed: each
             surviving rank is told once, by its host's aggregator, that rank
             0 which hosted the coordinator is lost and checking is off (no
@@ -309,6 +310,18 @@ def t_hostkill(hosts, tmp):
     check_named(job, survivors, victim, vranks)
 
 
+def trigger_mismatch(job):
+    """Rank 5's Broadcast in place of a loop call all ranks have still to
+    make: 50 to 100 calls (1-2 s) past the last "calls N" seen.  Written
+    whole (rename): a rank reading it half-written would switch early."""
+    done = max([int(m.group(1)) for r in range(N) for m in re.finditer(r"^calls ([0-9]+)$", job.text("out", r), re.M)]
+               or [0])
+    tmp = job.idfile + ".mm.tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % (done + 100))
+    os.rename(tmp, job.idfile + ".mm")
+
+
 def t_partition(hosts, tmp):
     """h2 cut off for 5 s, then back: below the coordinator's 10 s dead
     timeout, so nobody is reported lost; then a mismatch by rank 5 (h2)
@@ -320,15 +333,18 @@ def t_partition(hosts, tmp):
     hosts.link(2, True)
     t_heal = time.time()
     time.sleep(0.5)
-    open(job.idfile + ".mm", "w").close()
+    trigger_mismatch(job)
     ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm .* rank 5 Broadcast", 30)
-    dt = time.time() - t_heal
+    t_told = time.time()
     time.sleep(1)  # a late false report would come now
     errs = [job.text("err", r) for r in range(N)]  # before the kill, which is a loss
+    calls = [float(m.group(1)) for r in range(N) for m in re.finditer(r"^mmcall ([0-9.]+)$", job.text("out", r), re.M)]
     job.kill_all()
     job.show()
-    print("h2 cut off for 5 s: after the heal every rank got rank 5's mismatch %.3f s later" % dt)
     check(ok, "the mismatch of rank 5 did not reach every rank after the heal")
+    print("h2 cut off for 5 s: rank 5's mismatch call came %.3f s after the heal, every rank had its line "
+          "%.3f s after the last rank's call (%.3f s after the heal)"
+          % (max(calls) - t_heal, t_told - max(calls), t_told - t_heal))
     for r in range(N):
         check("nccltrace: lost" not in errs[r], "rank %d: a false lost report for a 5 s partition" % r)
 
@@ -486,7 +502,7 @@ def t_latency(hosts, tmp):
         os.makedirs(d)
         job = Job(hosts, d, "loop", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600", "XRANK_ODD": "5"})
         check(job.wait_text("out", range(N), "calls 50", 60), "mismatch run %d: ranks not running" % i)
-        open(job.idfile + ".mm", "w").close()
+        trigger_mismatch(job)
         got = seen_at(job, range(N), "nccltrace: mismatch on comm .* rank 5 Broadcast", 30)
         calls = [float(m.group(1)) for r in range(N) for m in re.finditer(r"^mmcall ([0-9.]+)$", job.text("out", r), re.M)]
         job.kill_all()
