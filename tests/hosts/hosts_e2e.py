@@ -96,7 +96,7 @@ def host_of(r):
 
 
 class Job:
-    def __init__(self, hosts, tmp, mode, extra_env, rank_env=None):
+    def __init__(self, hosts, tmp, mode, extra_env, rank_env=None, port=PORT):
         self.tmp = tmp
         self.procs = []
         JOBS.append(self)
@@ -110,7 +110,7 @@ class Job:
                 "LD_LIBRARY_PATH": os.environ["NTX_EMU"], "NCCLEMU_DEVICES": "8",
                 "LD_PRELOAD": os.environ["NTX_LIB"],
                 "RANK": str(r), "LOCAL_RANK": str(r % R), "WORLD_SIZE": str(N), "LOCAL_WORLD_SIZE": str(R),
-                "MASTER_ADDR": hosts.addr(0), "MASTER_PORT": str(PORT),
+                "MASTER_ADDR": hosts.addr(0), "MASTER_PORT": str(port),
                 "NCCLTRACE_RING_DIR": os.path.join(tmp, "h%d" % k, "rings"),
                 "NCCLTRACE_DIR": os.path.join(tmp, "h%d" % k, "dumps"),
                 "NCCLTRACE_JOB": "hosts", "NCCLTRACE_VERBOSE": "1",
@@ -487,6 +487,12 @@ def seen_at(job, ranks, needle, timeout):
     return got
 
 
+def net_state(hosts):
+    """The coordinator host's TCP connections, for a failure's log."""
+    p = netns.sh("ip", "netns", "exec", hosts.ns(0), "ss", "-tnpi", check=False)
+    print("--- h0's TCP connections (ss -tnpi):\n" + p.stdout + p.stderr)
+
+
 def cpu_model():
     with open("/proc/cpuinfo") as f:
         for ln in f:
@@ -500,11 +506,16 @@ def t_latency(hosts, tmp):
     for i in range(runs):
         d = os.path.join(tmp, "mm%d" % i)
         os.makedirs(d)
-        job = Job(hosts, d, "loop", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600", "XRANK_ODD": "5"})
+        # a port of its own per job: nothing of the last job's connections
+        # (killed, their ends in TIME_WAIT) meets this one's
+        job = Job(hosts, d, "loop", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600", "XRANK_ODD": "5"},
+                  port=PORT + 100 * (i + 1))
         check(job.wait_text("out", range(N), "calls 50", 60), "mismatch run %d: ranks not running" % i)
         trigger_mismatch(job)
         got = seen_at(job, range(N), "nccltrace: mismatch on comm .* rank 5 Broadcast", 30)
         calls = [float(m.group(1)) for r in range(N) for m in re.finditer(r"^mmcall ([0-9.]+)$", job.text("out", r), re.M)]
+        if len(got) < N or len(calls) < N:
+            net_state(hosts)
         job.kill_all()
         if len(got) < N or len(calls) < N:
             job.show()
@@ -516,7 +527,7 @@ def t_latency(hosts, tmp):
     for i in range(runs):
         d = os.path.join(tmp, "kill%d" % i)
         os.makedirs(d)
-        job = Job(hosts, d, "idle", {"NCCLTRACE_CHECK": "async"})
+        job = Job(hosts, d, "idle", {"NCCLTRACE_CHECK": "async"}, port=PORT + 100 * (runs + i + 1))
         check(job.wait_text("out", range(N), "ready", 60), "kill run %d: ranks not ready" % i)
         time.sleep(0.5)
         victim = 2
@@ -537,6 +548,8 @@ def t_latency(hosts, tmp):
                 except AssertionError:
                     pass
             time.sleep(POLL)
+        if len(got) < len(survivors):
+            net_state(hosts)
         job.kill_all()
         if len(got) < len(survivors):
             job.show()
