@@ -15,7 +15,8 @@
 # figures move with it.
 #
 # Needs: Open MPI (mpicc/mpirun) for the strict-mode baseline (else that row
-# is INFO); about 2 GiB in /tmp for the analyze inputs, which are generated
+# is INFO); root for the unreachable-coordinator rows (network namespaces,
+# bench/hosts_block.py; else one INFO row says why); about 2 GiB in /tmp for the analyze inputs, which are generated
 # once into $NCCLTRACE_BENCH_CACHE (default /tmp/nccltrace-bench-cache) and
 # reused (writing 1,024 dumps takes minutes on two cores).
 # Exit status: 0 when every benchmark ran (whatever the verdicts), 1 if one
@@ -45,7 +46,7 @@ b=$build/bench
 targets="bench/overhead bench/icount bench/plugin_cost bench/libminrec.so bench/scale/threads bench/scale/strict_bench bench/scale/dump_bench
   bench/scale/analyze_bench bench/scale/coord_bench bench/scale/agg_bench bench/scale/mem_bench
   bench/scale/graph_bench bench/scale/exec_bench
-  tools/nccltrace interpose/libnccltrace.so examples/healthy"
+  tools/nccltrace interpose/libnccltrace.so examples/healthy tests/exchange/ntx_xrank"
 [ -n "$(ls "$build"/bench/scale/mpi_allgather 2>/dev/null)" ] && targets="$targets bench/scale/mpi_allgather"
 # shellcheck disable=SC2086
 ninja -C "$build" $targets tests/emu/libnccl.so.2 tests/emu/libcudart.so.13 tests/emu/libcuda.so.1 >/dev/null ||
@@ -101,11 +102,11 @@ overhead() { # NAME TARGET_NS RATIO_TARGET|- ENV...
 if [ $quick = 1 ]; then
   calls=500000; rounds=3; mcalls=10000000; mrounds=3; trounds=3; tcalls=300000; scalls=500; srounds=3
   ana="--ranks 16,64,256 --recs 2048 --big-ranks 256 --big-recs 65536 --reps 1"
-  coordsecs=2; aggsecs=2; memrounds=1; glaunches=5000; grounds=3
+  coordsecs=2; aggsecs=2; memrounds=1; glaunches=5000; grounds=3; brounds=3
 else
   calls=2000000; rounds=7; mcalls=20000000; mrounds=5; trounds=5; tcalls=1000000; scalls=2000; srounds=5
   ana="--ranks 64,256,1024 --recs 4096 --big-ranks 1024 --big-recs 65536 --reps 3"
-  coordsecs=4; aggsecs=4; memrounds=3; glaunches=20000; grounds=5
+  coordsecs=4; aggsecs=4; memrounds=3; glaunches=20000; grounds=5; brounds=7
 fi
 
 printf 'nccltrace benchmarks on %s: %s CPUs, %s, %s\n' "$(hostname)" "$(nproc)" \
@@ -208,6 +209,35 @@ command -v python3 >/dev/null && py_row
 
 section "CUDA graph launches, with and without NCCL calls in the graph (emulator; callgrind)"
 run "$b/scale/graph_bench" --launches "$glaunches" --rounds "$grounds" --callgrind "$lib" "$build/tests/emu"
+
+section "coordinator unreachable (blackhole route) from another host: NCCL call latency traced vs untraced (bench/hosts_block.py, namespaces, alternating)"
+block_row() { # its "ratio" lines become rows; without root one line says why
+  local txt rc r c v
+  txt=$(python3 "$here/bench/hosts_block.py" "$lib" "$build/tests/emu" "$build/tests/exchange/ntx_xrank" \
+    --rounds "$brounds" --calls 1000 2>&1)
+  rc=$?
+  printf '%s\n' "$txt" | tee -a "$out"
+  if [ $rc -eq 3 ]; then
+    echo "FIGURE|call latency, coordinator black-holed / untraced|$(printf '%s\n' "$txt" | sed -n 's/^cannot run: //p'): not run|<= 1.1 x|INFO" |
+      tee -a "$out"
+    return
+  fi
+  for c in strict async; do
+    r=$(printf '%s\n' "$txt" | sed -n "s/^ratio $c \([0-9.]*\).*/\1/p")
+    if [ $rc -ne 0 ] || [ -z "$r" ]; then
+      echo "FIGURE|call latency, $c, coordinator black-holed / untraced|did not run|<= 1.1 x|FAIL" | tee -a "$out"
+      failed=1; continue
+    fi
+    v=FAIL
+    awk -v a="$r" 'BEGIN { exit !(a <= 1.1) }' && v=PASS
+    echo "FIGURE|call latency, $c, coordinator black-holed / untraced (same run)|$r x|<= 1.1 x|$v" | tee -a "$out"
+  done
+  r=$(printf '%s\n' "$txt" | sed -n 's/^ratio off \([0-9.]*\).*/\1/p')
+  [ -n "$r" ] && echo "FIGURE|  beside: check off / untraced, same calls|$r x|(info: the recorder alone)|INFO" | tee -a "$out"
+}
+if command -v python3 >/dev/null; then block_row; else
+  echo "FIGURE|call latency, coordinator black-holed / untraced|python3 missing: not run|<= 1.1 x|INFO" | tee -a "$out"
+fi
 
 section "threads: 8 threads on their own communicators vs 1"
 run "$b/scale/threads" --calls "$tcalls" --rounds "$trounds" "$lib"

@@ -219,8 +219,12 @@ void ntt_fmt_op(const struct ntr_record *r, char *buf, size_t len) {
     ntt_fmt_graph(r, buf, len);
     return;
   case NTR_KIND_STRAGGLER:
-    /* seq 0: one long stall (count = its seq); else a window's verdict */
-    if (r->seq == 0)
+    /* seq 0: one long stall (count = its seq); text "link": a host's slow
+     * link (aux: its round trips' excess, us); else a window's verdict */
+    if (!strncmp(r->u.text, "link", sizeof r->u.text))
+      snprintf(buf, len, "Straggler(rank=%d, slow link of its host, round trip +%.1f ms)", r->peer,
+               (double)r->aux / 1000.0);
+    else if (r->seq == 0)
       snprintf(buf, len, "Straggler(rank=%d, stall at seq %llu, %.1f ms late)", r->peer,
                (unsigned long long)r->count, (double)r->aux / 1000.0);
     else

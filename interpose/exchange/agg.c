@@ -87,6 +87,7 @@ struct ntx_agg {
   uint32_t up_chal_flags, up_root_flags;
   uint32_t up_welcome_flags;  /* the root's WELCOME flags: NTX_WELCOME_DEV passed on to our clients */
   int up_bye;           /* the root said BYE: a clean shutdown, not a loss */
+  int up_hello;         /* our HELLO went up on this connection: the root may count us a client */
   double up_next_try, up_backoff, up_last_tx, last_sweep;
   /* the FP batch: payload of one FP frame being filled */
   uint8_t *batch;
@@ -327,6 +328,7 @@ static void up_connect(struct ntx_agg *a, double now) {
     if (connect(fd, (const struct sockaddr *)&ad.sa, ad.len) == 0 || errno == EINPROGRESS) {
       ntx_agg_link_init(&a->up, fd, 0, &key, UP_OUT_MAX);
       a->up.hello_flags = NTX_HELLO_AGG;
+      a->up_hello = 0;
       a->up_connecting = 1;
       struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = EV_UP};
       epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
@@ -373,6 +375,7 @@ static int on_up_frame(void *ctx, struct ntx_agg_link *l, const struct ntx_frame
       a->up_chal_pid = m.u.challenge.pid;
       a->up_chal_flags = m.u.challenge.flags;
       ntx_agg_link_on_challenge(l, f, (int32_t)getpid(), a->cfg.lrank, a->host, a->job);
+      a->up_hello = 1;
       return 0;
     }
     if (m.type != NTX_MSG_WELCOME) {
@@ -865,6 +868,20 @@ void ntx_agg_stop(struct ntx_agg *a) {
         local_close(a, i, 1);
     }
   uint8_t b[8];
+  /* The root counts us a client from our HELLO on, before its WELCOME
+   * reaches us: closing in between, without the BYE that only a welcomed
+   * link can send, reads as a lost host at every rank (an aggregator
+   * elected at a hand-over by a process that exits at once).  So a
+   * handshake whose HELLO went up is finished first, bounded: ~200 ms. */
+  for (int t = 0; t < 20 && a->up.fd >= 0 && a->up.state == NTX_AGG_L_HANDSHAKE && a->up_hello; t++) {
+    ntx_agg_link_flush(&a->up);
+    struct pollfd p = {.fd = a->up.fd, .events = POLLIN};
+    if (poll(&p, 1, 10) > 0 && ntx_agg_link_read(&a->up, on_up_frame, a) < 0) {
+      if (a->up.fd >= 0)
+        up_lost(a, now_s());
+      break;
+    }
+  }
   if (a->up.fd >= 0) {
     batch_flush(a, now_s());
     if (a->up.state == NTX_AGG_L_READY) {

@@ -240,6 +240,7 @@ int ntx_check_client_add(struct ntx_check *c, uint32_t id, const char *host, int
   cl->clk_offset = 0;
   cl->clk_uncert = 0;
   cl->clk_known = 0;
+  cl->clk_samples = 0;
   return 0;
 }
 

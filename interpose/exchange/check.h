@@ -95,8 +95,11 @@ void ntx_check_fp(struct ntx_check *c, uint32_t id, const struct ntx_fp *fp, dou
 void ntx_check_strict(struct ntx_check *c, uint32_t id, uint32_t req_id, const struct ntx_fp *fps,
                       uint32_t n, double now);
 /* The client's clock offset (its realtime - ours, ns) and its uncertainty,
- * from round trips (clocksync.h): fingerprint times are corrected by it. */
-void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns);
+ * from `samples` round trips so far (clocksync.h): fingerprint times are
+ * corrected by it; the uncertainty is half its best recent round trip,
+ * which also names a host whose link is slow (lateness.c). */
+void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns,
+                            uint32_t samples);
 /* Time-driven reports; call every ~100 ms. */
 void ntx_check_tick(struct ntx_check *c, double now);
 const struct ntx_check_stats *ntx_check_get_stats(const struct ntx_check *c);

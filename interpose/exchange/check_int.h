@@ -118,6 +118,7 @@ struct ntx_check_client {
   int64_t clk_offset;     /* its realtime - ours, ns (clocksync), 0 until known */
   uint64_t clk_uncert;    /* +- ns; 0 with clk_known 0 */
   int clk_known;
+  uint32_t clk_samples;   /* round trips measured so far (link_judge waits for some) */
   uint32_t ncomms, capcomms;
   struct { struct ntx_comm *cm; int32_t rank; } *comms;
 };

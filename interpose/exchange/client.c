@@ -512,7 +512,12 @@ static void send_now(void) {
 
 /* Strict requests of k fingerprints with nobody waiting (each with its own
  * copy, freed by whoever queues or fails it).  Past NTX_DETACHED_MAX unsent
- * ones the rest is dropped: a gap the coordinator counts as arrived unseen. */
+ * ones the rest is dropped: a gap the coordinator counts as arrived unseen.
+ * They leave with the client thread's next pass (NTX_POLL_MAX_MS at most),
+ * batched: no send and no wake-up on the calling thread, whose calls would
+ * otherwise each pay a syscall and a context switch while the coordinator
+ * does not answer (and, through the collective, every other rank with it:
+ * bench/hosts_block.py). */
 static void send_detached(const struct ntx_fp *fps, uint32_t k) {
   pthread_mutex_lock(&client->mu);
   struct ntx_sreq **tail = &client->sq;
@@ -533,7 +538,6 @@ static void send_detached(const struct ntx_fp *fps, uint32_t k) {
     client->ndetached++;
   }
   pthread_mutex_unlock(&client->mu);
-  send_now();
 }
 
 int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size_t msg_len) {

@@ -501,13 +501,17 @@ static int handle_frame(struct ntx_coord *co, uint32_t id, const struct ntx_fram
   case NTX_MSG_PING:
     return 0;
   case NTX_MSG_TIME_ECHO:
-    if (ntx_clk_echo(&c->clk, m.u.time.stamp, m.u.time.client_ns, ntx_clk_now_ns()) == 1) {
+  {
+    int changed = ntx_clk_echo(&c->clk, m.u.time.stamp, m.u.time.client_ns, ntx_clk_now_ns());
+    if (changed >= 0) /* every sample counts for the link check (lateness.c), only a change is sent */
+      ntx_check_client_clock(co->chk, id, c->clk.offset, c->clk.uncert, c->clk.samples);
+    if (changed == 1) {
       uint8_t buf[24];
-      ntx_check_client_clock(co->chk, id, c->clk.offset, c->clk.uncert);
       size_t n = ntx_enc_clock(buf, sizeof buf, c->clk.offset, c->clk.uncert, c->clk.samples);
       ntx_coord_send(co, id, NTX_MSG_CLOCK, buf, n);
     }
     return 0;
+  }
   case NTX_MSG_BYE:
     ntx_coord_close(co, id, 0, NULL);
     return -1;

@@ -27,6 +27,18 @@
  * is a streaming estimate, one word per member, sent to that rank every
  * lateness_every_s, for `nccltrace status`.
  *
+ * A host whose link is slow is named too (link_judge): on the emulator, as
+ * on a cluster whose NCCL traffic shares the hosts' network, a delayed
+ * link does not make its ranks call late (their call times stay on time,
+ * and the clock correction takes the delay out), it makes everything they
+ * send arrive late.  The coordinator measures that itself: the clock
+ * round trips to each client (clocksync.c, the best of the last 16, so a
+ * lost packet's retransmission does not count).  A host whose best round
+ * trip exceeds the median of the other hosts' by straggler_ms or more,
+ * once every client of the comm has 8 samples, is named with its ranks, at
+ * most every straggler_every_s per comm.  Clients of one host only (every
+ * single-machine job) are never compared.
+ *
  * Cost per fingerprint or device arrival: a few compares and one word
  * updated; per complete seq: one window entry and two counters; the median
  * of a window is computed at most once a second per comm, only while a
@@ -66,6 +78,7 @@ struct ntx_late {
   struct ntx_ldev *devq; /* NTX_DEVQ, by seq modulo */
   uint32_t *med_us;    /* per rank: running median of its own lateness, us */
   double eval_t, reported_t, told_t, stall_t;
+  double link_eval_t, link_t; /* link_judge: last look, last report */
   int dirty;           /* new samples since the last per-rank report */
   int said_clock;
 };
@@ -100,7 +113,7 @@ static struct ntx_late *late_get(struct ntx_check *c, struct ntx_comm *cm) {
     ntx_late_free(cm);
     return NULL;
   }
-  l->reported_t = l->stall_t = -1e30;
+  l->reported_t = l->stall_t = l->link_t = -1e30;
   cm->late = l;
   return l;
 }
@@ -117,13 +130,15 @@ void ntx_late_free(struct ntx_comm *cm) {
   cm->late = NULL;
 }
 
-void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns) {
+void ntx_check_client_clock(struct ntx_check *c, uint32_t id, int64_t offset_ns, uint64_t uncert_ns,
+                            uint32_t samples) {
   if (id >= c->lim.max_clients || !c->clients[id].active)
     return;
   struct ntx_check_client *cl = &c->clients[id];
   cl->clk_offset = offset_ns;
   cl->clk_uncert = uncert_ns;
   cl->clk_known = 1;
+  cl->clk_samples = samples;
   for (uint32_t i = 0; i < cl->ncomms; i++) /* where each fingerprint looks it up */
     if (cl->comms[i].cm && cl->comms[i].rank >= 0 && cl->comms[i].rank < cl->comms[i].cm->nranks)
       cl->comms[i].cm->m[cl->comms[i].rank].clk_offset = offset_ns;
@@ -343,9 +358,74 @@ void ntx_late_decided(struct ntx_check *c, struct ntx_comm *cm, struct ntx_slot 
   judge(c, cm, l, &l->host, s->last_rank, c->now, 0);
 }
 
+#define LINK_SAMPLES 8 /* round trips per client before its link is judged */
+
+static const struct ntx_check_client *client_of(const struct ntx_check *c, const struct ntx_comm *cm, int32_t r) {
+  int32_t id = cm->m[r].client;
+  return id >= 0 && (uint32_t)id < c->lim.max_clients && c->clients[id].active ? &c->clients[id] : NULL;
+}
+
+/* The host whose link is slow (the header says why round trips): at most
+ * once a second per comm, O(members). */
+static void link_judge(struct ntx_check *c, struct ntx_comm *cm, struct ntx_late *l, double now) {
+  if (now - l->link_eval_t < 1.0 || now - l->link_t < c->lim.straggler_every_s)
+    return;
+  l->link_eval_t = now;
+  const struct ntx_check_client *w = NULL;
+  int32_t wr = -1;
+  for (int32_t r = 0; r < cm->nranks; r++) {
+    const struct ntx_check_client *cl = client_of(c, cm, r);
+    if (cm->m[r].state != NTX_M_ACTIVE || !cl)
+      continue;
+    if (!cl->clk_known || cl->clk_samples < LINK_SAMPLES)
+      return; /* not every link measured yet */
+    if (!w || cl->clk_uncert > w->clk_uncert) {
+      w = cl;
+      wr = r;
+    }
+  }
+  if (!w)
+    return;
+  uint32_t v[4096], k = 0;
+  for (int32_t r = 0; r < cm->nranks && k < 4096; r++) {
+    const struct ntx_check_client *cl = client_of(c, cm, r);
+    if (cm->m[r].state == NTX_M_ACTIVE && cl && strcmp(cl->host, w->host))
+      v[k++] = (uint32_t)(cl->clk_uncert / 500 > UINT32_MAX ? UINT32_MAX : cl->clk_uncert / 500); /* round trip, us */
+  }
+  if (!k)
+    return; /* one host: no other link to compare with */
+  uint32_t others = select_kth(v, k, k / 2), mine = (uint32_t)(w->clk_uncert / 500);
+  if (mine < others || (double)(mine - others) < c->lim.straggler_ms * 1000.0)
+    return;
+  l->link_t = now;
+  c->st.stragglers++;
+  char ranks[160] = "", text[NTX_TEXT_MAX], field[NTX_FIELD];
+  size_t n = 0;
+  int nr = 0;
+  for (int32_t r = 0; r < cm->nranks; r++) {
+    const struct ntx_check_client *cl = client_of(c, cm, r);
+    if (!cl || strcmp(cl->host, w->host) || cm->m[r].state != NTX_M_ACTIVE)
+      continue;
+    if (n + 16 >= sizeof ranks) {
+      snprintf(ranks + n, sizeof ranks - n, ",...");
+      break;
+    }
+    n += (size_t)snprintf(ranks + n, sizeof ranks - n, "%s%d", nr ? "," : "", r);
+    nr++;
+  }
+  snprintf(text, sizeof text, "straggler on comm %08x: host %s (rank%s %s): its link is slow, a round trip "
+           "to the coordinator takes %.1f ms, %.1f ms from the other hosts (median): what it sends "
+           "arrives late", NTX_COMM_SHORT(cm->id), w->host, nr > 1 ? "s" : "", ranks, mine / 1000.0,
+           others / 1000.0);
+  snprintf(field, sizeof field, "link");
+  ntx_tell_comm(c, cm, NTX_V_STRAGGLER, l->host.last_seq, wr, mine - others, field, text);
+}
+
 /* Each member's median lateness, to its own client (its ring's comm state). */
 void ntx_late_tick(struct ntx_check *c, struct ntx_comm *cm, double now) {
   struct ntx_late *l = cm->late;
+  if (l && c->lim.straggler_ms > 0)
+    link_judge(c, cm, l, now);
   if (!l || !l->dirty || now - l->told_t < c->lim.lateness_every_s)
     return;
   l->told_t = now;

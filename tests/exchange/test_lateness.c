@@ -7,7 +7,9 @@
  * sample wins.  Device arrivals (FP entries of dir 3): a GPU 20 ms slow
  * behind a host that runs ahead is named "at the device" from sampled
  * seqs, with seqs after a host barrier (nobody late) between; devices that
- * jitter stay quiet; a seq one rank never sampled completes nothing. */
+ * jitter stay quiet; a seq one rank never sampled completes nothing; a
+ * host whose round trips are slow is named with its ranks, only against
+ * other hosts and after 8 of them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +54,7 @@ static int count(uint32_t kind, uint32_t client) {
   return n;
 }
 
-static struct ntx_check *setup(void) {
+static struct ntx_check *setup_hosts(const char *const hosts[NR]) {
   struct ntx_check_limits l;
   ntx_check_default_limits(&l);
   l.max_clients = 16;
@@ -61,12 +63,14 @@ static struct ntx_check *setup(void) {
   for (int r = 0; r < NR; r++) {
     char host[16];
     snprintf(host, sizeof host, "node%d", r);
-    ntx_check_client_add(c, (uint32_t)r, host, 1000 + r, r);
+    ntx_check_client_add(c, (uint32_t)r, hosts ? hosts[r] : host, 1000 + r, r);
     ntx_check_register(c, (uint32_t)r, COMM, r, NR, 22809, "", 0, 0.0);
   }
   nev = 0;
   return c;
 }
+
+static struct ntx_check *setup(void) { return setup_hosts(NULL); }
 
 /* Seq s: rank r called at T0 + s * 100 ms + late(r) on its own clock
  * (clock offset off[r]); the coordinator's time is s * 0.1 s. */
@@ -108,7 +112,7 @@ static void test_slow_rank(void) {
    * take it out, 20 us uncertain */
   int64_t off[NR] = {0, 3000000000ll, 0, -2000000000ll};
   for (int r = 0; r < NR; r++)
-    ntx_check_client_clock(c, (uint32_t)r, off[r], 20000);
+    ntx_check_client_clock(c, (uint32_t)r, off[r], 20000, 8);
   srand(2);
   for (uint64_t s = 1; s <= 300; s++) {
     uint64_t late[NR];
@@ -162,7 +166,7 @@ static void test_uncertain_clocks(void) {
   struct ntx_check *c = setup();
   int64_t off[NR] = {0};
   for (int r = 0; r < NR; r++)
-    ntx_check_client_clock(c, (uint32_t)r, 0, 30000000); /* +- 30 ms */
+    ntx_check_client_clock(c, (uint32_t)r, 0, 30000000, 8); /* +- 30 ms */
   for (uint64_t s = 1; s <= 300; s++) {
     uint64_t late[NR] = {0, 0, 15000000ull, 0};
     step(c, s, late, off);
@@ -235,6 +239,73 @@ static void test_clocksync(void) {
   NT_CHECK(k.offset == 5000000 && k.samples == 3);
 }
 
+static int count_link(uint32_t client) {
+  int n = 0;
+  for (int i = 0; i < nev; i++)
+    n += evs[i].kind == NTX_V_STRAGGLER && evs[i].client == client && !strcmp(evs[i].field, "link");
+  return n;
+}
+
+/* Round trips (uncertainty = half the best one) rtt_us per client after
+ * `samples` of them; 300 seqs on time, ticked every 100 ms. */
+static struct ntx_check *link_run(const char *const hosts[NR], const uint64_t rtt_us[NR], uint32_t samples) {
+  struct ntx_check *c = setup_hosts(hosts);
+  int64_t off[NR] = {0};
+  for (int r = 0; r < NR; r++)
+    ntx_check_client_clock(c, (uint32_t)r, 0, rtt_us[r] * 500, samples);
+  srand(4);
+  for (uint64_t s = 1; s <= 300; s++) {
+    uint64_t late[NR];
+    for (int r = 0; r < NR; r++)
+      late[r] = jitter();
+    step(c, s, late, off);
+    ntx_check_tick(c, (double)s * 0.1);
+  }
+  return c;
+}
+
+static void test_slow_link(void) {
+  /* rank 2's host (with rank 3) 50 ms away, the others 0.2 ms: named once
+   * on every member, with both its ranks, not as a late caller */
+  static const char *const two[NR] = {"hA", "hA", "hB", "hB"};
+  uint64_t slow[NR] = {200, 200, 50200, 50200};
+  struct ntx_check *c = link_run(two, slow, 8);
+  for (uint32_t k = 0; k < NR; k++)
+    NT_CHECK(count_link(k) == 1);
+  for (int i = 0; i < nev; i++)
+    if (evs[i].kind == NTX_V_STRAGGLER && evs[i].client == 0) {
+      printf("  %s\n", evs[i].text);
+      NT_CHECK(strstr(evs[i].text, "straggler on comm 9f2c0123: host hB (ranks 2,3): its link is slow, a round "
+                                 "trip to the coordinator takes 50.2 ms, 0.2 ms from the other hosts") != NULL);
+      NT_CHECK(evs[i].aux == 50000 && (evs[i].peer == 2 || evs[i].peer == 3));
+    }
+  ntx_check_free(c);
+  /* one host of four slow, each rank its own host */
+  uint64_t one[NR] = {150, 300, 250, 60000};
+  c = link_run(NULL, one, 8);
+  NT_CHECK(count_link(1) == 1);
+  for (int i = 0; i < nev; i++)
+    if (evs[i].kind == NTX_V_STRAGGLER && evs[i].client == 1)
+      NT_CHECK(strstr(evs[i].text, "host node3 (rank 3): its link is slow, a round trip to the coordinator takes "
+                                 "60.0 ms, 0.2 ms from the other hosts") != NULL);
+  ntx_check_free(c);
+  /* not yet 8 round trips: nobody */
+  c = link_run(two, slow, 7);
+  NT_CHECK(count_link(0) == 0);
+  ntx_check_free(c);
+  /* 9 ms more than the others: below NCCLTRACE_STRAGGLER_MS */
+  uint64_t near[NR] = {200, 200, 9200, 9200};
+  c = link_run(two, near, 16);
+  NT_CHECK(count_link(0) == 0);
+  ntx_check_free(c);
+  /* one host: no other link to compare with, however slow */
+  static const char *const one_host[NR] = {"hA", "hA", "hA", "hA"};
+  c = link_run(one_host, slow, 16);
+  NT_CHECK(count_link(0) == 0);
+  ntx_check_free(c);
+}
+
+
 int main(void) {
   test_jitter_quiet();
   test_slow_rank();
@@ -242,6 +313,7 @@ int main(void) {
   test_uncertain_clocks();
   test_slow_device(0);
   test_slow_device(1);
+  test_slow_link();
   test_clocksync();
   if (nt_failures)
     fprintf(stderr, "test_lateness: %d nt_failures\n", nt_failures);

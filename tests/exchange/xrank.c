@@ -15,7 +15,10 @@
  *             until IDFILE.stop exists (at most 120 s), "calls N" every
  *             50; "done N" and exit 0 (tests/hosts: faults while
  *             collectives run).  When IDFILE.mm exists instead, the
- *             `mismatch` call follows (rank XRANK_ODD Broadcast)
+ *             `mismatch` call follows (rank XRANK_ODD Broadcast) in place
+ *             of loop call number M, the number the file holds (write it
+ *             whole, by rename; empty: the next call); both
+ *             modes print "mmcall T" (realtime s) just before that call
  *   noinit    rank NRANKS-1 never calls init; the others block in it
  *   steady    60 AllReduce, 20 ms apart, "ready" after 10; exits 0
  *   runahead  40 rounds of: a barrier of every rank (files IDFILE.b<round>.<rank>),
@@ -53,6 +56,11 @@
  *             the driver SIGSTOPs a rank for a while and SIGCONTs it),
  *             then as stalled after IDFILE.cont: 5 AllReduce, rank 1
  *             Broadcast where the others AllReduce ("mm ...", "hung")
+ *   timed     3 AllReduce, then XRANK_WARM (20) more, then XRANK_CALLS (2000)
+ *             back to back, each timed from the call to the end of its
+ *             stream synchronize: prints "lat_us P50 P90 MEAN BEST" (BEST:
+ *             the least median of 10 batches of them; bench/
+ *             hosts_block.py: the application's NCCL call latency); exits 0
  * XRANK_OPEN_FDS=N: N descriptors (/dev/null) held open from before init
  * to exit, as an application's own files are.  XRANK_FREE_FDS=N: every
  * descriptor but the N highest taken the same way.
@@ -118,6 +126,44 @@ static void allreduce_checked(ncclComm_t comm, int nranks) {
   for (int i = 0; i < 64; i++)
     if (h[i] != want)
       NT_DIE("allreduce element %d = %g, want %g", i, (double)h[i], (double)want);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* `timed`: per-call latency (call + stream synchronize) of n AllReduce. */
+static void timed(ncclComm_t comm, int nranks) {
+  const char *w = getenv("XRANK_WARM"), *c = getenv("XRANK_CALLS");
+  int warm = w ? atoi(w) : 20, n = c ? atoi(c) : 2000;
+  if (n < 1)
+    NT_DIE("XRANK_CALLS=%s", c);
+  for (int i = 0; i < warm; i++)
+    allreduce_checked(comm, nranks);
+  double *lat = malloc((size_t)n * sizeof *lat), sum = 0;
+  if (!lat)
+    NT_DIE("out of memory");
+  for (int i = 0; i < n; i++) {
+    double t = mono_s();
+    NCCL(ncclAllReduce(dbuf, dbuf, 64, ncclFloat32, ncclSum, comm, stream));
+    CUDA(cudaStreamSynchronize(stream));
+    lat[i] = (mono_s() - t) * 1e6;
+    sum += lat[i];
+  }
+  /* the least of 10 batches' medians: what the calls cost when nothing
+   * else on the machine took the CPU meanwhile */
+  int nb = n >= 100 ? 10 : 1, bl = n / nb;
+  double best = 0;
+  for (int b = 0; b < nb; b++) {
+    qsort(lat + b * bl, (size_t)bl, sizeof *lat, cmp_double);
+    double m = lat[b * bl + bl / 2];
+    if (b == 0 || m < best)
+      best = m;
+  }
+  qsort(lat, (size_t)n, sizeof *lat, cmp_double);
+  printf("lat_us %.2f %.2f %.2f %.2f\n", lat[n / 2], lat[n * 9 / 10], sum / n, best);
+  free(lat);
 }
 
 int main(int argc, char **argv) {
@@ -187,6 +233,11 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < 3; i++)
     allreduce_checked(comm, nranks);
+  if (!strcmp(mode, "timed")) {
+    timed(comm, nranks);
+    NCCL(ncclCommDestroy(comm));
+    return 0;
+  }
   if (!strcmp(mode, "strictkill")) {
     printf("ready\n");
     if (g_rank == nranks - 2) {
@@ -354,10 +405,21 @@ int main(int argc, char **argv) {
     snprintf(stop, sizeof stop, "%s.stop", argv[4]);
     snprintf(mm, sizeof mm, "%s.mm", argv[4]);
     printf("ready\n");
-    long n = 0;
+    long n = 0, at = -1;
     int odd = 0;
     for (double end = mono_s() + 120; access(stop, F_OK) != 0 && mono_s() < end;) {
-      if (access(mm, F_OK) == 0) { /* only XRANK_ODD's call differs: the mismatch is at its seq */
+      /* IDFILE.mm names the call the mismatch replaces: every rank switches
+       * at the same one, whichever iteration it saw the file at (a rank
+       * switching earlier would join the others' loop AllReduce with an
+       * unfilled buffer).  Empty: at once. */
+      if (at < 0 && access(mm, F_OK) == 0) {
+        FILE *f = fopen(mm, "r");
+        long v;
+        at = f && fscanf(f, "%ld", &v) == 1 ? v : n;
+        if (f)
+          fclose(f);
+      }
+      if (at >= 0 && n >= at) { /* only XRANK_ODD's call differs: the mismatch is at its seq */
         odd = 1;
         break;
       }
@@ -375,6 +437,9 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "mismatch") || !strcmp(mode, "loop")) {
     ncclResult_t r;
     const char *odd = getenv("XRANK_ODD");
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    printf("mmcall %.6f\n", (double)rt.tv_sec + rt.tv_nsec * 1e-9); /* when this rank made the call */
     if (g_rank == (odd ? atoi(odd) : 1))
       r = ncclBroadcast(dbuf, dbuf, 64, ncclFloat32, 0, comm, stream);
     else

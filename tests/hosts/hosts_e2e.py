@@ -22,7 +22,8 @@ invocation:
             name h2's ranks 4 and 5 (latency printed)
   partition h2 cut off for 5 s, then back (below the coordinator's 10 s
             dead timeout): nobody is reported lost, and rank 5's mismatch
-            after the heal reaches every rank (time from the heal printed)
+            1-2 s after the heal reaches every rank (times from the heal
+            and from the call printed)
   coordhost every process of h0 (rank 0, the coordinator) SIGKILLed: each
             surviving rank is told once, by its host's aggregator, that rank
             0 which hosted the coordinator is lost and checking is off (no
@@ -30,7 +31,8 @@ invocation:
   blackhole_strict, blackhole_async
             `ip route add blackhole` to h0's address on h1..h3 from the
             start, NCCLTRACE_STRICT_TIMEOUT=2: every rank runs its 60
-            AllReduce and exits 0 (run time printed); in strict mode each
+            AllReduce and exits 0 (run time printed) within 1.5 s of its
+            sleeps plus one timeout (strict; none in async); in strict mode each
             rank of h1..h3 says once that strict calls proceed unchecked,
             and no rank repeats a line; in async mode nobody reports a
             verdict
@@ -38,6 +40,23 @@ invocation:
             (xrank runahead: nccl-tests' loop, a barrier per round): every
             rank is told live that rank 5 arrived last at the device (device
             arrivals through the node aggregators), and exits 0
+  netem     `tc netem delay 50ms loss 1%` on h2's link (its eth0) from the
+            start, AllReduces running: every rank is told, by the
+            coordinator's live straggler line, that host h2 and its ranks
+            4 and 5 have a slow link (measured from the clock round trips
+            over that link: the emulator's collectives do not cross it, and
+            the ranks' calls are not late; interpose/exchange/lateness.c),
+            no other host is named, and no rank reports a mismatch or a
+            loss; the time until every rank has the line is printed.  A
+            kernel without sch_netem fails the test, saying so
+  latency   the figures of docs/performance.md ("Many hosts, for real"),
+            median of 5 jobs each: a mismatch (rank 5 of h2 Broadcast
+            where the others AllReduce, mid-loop): from the last rank's
+            call to the line on every rank; every process of h2
+            SIGKILLed: from the kill to every other rank's line naming
+            h2 and its ranks.  Prints each run, the medians and the CPU
+            (/proc/cpuinfo); fails when a run gives no verdict, or a
+            median exceeds 1 s (the simulator's bound is 100 ms)
   collect   the mismatch job killed while hung: `nccltrace collect --host
             h0,..,h3 --via 'ip netns exec ntr-{host} ...'` with per-host
             {host} paths turns each host's rings into dumps there and brings
@@ -81,7 +100,7 @@ def host_of(r):
 
 
 class Job:
-    def __init__(self, hosts, tmp, mode, extra_env, rank_env=None):
+    def __init__(self, hosts, tmp, mode, extra_env, rank_env=None, port=PORT):
         self.tmp = tmp
         self.procs = []
         JOBS.append(self)
@@ -95,7 +114,7 @@ class Job:
                 "LD_LIBRARY_PATH": os.environ["NTX_EMU"], "NCCLEMU_DEVICES": "8",
                 "LD_PRELOAD": os.environ["NTX_LIB"],
                 "RANK": str(r), "LOCAL_RANK": str(r % R), "WORLD_SIZE": str(N), "LOCAL_WORLD_SIZE": str(R),
-                "MASTER_ADDR": hosts.addr(0), "MASTER_PORT": str(PORT),
+                "MASTER_ADDR": hosts.addr(0), "MASTER_PORT": str(port),
                 "NCCLTRACE_RING_DIR": os.path.join(tmp, "h%d" % k, "rings"),
                 "NCCLTRACE_DIR": os.path.join(tmp, "h%d" % k, "dumps"),
                 "NCCLTRACE_JOB": "hosts", "NCCLTRACE_VERBOSE": "1",
@@ -295,6 +314,18 @@ def t_hostkill(hosts, tmp):
     check_named(job, survivors, victim, vranks)
 
 
+def trigger_mismatch(job):
+    """Rank 5's Broadcast in place of a loop call all ranks have still to
+    make: 50 to 100 calls (1-2 s) past the last "calls N" seen.  Written
+    whole (rename): a rank reading it half-written would switch early."""
+    done = max([int(m.group(1)) for r in range(N) for m in re.finditer(r"^calls ([0-9]+)$", job.text("out", r), re.M)]
+               or [0])
+    tmp = job.idfile + ".mm.tmp"
+    with open(tmp, "w") as f:
+        f.write("%d\n" % (done + 100))
+    os.rename(tmp, job.idfile + ".mm")
+
+
 def t_partition(hosts, tmp):
     """h2 cut off for 5 s, then back: below the coordinator's 10 s dead
     timeout, so nobody is reported lost; then a mismatch by rank 5 (h2)
@@ -306,15 +337,18 @@ def t_partition(hosts, tmp):
     hosts.link(2, True)
     t_heal = time.time()
     time.sleep(0.5)
-    open(job.idfile + ".mm", "w").close()
+    trigger_mismatch(job)
     ok = job.wait_text("err", range(N), "nccltrace: mismatch on comm .* rank 5 Broadcast", 30)
-    dt = time.time() - t_heal
+    t_told = time.time()
     time.sleep(1)  # a late false report would come now
     errs = [job.text("err", r) for r in range(N)]  # before the kill, which is a loss
+    calls = [float(m.group(1)) for r in range(N) for m in re.finditer(r"^mmcall ([0-9.]+)$", job.text("out", r), re.M)]
     job.kill_all()
     job.show()
-    print("h2 cut off for 5 s: after the heal every rank got rank 5's mismatch %.3f s later" % dt)
     check(ok, "the mismatch of rank 5 did not reach every rank after the heal")
+    print("h2 cut off for 5 s: rank 5's mismatch call came %.3f s after the heal, every rank had its line "
+          "%.3f s after the last rank's call (%.3f s after the heal)"
+          % (max(calls) - t_heal, t_told - max(calls), t_told - t_heal))
     for r in range(N):
         check("nccltrace: lost" not in errs[r], "rank %d: a false lost report for a 5 s partition" % r)
 
@@ -362,6 +396,10 @@ def blackhole(hosts, tmp, mode):
     job.show()
     print("%s, coordinator black-holed for h1..h3: the job ran %.2f s (60 AllReduce 20 ms apart)" % (mode, dt))
     check(codes == [0] * N, "the job was blocked or failed: exit codes %s" % codes)
+    # 60 x 20 ms of sleeps, one NCCLTRACE_STRICT_TIMEOUT at most (strict:
+    # it fails open once), 1.5 s for the processes' start on a loaded machine
+    check(dt <= 60 * 0.02 + (2 if mode == "strict" else 0) + 1.5,
+          "the job ran %.2f s: the unreachable coordinator held its calls" % dt)
     return job
 
 
@@ -399,6 +437,152 @@ def t_slowdev(hosts, tmp):
         check(re.search(want, job.text("err", r)), "rank %d was not told of rank 5's device" % r)
 
 
+def netem_on(hosts, k, spec):
+    """tc netem on host k's eth0 (what it sends), or fail saying why."""
+    p = netns.sh("ip", "netns", "exec", hosts.ns(k), "tc", "qdisc", "add", "dev", "eth0", "root", "netem",
+                 *spec.split(), check=False)
+    if p.returncode != 0:
+        why = p.stderr.strip()
+        try:
+            import gzip
+            with gzip.open("/proc/config.gz", "rt") as f:
+                cfg = [ln.strip() for ln in f if "NET_SCH_NETEM" in ln]
+            why += "; kernel %s: %s" % (os.uname().release, ", ".join(cfg) or "no CONFIG_NET_SCH_NETEM line")
+        except OSError:
+            pass
+        fail("cannot add `tc qdisc ... netem %s` on h%d's eth0: %s (this kernel has no sch_netem: "
+             "build it or load the module, modprobe sch_netem)" % (spec, k, why))
+    print(netns.sh("ip", "netns", "exec", hosts.ns(k), "tc", "qdisc", "show", "dev", "eth0").stdout.strip())
+
+
+def t_netem(hosts, tmp):
+    """h2's link delays 50 ms and loses 1% from the start.  What a delayed
+    link does on the emulator: its ranks' collectives do not cross it
+    (/dev/shm), their calls are on time; what it delays is what h2 sends,
+    the exchange included, and the coordinator's clock round trips to h2's
+    aggregator measure it.  The live straggler line must name h2 and its
+    ranks; nobody else is named, and nothing raises a mismatch."""
+    victim = 2
+    vranks = [r for r in range(N) if host_of(r) == victim]
+    netem_on(hosts, victim, "delay 50ms loss 1%")
+    t0 = time.time()
+    job = Job(hosts, tmp, "loop", {"NCCLTRACE_CHECK": "async"})
+    check(job.wait_text("out", range(N), "ready", 60), "ranks not running")
+    t_ready = time.time()
+    want = r"nccltrace: straggler on comm [0-9a-f]+: host h%d \(ranks %s\): its link is slow" % (
+        victim, ",".join(map(str, vranks)))
+    ok = job.wait_text("err", range(N), want, 30)
+    t_line = time.time()
+    time.sleep(1)
+    job.stop()
+    codes = job.wait(30)
+    job.kill_all()
+    job.show()
+    print("netem delay 50ms loss 1%% on h%d: every rank had the straggler line %.3f s after the job started "
+          "(%.3f s after every rank was ready)" % (victim, t_line - t0, t_line - t_ready))
+    check(ok, "not every rank printed a straggler line naming host h%d and ranks %s" % (victim, vranks))
+    for r in range(N):
+        e = job.text("err", r)
+        check("mismatch" not in e, "rank %d: a mismatch with a delayed link" % r)
+        check("nccltrace: lost" not in e, "rank %d: a loss with a delayed link" % r)
+        for m in re.finditer(r"nccltrace: straggler on comm [0-9a-f]+: (.*)", e):
+            check(("host h%d " % victim) in m.group(1), "rank %d: a straggler line names another: %s" % (r, m.group(0)))
+    check(codes == [0] * N, "the job was blocked: exit codes %s" % codes)
+
+
+POLL = 0.005  # the driver's look at the ranks' stderr: part of each figure
+
+
+def seen_at(job, ranks, needle, timeout):
+    """{rank: time its stderr first matched}, polling every POLL."""
+    got, end = {}, time.time() + timeout
+    while len(got) < len(ranks) and time.time() < end:
+        for r in ranks:
+            if r not in got and re.search(needle, job.text("err", r)):
+                got[r] = time.time()
+        time.sleep(POLL)
+    return got
+
+
+def net_state(hosts):
+    """The coordinator host's TCP connections, for a failure's log."""
+    p = netns.sh("ip", "netns", "exec", hosts.ns(0), "ss", "-tnpi", check=False)
+    print("--- h0's TCP connections (ss -tnpi):\n" + p.stdout + p.stderr)
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for ln in f:
+            if ln.startswith("model name"):
+                return ln.split(":", 1)[1].strip()
+    return "?"
+
+
+def t_latency(hosts, tmp):
+    runs, mm, lost = 5, [], []
+    for i in range(runs):
+        d = os.path.join(tmp, "mm%d" % i)
+        os.makedirs(d)
+        # a port of its own per job: nothing of the last job's connections
+        # (killed, their ends in TIME_WAIT) meets this one's
+        job = Job(hosts, d, "loop", {"NCCLTRACE_CHECK": "async", "NCCLTRACE_TIMEOUT": "600", "XRANK_ODD": "5"},
+                  port=PORT + 100 * (i + 1))
+        check(job.wait_text("out", range(N), "calls 50", 60), "mismatch run %d: ranks not running" % i)
+        trigger_mismatch(job)
+        got = seen_at(job, range(N), "nccltrace: mismatch on comm .* rank 5 Broadcast", 30)
+        calls = [float(m.group(1)) for r in range(N) for m in re.finditer(r"^mmcall ([0-9.]+)$", job.text("out", r), re.M)]
+        if len(got) < N or len(calls) < N:
+            net_state(hosts)
+        job.kill_all()
+        if len(got) < N or len(calls) < N:
+            job.show()
+            fail("mismatch run %d: line on ranks %s, calls seen %d" % (i, sorted(got), len(calls)))
+        dt = max(got.values()) - max(calls)
+        mm.append(dt)
+        print("mismatch run %d: every rank told %.1f ms after the last rank's call (first %.1f ms)"
+              % (i, dt * 1e3, (min(got.values()) - max(calls)) * 1e3))
+    for i in range(runs):
+        d = os.path.join(tmp, "kill%d" % i)
+        os.makedirs(d)
+        job = Job(hosts, d, "idle", {"NCCLTRACE_CHECK": "async"}, port=PORT + 100 * (runs + i + 1))
+        check(job.wait_text("out", range(N), "ready", 60), "kill run %d: ranks not ready" % i)
+        time.sleep(0.5)
+        victim = 2
+        vranks = [r for r in range(N) if host_of(r) == victim]
+        survivors = [r for r in range(N) if host_of(r) != victim]
+        t0 = time.time()
+        for r in vranks:
+            os.kill(job.procs[r].pid, signal.SIGKILL)
+        end = time.time() + 15
+        got = {}
+        while len(got) < len(survivors) and time.time() < end:
+            for r in survivors:
+                if r in got:
+                    continue
+                try:
+                    check_named_quiet(job, [r], victim, vranks)
+                    got[r] = time.time()
+                except AssertionError:
+                    pass
+            time.sleep(POLL)
+        if len(got) < len(survivors):
+            net_state(hosts)
+        job.kill_all()
+        if len(got) < len(survivors):
+            job.show()
+            fail("kill run %d: h%d and ranks %s named on ranks %s only" % (i, victim, vranks, sorted(got)))
+        dt = max(got.values()) - t0
+        lost.append(dt)
+        print("kill run %d: every survivor named h%d and its ranks %.1f ms after the kill" % (i, victim, dt * 1e3))
+    mmed, lmed = sorted(mm)[runs // 2], sorted(lost)[runs // 2]
+    print("CPU: %s, %d CPUs; %d hosts x %d ranks, network namespaces on one machine" % (cpu_model(), os.cpu_count(), H, R))
+    print("mismatch across hosts, last call to every rank told: median %.1f ms (%s)"
+          % (mmed * 1e3, ", ".join("%.1f" % (v * 1e3) for v in mm)))
+    print("host SIGKILLed, kill to every survivor naming it and its ranks: median %.1f ms (%s)"
+          % (lmed * 1e3, ", ".join("%.1f" % (v * 1e3) for v in lost)))
+    check(mmed < 1.0 and lmed < 1.0, "a median over 1 s")
+
+
 def t_collect(hosts, tmp):
     """The mismatch job, killed while hung: rings on every host, dumps on
     every host; one `collect --via` gathers both, per host."""
@@ -429,7 +613,8 @@ def t_collect(hosts, tmp):
 
 TESTS = {"healthy": t_healthy, "mismatch": t_mismatch, "linkcut": t_linkcut, "hostkill": t_hostkill,
          "collect": t_collect, "partition": t_partition, "coordhost": t_coordhost,
-         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async, "slowdev": t_slowdev}
+         "blackhole_strict": t_blackhole_strict, "blackhole_async": t_blackhole_async, "slowdev": t_slowdev,
+         "netem": t_netem, "latency": t_latency}
 
 
 def main():

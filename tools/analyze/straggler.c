@@ -409,11 +409,16 @@ static void live_events(struct nta_job *job) {
       nta_comm_hex(r->comm_id, hex);
       size_t tl = strnlen(r->u.text, sizeof r->u.text);
       int dev = tl >= 4 && !memcmp(r->u.text + tl - 4, " dev", 4); /* "last N/M dev" */
-      nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
-                    "live: comm %s rank %d %s, %.1f ms late (seq %llu)", hex, r->peer,
-                    strncmp(r->u.text, "stall", 5) ? (dev ? "arrived last at the device" : "arrived last")
-                                                   : "stalled",
-                    (double)r->aux / 1e3, (unsigned long long)r->seq);
+      if (!strncmp(r->u.text, "link", 5)) /* lateness.c, link_judge: the host's round trips, not its calls */
+        nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
+                      "live: comm %s rank %d's host has a slow link, round trips %.1f ms longer than the "
+                      "other hosts' (seq %llu)", hex, r->peer, (double)r->aux / 1e3, (unsigned long long)r->seq);
+      else
+        nta_event_add(job, nta_ns(p, r->tsc), p->lrank, "straggler",
+                      "live: comm %s rank %d %s, %.1f ms late (seq %llu)", hex, r->peer,
+                      strncmp(r->u.text, "stall", 5) ? (dev ? "arrived last at the device" : "arrived last")
+                                                     : "stalled",
+                      (double)r->aux / 1e3, (unsigned long long)r->seq);
     }
   }
 }
