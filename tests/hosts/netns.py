@@ -11,8 +11,12 @@ abstract Unix namespace, so each host elects its own node aggregator.  The
 file system, /dev/shm and the pid namespace stay shared (the emulator's NCCL
 meets through /dev/shm; docs/emulator.md, "How it crosses namespaces").
 
+Hosts.wire(k, ...) replaces host k's cable with a user-space one that
+delays and loses what the host sends (tests/hosts/wire.py), the fault `tc
+netem` makes, for a kernel without sch_netem.
+
 Hosts are always removed: Hosts is a context manager, an atexit hook
-removes them too, and creating them first removes any stale ntr-*
+removes them too (and ends every wire process first), and creating them first removes any stale ntr-*
 namespace a killed run left behind.  Needs root.
 
 Thread-safety: none (one test driver thread).
@@ -20,6 +24,7 @@ Thread-safety: none (one test driver thread).
 import atexit
 import os
 import subprocess
+import sys
 
 PREFIX = "ntr-"
 SWITCH = PREFIX + "sw"
@@ -38,8 +43,20 @@ def stale():
     return [ln.split()[0] for ln in out.splitlines() if ln.split() and ln.split()[0].startswith(PREFIX)]
 
 
+WIRES = []  # wire.py processes, ended before their namespaces go
+
+
 def remove_all():
-    """Deleting a namespace destroys its veth ends and so their peers."""
+    """Deleting a namespace destroys its veth and TAP devices, and a veth's
+    peer with it."""
+    while WIRES:
+        w = WIRES.pop()
+        w.terminate()
+        try:
+            w.wait(5)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
     for ns in stale():
         sh("ip", "netns", "del", ns, check=False)
 
@@ -111,3 +128,25 @@ class Hosts:
     def link(self, k, up):
         """Cut (or restore) host k's cable at the switch."""
         sh("ip", "-n", SWITCH, "link", "set", self.switch_port(k), "up" if up else "down")
+
+    def wire(self, k, delay_ms, loss):
+        """Host k's cable becomes wire.py: what h_k sends waits delay_ms and
+        is lost with probability loss.  Its eth0 and switch port become TAP
+        devices (same names and address).  @return the wire process, once
+        it has attached both ends (RuntimeError saying why if it cannot)."""
+        ns, port = self.ns(k), self.switch_port(k)
+        sh("ip", "-n", ns, "link", "del", "eth0")  # the veth, and with it sw-hk
+        sh("ip", "-n", ns, "tuntap", "add", "dev", "eth0", "mode", "tap")
+        sh("ip", "-n", SWITCH, "tuntap", "add", "dev", port, "mode", "tap")
+        sh("ip", "-n", SWITCH, "link", "set", port, "master", "br0", "up")
+        sh("ip", "-n", ns, "addr", "add", self.addr(k) + "/24", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        here = os.path.dirname(os.path.abspath(__file__))
+        w = subprocess.Popen([sys.executable, os.path.join(here, "wire.py"), ns, SWITCH, port,
+                              str(delay_ms), str(loss)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        WIRES.append(w)
+        first = w.stdout.readline()
+        if not first.startswith("wire up"):
+            w.kill()
+            raise RuntimeError("the user-space wire of %s did not start: %s%s" % (ns, first, w.stdout.read()))
+        return w
