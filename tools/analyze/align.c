@@ -274,6 +274,51 @@ static int fingerprint_ids(struct nta_job *job) {
   return rc;
 }
 
+/* The ring of a process that died without dumping: its comm table's
+ * completions, and the completed flags of its op records, are what its
+ * watchdog saw by its last poll (every 15 ms, docs/dump-format.md); its op
+ * records' issues are exact. */
+static int view_lags(const struct nta_proc *p) {
+  const struct ntt_image *img = p->img;
+  int ring = !img->is_dump || (img->has_trigger && img->trigger.kind == NTR_TRIG_COLLECTED);
+  return ring && p->fate != NTA_ALIVE && p->fate != NTA_EXECED;
+}
+
+/* A collective its peers completed needed every rank: a member whose view
+ * lags took part in each one it issued up to the peers' highest completed
+ * seq, whatever its last poll saw (a SIGKILL lands between polls).  Past
+ * that, its own evidence cannot tell; lag_sure when a peer's final dump
+ * shows the next one never completed there (so it completed nowhere). */
+static void lag_fill(struct nta_comm *c) {
+  const struct nta_member *top = NULL;
+  uint64_t best = 0, second = 0, exact_lo = UINT64_MAX;
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    if (m->completed > best) {
+      second = best;
+      best = m->completed;
+      top = m;
+    } else if (m->completed > second) {
+      second = m->completed;
+    }
+    if (!view_lags(m->proc) && m->tracking && !m->in_init && m->completed < exact_lo)
+      exact_lo = m->completed;
+  }
+  for (int i = 0; i < c->nranked; i++) {
+    struct nta_member *m = c->ranked[i];
+    if (!m->tracking || !view_lags(m->proc) || m->issued <= m->completed)
+      continue;
+    uint64_t peers = m == top ? second : best;
+    uint64_t e = peers < m->issued ? peers : m->issued;
+    if (e > m->completed)
+      m->completed = e;
+    if (m->enqueued < m->completed)
+      m->enqueued = m->completed;
+    m->lags = m->issued > m->completed;
+    m->lag_sure = m->lags && exact_lo <= m->completed;
+  }
+}
+
 int nta_align(struct nta_job *job) {
   struct builder b;
   memset(&b, 0, sizeof b);
@@ -366,6 +411,7 @@ int nta_align(struct nta_job *job) {
       c->ranked[w++] = c->ranked[i];
     }
     c->nranked = w;
+    lag_fill(c);
   }
   return 0;
 }

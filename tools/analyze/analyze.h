@@ -286,6 +286,10 @@ struct nta_member {
   uint64_t issued;              /* highest collective seq issued */
   uint64_t enqueued, completed; /* last_enqueued / last_completed */
   int tracking;                 /* completion tracking worked for this member */
+  int lags;                     /* its process died without a final dump: its completions are what
+                                 * its watchdog saw by its last poll (15 ms), raised to what its
+                                 * peers completed (align.c); calls past completed may have finished */
+  int lag_sure;                 /* lags, and a peer with a final dump never completed completed + 1 */
   uint64_t init_enter_ns;       /* 0 unknown */
   int in_init;                  /* init entered, never returned */
   uint64_t init_fail_ns;        /* init returned an error (or the comm says it failed), 0 none */

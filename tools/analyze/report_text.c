@@ -62,6 +62,21 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
     snprintf(buf + n, len - n, " in graph replay %llu", (unsigned long long)rn);
     return;
   }
+  if (m->lags) {
+    /* Killed between watchdog polls: from completed + 1 to its last issued
+     * call, which one it was in is known only when a peer's dump says
+     * completed + 1 never finished. */
+    struct nta_op lo, hi;
+    uint64_t a = m->completed + 1;
+    int fl = nta_coll_find(m, a, &lo), fh = nta_coll_find(m, m->issued, &hi);
+    const char *k = fl ? ntt_kind_name(lo.op) : "collective";
+    if (m->lag_sure || a == m->issued)
+      snprintf(buf, len, "%s #%llu%s", k, (unsigned long long)a, m->lag_sure ? "" : "?");
+    else
+      snprintf(buf, len, "%s #%llu-%llu?", fl && fh && lo.op == hi.op ? k : "collective", (unsigned long long)a,
+               (unsigned long long)m->issued);
+    return;
+  }
   if (!m->tracking && m->ncolls) {
     /* No completion events: say where it last was, and that it is a guess. */
     struct nta_op o;
@@ -134,6 +149,23 @@ static void shared_processes(const struct nta_comm *c, FILE *out) {
   }
   if (more)
     fprintf(out, "  (%d more processes hold several ranks each)\n", more);
+}
+
+/* Members whose process died without a final dump (align.c lag_fill):
+ * what their rows can and cannot say. */
+static void lag_note(const struct nta_comm *c, FILE *out) {
+  int r[NTA_MAX_VRANKS], n = 0, total = 0;
+  for (int i = 0; i < c->nranked; i++)
+    if (c->ranked[i]->lags && total++ < NTA_MAX_VRANKS)
+      r[n++] = c->ranked[i]->rank;
+  if (!total)
+    return;
+  char rl[160];
+  ntt_rank_ranges(r, n, rl, sizeof rl);
+  if (total > n)
+    snprintf(rl + strlen(rl), sizeof rl - strlen(rl), " and %d more", total - n);
+  fprintf(out, "  %s %s died without a final dump: their last done is what their watchdog saw by its last poll "
+          "(every 15 ms) or what their peers completed; a '?' call may have finished\n", nta_plural(total), rl);
 }
 
 #define INSIDE_SHOWN 8              /* open proxy ops said under the verdict */
@@ -218,6 +250,7 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
     }
     if (unlisted)
       fprintf(out, "  (%d more ranks without evidence, not listed)\n", unlisted);
+    lag_note(c, out);
     shared_processes(c, out);
   }
   if (job->nfr)

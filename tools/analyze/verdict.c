@@ -218,6 +218,69 @@ static void place_in_comm(const struct nta_job *job, const struct nta_cand *k, s
   }
 }
 
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* "; with it, 16 ranks vanished within 2 ms: ranks 8-23 of comm 9f2c0123
+ * (hosts node1, node2)": the ranks that went the same way as the picked one
+ * (v->ranks, lost more not kept), so the text names every one the JSON
+ * does, and the hosts they were on (a node-wide kill shows as one host). */
+static void alike_text(const struct nta_job *job, const struct nta_cand *pick, const struct nta_verdict *v,
+                       int lost, uint64_t span_ns, char *buf, size_t len) {
+  int r[NTA_MAX_VRANKS], n = v->nranks;
+  memcpy(r, v->ranks, sizeof(int) * (size_t)n);
+  qsort(r, (size_t)n, sizeof *r, cmp_int);
+  char rl[160], hex[17] = "", hosts[128] = "";
+  ntt_rank_ranges(r, n, rl, sizeof rl);
+  if (lost) {
+    size_t o = strlen(rl);
+    snprintf(rl + o, sizeof rl - o, " and %d more", lost);
+  }
+  if (v->comm)
+    nta_comm_hex(v->comm->id, hex);
+  /* hosts, in rank order, at most 4 named */
+  const char *seen[4];
+  int nh = 0, more = 0;
+  for (int i = 0; i < n; i++) {
+    const struct nta_member *m = v->comm ? nta_rank(v->comm, r[i]) : NULL;
+    const struct nta_proc *p = m ? m->proc : NULL;
+    for (int j = 0; !p && v->comm == NULL && j < job->nprocs; j++)
+      if (job->procs[j].lrank == r[i])
+        p = &job->procs[j];
+    if (!p || !p->img)
+      continue;
+    int dup = 0;
+    for (int j = 0; j < nh; j++)
+      dup |= strncmp(seen[j], p->img->hdr.host, sizeof p->img->hdr.host) == 0;
+    if (dup)
+      continue;
+    if (nh < 4)
+      seen[nh++] = p->img->hdr.host;
+    else
+      more = 1;
+  }
+  size_t o = 0;
+  for (int j = 0; j < nh; j++)
+    o += (size_t)snprintf(hosts + o, sizeof hosts - o, "%s%.24s", j ? ", " : "", seen[j]);
+  if (more && o < sizeof hosts)
+    snprintf(hosts + o, sizeof hosts - o, ", ...");
+  const char *verb = pick->cls == NTA_RANK_EXIT    ? "exited"
+                     : pick->cls == NTA_RANK_CRASH ? "died of a signal"
+                     : pick->cls == NTA_APP_ABORT  ? "aborted"
+                                                   : "vanished";
+  char on[160] = "";
+  if (nh)
+    snprintf(on, sizeof on, " (host%s %s)", nh > 1 || more ? "s" : "", hosts);
+  if (v->comm)
+    snprintf(buf, len, "; with it, %d ranks %s within %llu ms: ranks %s of comm %.8s%s", n + lost, verb,
+             (unsigned long long)(span_ns / 1000000), rl, hex, on);
+  else
+    snprintf(buf, len, "; with it, %d ranks %s within %llu ms: launcher ranks %s%s", n + lost, verb,
+             (unsigned long long)(span_ns / 1000000), rl, on);
+}
+
 static const char *next_step(enum nta_class c) {
   switch (c) {
   case NTA_HEALTHY: return "nothing to fix; keep nccltrace on to catch the next failure";
@@ -437,30 +500,41 @@ void nta_decide(struct nta_job *job) {
     if (pick->replay)
       v->replay = pick->replay;
     snprintf(v->field, sizeof(v->field), "%s", pick->field);
-    char ctx[256] = "", site[768] = "";
+    char ctx[256] = "", site[768] = "", alike[320] = "";
     if (pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)) {
       place_in_comm(job, pick, v, ctx, sizeof(ctx));
       nta_death_site(pick, v, site, sizeof(site));
       /* Same-class, independent deaths close together: one event, several
        * ranks (an NCCL error spreads to peers: only the first counts). */
+      int lost = 0, nalike = 0;
+      uint64_t last_t = pick->t_ns;
       for (int j = 0; j < job->ncands && is_death(pick->cls); j++) {
         const struct nta_cand *k = &job->cands[j];
         if (k == pick || k->cls != pick->cls || !k->proc || !independent(job, k) ||
-            k->t_ns > pick->t_ns + NTA_SAME_CAUSE_NS || v->nranks >= NTA_MAX_VRANKS)
+            k->t_ns > pick->t_ns + NTA_SAME_CAUSE_NS)
           continue;
+        nalike++;
+        if (k->t_ns > last_t)
+          last_t = k->t_ns;
         int rs[NTA_MAX_VRANKS], nr = 0;
         if (v->comm)
           nr = nta_proc_ranks(v->comm, k->proc, rs, NTA_MAX_VRANKS);
         else
           rs[nr++] = k->proc->lrank;
-        for (int q = 0; q < nr && v->nranks < NTA_MAX_VRANKS; q++) {
+        for (int q = 0; q < nr; q++) {
           int dup = 0;
           for (int i = 0; i < v->nranks; i++)
             dup |= v->ranks[i] == rs[q];
-          if (rs[q] >= 0 && !dup)
+          if (rs[q] < 0 || dup)
+            continue;
+          if (v->nranks < NTA_MAX_VRANKS)
             v->ranks[v->nranks++] = rs[q];
+          else
+            lost++; /* not kept: counted */
         }
       }
+      if (nalike)
+        alike_text(job, pick, v, lost, last_t - pick->t_ns, alike, sizeof alike);
     } else {
       v->comm = pick->comm;
       memcpy(v->ranks, pick->ranks, sizeof(v->ranks));
@@ -480,7 +554,7 @@ void nta_decide(struct nta_job *job) {
       v->error = pick->error;
     }
     if (!v->summary[0])
-      snprintf(v->summary, sizeof(v->summary), "%.560s%.220s%.240s", pick->summary, site, ctx);
+      snprintf(v->summary, sizeof(v->summary), "%.480s%.200s%.200s%.140s", pick->summary, site, alike, ctx);
     if (!(pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)))
       shared_process_note(v);
   }

@@ -882,7 +882,54 @@ static void t_many_waiting(void) {
   NT_CHECK(!strstr(all, "more") && strstr(all, ",1063"), "whole list: %s", all);
 }
 
+/* Two hosts of 8 ranks each SIGKILLed at once (a node-wide kill): the text
+ * names all 16, as the JSON does.  Their rings lag: the watchdog last saw
+ * seq 2 complete, while the peers completed 4 (which needs every rank), so
+ * a killed rank's row says 4 done and blocked in the #5 it issued, or
+ * nothing when it never issued #5; never "blocked in AllReduce #3". */
+static void t_node_kill(void) {
+  struct nta_job job;
+  tb_job(&job);
+  const int n = 24;
+  for (int r = 0; r < n; r++) {
+    struct ntt_image *img = world_rank(&job, r, n);
+    tb_steps(img, W, 4, 0);
+    if (r < 8) {
+      tb_ar(img, W, 1024, 40, -1);
+      tb_timeout(img, W, 5, 1040);
+      tb_signal(img, SIGTERM, 1300);
+      continue;
+    }
+    if (r != n - 1)
+      tb_ar(img, W, 1024, 40, -1);
+    struct ntr_comm_state *cs = tb_find(img, W);
+    cs->last_completed = 2; /* the watchdog's last poll */
+    cs->coll_seq = 3;
+    for (uint64_t i = 0; i < img->nrecs; i++)
+      if (img->recs[i].seq > 2 && img->recs[i].kind == NTR_KIND_ALLREDUCE) {
+        img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+        img->recs[i].tsc_done = 0;
+      }
+    tb_vanish(img);
+  }
+  run(&job, "node_kill");
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 16, "got %s, %d ranks: %s", tb_cls(&job), job.v.nranks,
+           job.v.summary);
+  NT_CHECK(strstr(job.v.summary, "8-23") != NULL, "the text names every killed rank: %s", job.v.summary);
+  const struct nta_comm *c = job.v.comm;
+  for (int r = 8; c && r < n; r++) {
+    const struct nta_member *m = nta_rank(c, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    const char *want = r == n - 1 ? "-" : "AllReduce #5";
+    NT_CHECK(m->completed == 4 && strcmp(b, want) == 0, "rank %d: last done %llu, blocked in %s (want 4, %s)", r,
+             (unsigned long long)m->completed, b, want);
+  }
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_node_kill();
   t_many_waiting();
   t_healthy();
   t_bcast_alias();
