@@ -274,24 +274,44 @@ static int fingerprint_ids(struct nta_job *job) {
   return rc;
 }
 
-/* The ring of a process that died without dumping: its comm table's
- * completions, and the completed flags of its op records, are what its
- * watchdog saw by its last poll (every 15 ms, docs/dump-format.md); its op
- * records' issues are exact. */
+/* Evidence whose completions may lag the op records: the comm table's
+ * completions and the completed flags are what the watchdog saw by its
+ * last poll (every 15 ms, docs/dump-format.md), while issues are exact.
+ * So in the ring of a process that died without dumping (SIGKILL, the OOM
+ * killer), and in a signal's dump, whose final watchdog pass is bounded
+ * and can be missed under load.  A timeout dump (the watchdog's own), an
+ * exit dump (after the last pass) and a live ring are taken as they are. */
 static int view_lags(const struct nta_proc *p) {
   const struct ntt_image *img = p->img;
   int ring = !img->is_dump || (img->has_trigger && img->trigger.kind == NTR_TRIG_COLLECTED);
-  return ring && p->fate != NTA_ALIVE && p->fate != NTA_EXECED;
+  int sig = img->is_dump && img->has_trigger &&
+            (img->trigger.kind == NTR_TRIG_SIGNAL || img->trigger.kind == NTR_TRIG_FATAL_SIGNAL);
+  return (ring && p->fate != NTA_ALIVE && p->fate != NTA_EXECED) || sig;
+}
+
+#define NTA_LAG_NS 500000000ull /* polls every 15 ms; a signal's final pass waits up to 200 ms */
+
+/* Was m's call completed + 1 issued long enough before its evidence was
+ * taken (the dump's trigger, else its last record) that the watchdog had
+ * polled it since: then its pending state is what the watchdog saw. */
+static int polled_since(const struct nta_member *m) {
+  struct nta_op o;
+  const struct nta_proc *p = m->proc;
+  uint64_t snap = p->img->has_trigger ? ntt_image_ns(p->img, p->img->trigger.tsc) : 0;
+  if (!snap)
+    snap = p->last_ns;
+  return nta_coll_find(m, m->completed + 1, &o) && o.t_ns && o.t_ns + NTA_LAG_NS < snap;
 }
 
 /* A collective its peers completed needed every rank: a member whose view
  * lags took part in each one it issued up to the peers' highest completed
- * seq, whatever its last poll saw (a SIGKILL lands between polls).  Past
- * that, its own evidence cannot tell; lag_sure when a peer's final dump
- * shows the next one never completed there (so it completed nowhere). */
+ * seq, whatever its last poll saw.  Past that, its own evidence cannot
+ * tell, unless completed + 1 completed nowhere (lag_sure): a member never
+ * issued it, or one whose view does not lag never completed it; or the
+ * member's own watchdog had long polled it pending. */
 static void lag_fill(struct nta_comm *c) {
   const struct nta_member *top = NULL;
-  uint64_t best = 0, second = 0, exact_lo = UINT64_MAX;
+  uint64_t best = 0, second = 0, exact_lo = UINT64_MAX, issued_lo = UINT64_MAX;
   for (int i = 0; i < c->nranked; i++) {
     const struct nta_member *m = c->ranked[i];
     if (m->completed > best) {
@@ -301,7 +321,11 @@ static void lag_fill(struct nta_comm *c) {
     } else if (m->completed > second) {
       second = m->completed;
     }
-    if (!view_lags(m->proc) && m->tracking && !m->in_init && m->completed < exact_lo)
+    if (m->in_init)
+      continue;
+    if (m->issued < issued_lo)
+      issued_lo = m->issued;
+    if (!view_lags(m->proc) && m->tracking && m->completed < exact_lo)
       exact_lo = m->completed;
   }
   for (int i = 0; i < c->nranked; i++) {
@@ -310,12 +334,14 @@ static void lag_fill(struct nta_comm *c) {
       continue;
     uint64_t peers = m == top ? second : best;
     uint64_t e = peers < m->issued ? peers : m->issued;
-    if (e > m->completed)
+    if (e > m->completed) {
       m->completed = e;
+      m->lag_raised = 1;
+    }
     if (m->enqueued < m->completed)
       m->enqueued = m->completed;
     m->lags = m->issued > m->completed;
-    m->lag_sure = m->lags && exact_lo <= m->completed;
+    m->lag_sure = m->lags && (issued_lo <= m->completed || exact_lo <= m->completed || polled_since(m));
   }
 }
 

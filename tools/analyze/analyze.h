@@ -286,10 +286,11 @@ struct nta_member {
   uint64_t issued;              /* highest collective seq issued */
   uint64_t enqueued, completed; /* last_enqueued / last_completed */
   int tracking;                 /* completion tracking worked for this member */
-  int lags;                     /* its process died without a final dump: its completions are what
-                                 * its watchdog saw by its last poll (15 ms), raised to what its
-                                 * peers completed (align.c); calls past completed may have finished */
-  int lag_sure;                 /* lags, and a peer with a final dump never completed completed + 1 */
+  int lags;                     /* its completions may lag its issues (a ring of a killed process, a
+                                 * signal's dump: align.c view_lags) and it issued past completed */
+  int lag_sure;                 /* lags, and completed + 1 completed nowhere, or its watchdog polled it
+                                 * pending long before the evidence was taken: blocked_in is exact */
+  int lag_raised;               /* completed was raised to what its peers completed */
   uint64_t init_enter_ns;       /* 0 unknown */
   int in_init;                  /* init entered, never returned */
   uint64_t init_fail_ns;        /* init returned an error (or the comm says it failed), 0 none */
@@ -622,6 +623,10 @@ const struct nta_member *nta_member_of(const struct nta_comm *c, const struct nt
 
 struct nta_cand *nta_cand_add(struct nta_job *job, enum nta_class cls, uint64_t t_ns);
 void nta_decide(struct nta_job *job);
+/* Times below this (1973) are no wall-clock times: ticks of a process whose
+ * header has no realtime base.  Reports give them no offset. */
+#define NTA_WALL_MIN_NS 100000000000000000ull
+int nta_time_placed(uint64_t t_ns);
 int nta_proc_comm_rank(const struct nta_comm *c, const struct nta_proc *p);
 
 /* inside.c: the inside view of a stuck call (open proxy ops). */

@@ -418,10 +418,17 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
     return;
   }
   k->silent = 1;
+  /* With an input unreadable, theirs may be in it: only what was read is
+   * known to hold nothing of them. */
+  char unread[96] = "";
+  if (job->nunreadable)
+    snprintf(unread, sizeof unread, " (%d input%s unreadable: %s may be among them)", job->nunreadable,
+             job->nunreadable > 1 ? "s were" : " was", na > 1 ? "theirs" : "its");
   snprintf(k->summary, sizeof(k->summary),
-           "missing collective on comm %s seq %llu: %s %s left no evidence at all while every other "
+           "missing collective on comm %s seq %llu: %s %s left %s%s while every other "
            "rank issued %s and waited",
-           hex, (unsigned long long)s, nta_plural(na), rl, d);
+           hex, (unsigned long long)s, nta_plural(na), rl,
+           job->nunreadable ? "no readable evidence" : "no evidence at all", unread, d);
 }
 
 static void detect_missing(struct nta_job *job, const struct nta_comm *c) {

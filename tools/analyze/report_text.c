@@ -63,9 +63,9 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
     return;
   }
   if (m->lags) {
-    /* Killed between watchdog polls: from completed + 1 to its last issued
-     * call, which one it was in is known only when a peer's dump says
-     * completed + 1 never finished. */
+    /* Its completions lag (align.c view_lags): from completed + 1 to its
+     * last issued call, which one it was in is known only when completed
+     * + 1 completed nowhere. */
     struct nta_op lo, hi;
     uint64_t a = m->completed + 1;
     int fl = nta_coll_find(m, a, &lo), fh = nta_coll_find(m, m->issued, &hi);
@@ -114,8 +114,12 @@ void nta_member_state(const struct nta_member *m, char *buf, size_t len) {
 }
 
 static void fmt_rel(const struct nta_job *job, uint64_t t, char *buf, size_t len) {
-  if (!t) {
+  if (!t || !job->t0_ns) {
     snprintf(buf, len, "%12s", "?");
+    return;
+  }
+  if (!nta_time_placed(t)) {
+    snprintf(buf, len, "%12s", "(no clock)"); /* no_clock_note in the verdict says whose */
     return;
   }
   int64_t d = (int64_t)(t - job->t0_ns);
@@ -151,21 +155,26 @@ static void shared_processes(const struct nta_comm *c, FILE *out) {
     fprintf(out, "  (%d more processes hold several ranks each)\n", more);
 }
 
-/* Members whose process died without a final dump (align.c lag_fill):
- * what their rows can and cannot say. */
+/* Members whose rows come from their peers' completions, or cannot say
+ * which call they were in (align.c lag_fill). */
 static void lag_note(const struct nta_comm *c, FILE *out) {
-  int r[NTA_MAX_VRANKS], n = 0, total = 0;
-  for (int i = 0; i < c->nranked; i++)
-    if (c->ranked[i]->lags && total++ < NTA_MAX_VRANKS)
-      r[n++] = c->ranked[i]->rank;
+  int r[NTA_MAX_VRANKS], n = 0, total = 0, unsure = 0;
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    unsure += m->lags && !m->lag_sure;
+    if ((m->lag_raised || (m->lags && !m->lag_sure)) && total++ < NTA_MAX_VRANKS)
+      r[n++] = m->rank;
+  }
   if (!total)
     return;
   char rl[160];
   ntt_rank_ranges(r, n, rl, sizeof rl);
   if (total > n)
     snprintf(rl + strlen(rl), sizeof rl - strlen(rl), " and %d more", total - n);
-  fprintf(out, "  %s %s died without a final dump: their last done is what their watchdog saw by its last poll "
-          "(every 15 ms) or what their peers completed; a '?' call may have finished\n", nta_plural(total), rl);
+  fprintf(out, "  %s %s: last done is what %s peers completed (%s own evidence is the watchdog's last poll, up "
+          "to 15 ms behind: killed, or dumped from a signal handler)%s\n",
+          nta_plural(total), rl, total > 1 ? "their" : "its", total > 1 ? "their" : "its",
+          unsure ? "; a call marked '?' may have finished" : "");
 }
 
 #define INSIDE_SHOWN 8              /* open proxy ops said under the verdict */
@@ -280,7 +289,7 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
   }
   fprintf(out, "\nnext: %s\n", ntt_esc(v->next, e1, sizeof(e1)));
   fprintf(out, "inputs: %d file%s, %d process%s, job %s", job->nfiles, job->nfiles == 1 ? "" : "s",
-          job->nprocs, job->nprocs == 1 ? "" : "es", ntt_esc(job->job_id, e1, sizeof(e1)));
+          job->nprocs, job->nprocs == 1 ? "" : "es", job->job_id[0] ? ntt_esc(job->job_id, e1, sizeof(e1)) : "(none)");
   if (job->attempt || job->nother_attempts) {
     fprintf(out, ", attempt %d", job->attempt);
     if (job->nother_attempts) {

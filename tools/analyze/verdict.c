@@ -281,11 +281,26 @@ static void alike_text(const struct nta_job *job, const struct nta_cand *pick, c
              (unsigned long long)(span_ns / 1000000), rl, on);
 }
 
+/* The clause of a next step about the other ranks, said only when the
+ * evidence holds any (an exit status alone, or a lone process, has none). */
+static const char *peers_clause(enum nta_class c) {
+  switch (c) {
+  case NTA_RANK_EXIT: return "; the hung peers are victims";
+  case NTA_RANK_CRASH: return "; the peers' NCCL errors are effects";
+  case NTA_RANK_KILLED: return "; the peers' errors are effects";
+  default: return "";
+  }
+}
+
+static int has_peers(const struct nta_job *job, const struct nta_verdict *v) {
+  return job->nprocs > 1 || (v->comm && v->comm->nranks > 1);
+}
+
 static const char *next_step(enum nta_class c) {
   switch (c) {
   case NTA_HEALTHY: return "nothing to fix; keep nccltrace on to catch the next failure";
-  case NTA_RANK_EXIT: return "read that rank's own log/traceback for why it exited; the hung peers are victims";
-  case NTA_RANK_CRASH: return "debug the crash on that rank (backtrace above, core dump); the peers' NCCL errors are effects";
+  case NTA_RANK_EXIT: return "read that rank's own log/traceback for why it exited";
+  case NTA_RANK_CRASH: return "debug the crash on that rank (backtrace above, core dump)";
   case NTA_RANK_KILLED: return "read that rank's stderr and exit status first (exit 127 with 'symbol lookup error' or "
                                "'error while loading shared libraries': the dynamic linker ended it), then the kernel "
                                "log (dmesg: OOM killer) and the scheduler of that host for who sent SIGKILL";
@@ -366,6 +381,35 @@ static void unwatched_note(const struct nta_job *job, struct nta_verdict *v) {
              total, total > 1 ? "s" : "", p->img->hdr.pid, p->img->hdr.host, p->img->hdr.comm_max, named ? ": " : "",
              list, named > 4 ? ", ..." : "");
   }
+}
+
+/* Processes whose evidence has no realtime base (a header written before
+ * its clock was set, or damaged): their times count from an unknown
+ * origin and are not placed on the job's clock (reports print no offset
+ * for them, nta_time_placed). */
+static void no_clock_note(const struct nta_job *job, struct nta_verdict *v) {
+  char list[160] = "";
+  size_t l = 0;
+  int n = 0;
+  for (int i = 0; i < job->nprocs; i++) {
+    const struct nta_proc *p = &job->procs[i];
+    if (!p->img || p->img->hdr.real_base_ns)
+      continue;
+    if (n < 2 && l + 80 < sizeof list)
+      l += (size_t)snprintf(list + l, sizeof list - l, "%spid %d on %.32s", n ? ", " : "", p->img->hdr.pid,
+                            p->img->hdr.host);
+    n++;
+  }
+  size_t o = strlen(v->summary);
+  if (n && o + 240 < sizeof v->summary)
+    snprintf(v->summary + o, sizeof v->summary - o,
+             " [no clock base in the evidence of %s%s: %s times are not on the job's clock, and the order of "
+             "events across ranks may be wrong]",
+             list, n > 2 ? " and more" : "", n > 1 ? "their" : "its");
+}
+
+int nta_time_placed(uint64_t t_ns) {
+  return t_ns >= NTA_WALL_MIN_NS;
 }
 
 /* What the verdict line says about evidence it did not use: files of
@@ -488,10 +532,16 @@ void nta_decide(struct nta_job *job) {
     char reps[64] = "";
     if (nrep)
       snprintf(reps, sizeof reps, " and %llu graph replays", nrep);
-    snprintf(v->summary, sizeof(v->summary),
-             "healthy: %d process%s, %d communicator%s, %llu collective and %llu send/recv calls%s recorded, "
-             "no fault found",
-             job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll, np2p, reps);
+    if (!job->ncomms && !ncoll && !np2p)
+      snprintf(v->summary, sizeof(v->summary),
+               "healthy as far as recorded: %d process%s left evidence, but no NCCL call and no communicator "
+               "was recorded: nothing to judge", job->nprocs, job->nprocs == 1 ? "" : "es");
+    else
+      snprintf(v->summary, sizeof(v->summary),
+               "healthy: %d process%s, %d communicator%s, %llu collective and %llu send/recv calls%s recorded, "
+               "no fault found",
+               job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll, np2p,
+               reps);
   } else {
     v->cls = pick->cls;
     v->t_ns = pick->t_ns;
@@ -576,23 +626,30 @@ void nta_decide(struct nta_job *job) {
   }
   o = strlen(v->summary);
   if (nmiss && o + 64 < sizeof(v->summary))
-    snprintf(v->summary + o, sizeof(v->summary) - o, " [no evidence from rank%s %s]", nmiss > 1 ? "s" : "",
-             miss);
+    snprintf(v->summary + o, sizeof(v->summary) - o, " [no %sevidence from rank%s %s]",
+             job->nunreadable ? "readable " : "", nmiss > 1 ? "s" : "", miss);
+  o = strlen(v->summary);
+  if (!job->nprocs && job->nrunexits && o + 128 < sizeof(v->summary))
+    snprintf(v->summary + o, sizeof(v->summary) - o,
+             " [no ring or dump from any process: only the %d exit status%s nccltrace run recorded]", job->nrunexits,
+             job->nrunexits > 1 ? "es" : "");
+  no_clock_note(job, v);
   o = strlen(v->summary);
   if (job->nunreadable && o + 64 < sizeof(v->summary))
     snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
              job->nunreadable, job->nunreadable > 1 ? "s" : "");
   other_evidence(job, v);
   unwatched_note(job, v);
+  int peers = has_peers(job, v);
   if (v->cls == NTA_RANK_EXIT && v->exit_code == 127)
     snprintf(v->next, sizeof(v->next),
              "read that rank's stderr for 'symbol lookup error' or 'error while loading shared libraries': "
-             "the dynamic linker ended it (a library missing, or older than the program needs); the hung "
-             "peers are victims");
+             "the dynamic linker ended it (a library missing, or older than the program needs)%s",
+             peers ? peers_clause(v->cls) : "");
   else if (v->cls == NTA_RANK_KILLED && v->has_signal)
     snprintf(v->next, sizeof(v->next),
              "find who sent signal %d: the kernel log of that host (dmesg: the OOM killer), then the "
-             "scheduler's and the launcher's logs; the peers' errors are effects", v->signo);
+             "scheduler's and the launcher's logs%s", v->signo, peers ? peers_clause(v->cls) : "");
   else if (v->cls == NTA_MISSING_COLL && v->silent == 1)
     snprintf(v->next, sizeof(v->next),
              "those ranks left no ring and no dump, so the evidence cannot tell a skipped collective from "
@@ -608,7 +665,8 @@ void nta_decide(struct nta_job *job) {
              "make every rank of the communicator call nccl%s in the same order: it is collective, "
              "and the ranks that called it wait for the others", v->field);
   else
-    snprintf(v->next, sizeof(v->next), "%s", next_step(v->cls));
+    snprintf(v->next, sizeof(v->next), "%s%s", next_step(v->cls),
+             peers && v->cls != NTA_RANK_KILLED ? peers_clause(v->cls) : "");
 }
 
 static int cmp_event(const void *a, const void *b) {
@@ -668,11 +726,16 @@ int nta_analyze(struct nta_job *job) {
   nta_phase("communicators aligned");
   job->t0_ns = 0;
   for (int i = 0; i < job->nprocs; i++)
-    if (job->procs[i].first_ns && (!job->t0_ns || job->procs[i].first_ns < job->t0_ns))
+    if (nta_time_placed(job->procs[i].first_ns) && (!job->t0_ns || job->procs[i].first_ns < job->t0_ns))
       job->t0_ns = job->procs[i].first_ns;
   nta_detect(job);
   nta_phase("findings detected");
   nta_decide(job);
+  /* No process with a clock (exit statuses alone, or bases missing): the
+   * first placed event is the origin, so no offset is epoch-sized. */
+  for (int i = 0; !job->t0_ns && i < job->nev; i++)
+    if (nta_time_placed(job->ev[i].t_ns) && (!job->t0_ns || job->ev[i].t_ns < job->t0_ns))
+      job->t0_ns = job->ev[i].t_ns;
   if (job->nfr)
     nta_fr_merge(job);
   if (job->nev > 1) /* ev is NULL when there is none: qsort's argument must not be */

@@ -928,7 +928,70 @@ static void t_node_kill(void) {
   nta_job_free(&job);
 }
 
+/* A silent rank while some input was unreadable: its evidence may be in
+ * that file, so the text never says it left "no evidence at all". */
+static void t_silent_unreadable(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    tb_ar(img, W, 1024, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+  }
+  job.unreadable = calloc(1, sizeof(*job.unreadable));
+  snprintf(job.unreadable[0].path, sizeof job.unreadable[0].path, "r3.zst");
+  snprintf(job.unreadable[0].reason, sizeof job.unreadable[0].reason, "truncated");
+  job.nunreadable = 1;
+  run(&job, "silent_unreadable");
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL && !strstr(job.v.summary, "no evidence at all") &&
+               !strstr(job.v.summary, "no evidence from") && strstr(job.v.summary, "may be among them"),
+           "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
+/* The SIGTERM dumps of the survivors lag too (their final watchdog pass
+ * did not run): rank 0 saw 2 complete, ranks 1 and 3 nothing; rank 2,
+ * SIGKILLed after issuing 2, never issued 3, so 3 completed nowhere. */
+static void t_kill_stale_dumps(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntt_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    if (r != 2)
+      tb_ar(img, W, 1024, 20, -1);
+    struct ntr_comm_state *cs = tb_find(img, W);
+    if (r != 0) {
+      cs->last_completed = 0;
+      for (uint64_t i = 0; i < img->nrecs; i++) {
+        img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+        img->recs[i].tsc_done = 0;
+      }
+    }
+    if (r == 2)
+      tb_vanish(img);
+    else
+      tb_signal(img, SIGTERM, 70);
+  }
+  run(&job, "kill_stale_dumps");
+  const struct nta_comm *c = job.v.comm;
+  for (int r = 0; c && r < 4; r++) {
+    const struct nta_member *m = nta_rank(c, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    const char *want = r == 2 ? "-" : "AllReduce #3";
+    NT_CHECK(m->completed == 2 && strcmp(b, want) == 0, "stale: rank %d: last done %llu, blocked in %s (want 2, %s)",
+             r, (unsigned long long)m->completed, b, want);
+  }
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 1 && job.v.ranks[0] == 2, "got %s: %s", tb_cls(&job),
+           job.v.summary);
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_silent_unreadable();
+  t_kill_stale_dumps();
   t_node_kill();
   t_many_waiting();
   t_healthy();
