@@ -403,7 +403,8 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
         break;
       }
   }
-  nta_rank_list(absent, na, rl, sizeof(rl));
+  int na_all = c->nranks - c->nranked; /* ranked: one per rank in [0, nranks) */
+  nta_rank_list_of(absent, na, na_all, rl, sizeof(rl));
   const struct nta_member *anon = anon_ring_member(c);
   if (anon) {
     /* The evidence cannot tell a skipped collective from a lost ring, and a
@@ -413,7 +414,7 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
              "%s %s left no evidence; %s could not survive a kill (rank %d's ring on %.64s was in anonymous "
              "memory: no room in the ring directory nor in $TMPDIR) while every other rank issued %s on "
              "comm %s seq %llu and waited",
-             nta_plural(na), rl, na > 1 ? "their rings" : "its ring", anon->rank, anon->proc->img->hdr.host, d,
+             nta_plural(na_all), rl, na_all > 1 ? "their rings" : "its ring", anon->rank, anon->proc->img->hdr.host, d,
              hex, (unsigned long long)s);
     return;
   }
@@ -423,11 +424,11 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
   char unread[96] = "";
   if (job->nunreadable)
     snprintf(unread, sizeof unread, " (%d input%s unreadable: %s may be among them)", job->nunreadable,
-             job->nunreadable > 1 ? "s were" : " was", na > 1 ? "theirs" : "its");
+             job->nunreadable > 1 ? "s were" : " was", na_all > 1 ? "theirs" : "its");
   snprintf(k->summary, sizeof(k->summary),
            "missing collective on comm %s seq %llu: %s %s left %s%s while every other "
            "rank issued %s and waited",
-           hex, (unsigned long long)s, nta_plural(na), rl,
+           hex, (unsigned long long)s, nta_plural(na_all), rl,
            job->nunreadable ? "no readable evidence" : "no evidence at all", unread, d);
 }
 

@@ -611,7 +611,7 @@ void nta_decide(struct nta_job *job) {
   /* Missing evidence is itself evidence, and the verdict must say so. */
   char miss[512] = "";
   size_t o = 0;
-  int nmiss = 0;
+  int nmiss = 0, nlisted = 0;
   unsigned char seen[4096] = {0};
   for (int i = 0; i < job->nprocs; i++)
     if (job->procs[i].lrank >= 0 && job->procs[i].lrank < 4096)
@@ -619,11 +619,13 @@ void nta_decide(struct nta_job *job) {
   for (int r = 0; r < job->world_size && r < 4096; r++) {
     if (!seen[r]) {
       nta_event_add(job, job->t0_ns, r, "no_evidence", "no evidence from rank %d (no ring, no dump)", r);
-      if (o + 16 < sizeof(miss))
-        o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", nmiss ? "," : "", r);
+      if (o + 40 < sizeof(miss))
+        o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", nmiss ? "," : "", r), nlisted++;
       nmiss++;
     }
   }
+  if (nmiss > nlisted)
+    snprintf(miss + o, sizeof(miss) - o, " and %d more", nmiss - nlisted);
   o = strlen(v->summary);
   if (nmiss && o + 64 < sizeof(v->summary))
     snprintf(v->summary + o, sizeof(v->summary) - o, " [no %sevidence from rank%s %s]",

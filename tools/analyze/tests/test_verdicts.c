@@ -989,7 +989,28 @@ static void t_kill_stale_dumps(void) {
   nta_job_free(&job);
 }
 
+/* 280 of 300 ranks left nothing while the 20 others wait at seq 3: every
+ * list of them that is cut says how many it left out (issue 28, point 3). */
+static void t_many_absent(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 20; r++) {
+    struct ntt_image *img = world_rank(&job, r, 300);
+    tb_steps(img, W, 2, 0);
+    tb_ar(img, W, 1024, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+  }
+  run(&job, "many_absent");
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL &&
+               strstr(job.v.summary, ",83 and 216 more left no evidence"),
+           "got %s: %s", tb_cls(&job), job.v.summary);
+  const char *b = strstr(job.v.summary, "[no evidence from ranks ");
+  NT_CHECK(b && strstr(b, " more]"), "the no-evidence list says what it left out: %s", job.v.summary);
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_many_absent();
   t_silent_unreadable();
   t_kill_stale_dumps();
   t_node_kill();
