@@ -281,12 +281,17 @@ static int fingerprint_ids(struct nta_job *job) {
  * killer), and in a signal's dump, whose final watchdog pass is bounded
  * and can be missed under load.  A timeout dump (the watchdog's own), an
  * exit dump (after the last pass) and a live ring are taken as they are. */
-static int view_lags(const struct nta_proc *p) {
+static int dead_ring(const struct nta_proc *p) {
   const struct ntt_image *img = p->img;
   int ring = !img->is_dump || (img->has_trigger && img->trigger.kind == NTR_TRIG_COLLECTED);
+  return ring && p->fate != NTA_ALIVE && p->fate != NTA_EXECED;
+}
+
+static int view_lags(const struct nta_proc *p) {
+  const struct ntt_image *img = p->img;
   int sig = img->is_dump && img->has_trigger &&
             (img->trigger.kind == NTR_TRIG_SIGNAL || img->trigger.kind == NTR_TRIG_FATAL_SIGNAL);
-  return (ring && p->fate != NTA_ALIVE && p->fate != NTA_EXECED) || sig;
+  return dead_ring(p) || sig;
 }
 
 #define NTA_LAG_NS 500000000ull /* polls every 15 ms; a signal's final pass waits up to 200 ms */
@@ -330,14 +335,13 @@ static void lag_fill(struct nta_comm *c) {
   }
   for (int i = 0; i < c->nranked; i++) {
     struct nta_member *m = c->ranked[i];
+    m->lag_ring = dead_ring(m->proc) && m->ncolls;
     if (!m->tracking || !view_lags(m->proc) || m->issued <= m->completed)
       continue;
     uint64_t peers = m == top ? second : best;
     uint64_t e = peers < m->issued ? peers : m->issued;
-    if (e > m->completed) {
+    if (e > m->completed)
       m->completed = e;
-      m->lag_raised = 1;
-    }
     if (m->enqueued < m->completed)
       m->enqueued = m->completed;
     m->lags = m->issued > m->completed;

@@ -269,6 +269,8 @@ int nta_runexit_read(const char *path, struct nta_runexit *out, char *why, size_
  * (its fate becomes an exit with that code, or a kill by that signal);
  * mark the rest matched when they are the launcher of some process. */
 void nta_runexit_apply(struct nta_job *job);
+/* 1 when an exit status of the job names launcher rank lrank. */
+int nta_runexit_has_rank(const struct nta_job *job, int lrank);
 /* The statuses of commands that left no ring or dump at all: evidence
  * ("no evidence from it") and a candidate when they failed. */
 void nta_runexit_detect(struct nta_job *job);
@@ -290,7 +292,7 @@ struct nta_member {
                                  * signal's dump: align.c view_lags) and it issued past completed */
   int lag_sure;                 /* lags, and completed + 1 completed nowhere, or its watchdog polled it
                                  * pending long before the evidence was taken: blocked_in is exact */
-  int lag_raised;               /* completed was raised to what its peers completed */
+  int lag_ring;                 /* its evidence is the ring of a process that left no final dump */
   uint64_t init_enter_ns;       /* 0 unknown */
   int in_init;                  /* init entered, never returned */
   uint64_t init_fail_ns;        /* init returned an error (or the comm says it failed), 0 none */

@@ -421,15 +421,20 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
   k->silent = 1;
   /* With an input unreadable, theirs may be in it: only what was read is
    * known to hold nothing of them. */
-  char unread[96] = "";
-  if (job->nunreadable)
+  char unread[160] = "";
+  int nexit = 0; /* of them, ranks nccltrace run saw end (comm rank = launcher rank in a world comm) */
+  for (int i = 0; c->nranks == job->world_size && i < na; i++)
+    nexit += nta_runexit_has_rank(job, absent[i]);
+  if (nexit)
+    snprintf(unread, sizeof unread, " (nccltrace run recorded how %d of them ended)", nexit);
+  else if (job->nunreadable)
     snprintf(unread, sizeof unread, " (%d input%s unreadable: %s may be among them)", job->nunreadable,
              job->nunreadable > 1 ? "s were" : " was", na_all > 1 ? "theirs" : "its");
   snprintf(k->summary, sizeof(k->summary),
            "missing collective on comm %s seq %llu: %s %s left %s%s while every other "
            "rank issued %s and waited",
            hex, (unsigned long long)s, nta_plural(na_all), rl,
-           job->nunreadable ? "no readable evidence" : "no evidence at all", unread, d);
+           nexit ? "no ring or dump" : job->nunreadable ? "no readable evidence" : "no evidence at all", unread, d);
 }
 
 static void detect_missing(struct nta_job *job, const struct nta_comm *c) {

@@ -155,26 +155,32 @@ static void shared_processes(const struct nta_comm *c, FILE *out) {
     fprintf(out, "  (%d more processes hold several ranks each)\n", more);
 }
 
-/* Members whose rows come from their peers' completions, or cannot say
- * which call they were in (align.c lag_fill). */
+/* Members whose evidence is the ring of a process that left no final dump
+ * (killed): what their rows rest on (align.c lag_fill).  Said for every
+ * such member, whether or not its last poll happened to lag. */
 static void lag_note(const struct nta_comm *c, FILE *out) {
   int r[NTA_MAX_VRANKS], n = 0, total = 0, unsure = 0;
   for (int i = 0; i < c->nranked; i++) {
     const struct nta_member *m = c->ranked[i];
     unsure += m->lags && !m->lag_sure;
-    if ((m->lag_raised || (m->lags && !m->lag_sure)) && total++ < NTA_MAX_VRANKS)
+    if (m->lag_ring && total++ < NTA_MAX_VRANKS)
       r[n++] = m->rank;
   }
-  if (!total)
+  if (!total && !unsure)
     return;
   char rl[160];
   ntt_rank_ranges(r, n, rl, sizeof rl);
   if (total > n)
     snprintf(rl + strlen(rl), sizeof rl - strlen(rl), " and %d more", total - n);
-  fprintf(out, "  %s %s: last done is what %s peers completed (%s own evidence is the watchdog's last poll, up "
-          "to 15 ms behind: killed, or dumped from a signal handler)%s\n",
-          nta_plural(total), rl, total > 1 ? "their" : "its", total > 1 ? "their" : "its",
-          unsure ? "; a call marked '?' may have finished" : "");
+  if (total > 1)
+    fprintf(out, "  ranks %s left no final dump: their rows come from their rings, whose completions are the "
+            "watchdog's last poll (up to 15 ms behind), raised to what their peers completed\n", rl);
+  else if (total)
+    fprintf(out, "  rank %s left no final dump: its row comes from its ring, whose completions are the "
+            "watchdog's last poll (up to 15 ms behind), raised to what its peers completed\n", rl);
+  if (unsure)
+    fprintf(out, "  a call marked '?' may have finished: the evidence of that rank lags, and no peer shows the "
+            "call pending\n");
 }
 
 #define INSIDE_SHOWN 8              /* open proxy ops said under the verdict */

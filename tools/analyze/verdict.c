@@ -617,7 +617,8 @@ void nta_decide(struct nta_job *job) {
     if (job->procs[i].lrank >= 0 && job->procs[i].lrank < 4096)
       seen[job->procs[i].lrank] = 1;
   for (int r = 0; r < job->world_size && r < 4096; r++) {
-    if (!seen[r]) {
+    /* one that left an exit status has its own line (runexit.c) */
+    if (!seen[r] && !nta_runexit_has_rank(job, r)) {
       nta_event_add(job, job->t0_ns, r, "no_evidence", "no evidence from rank %d (no ring, no dump)", r);
       if (o + 40 < sizeof(miss))
         o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", nmiss ? "," : "", r), nlisted++;

@@ -218,7 +218,8 @@ static void t_run_no_ring(void) {
   run(&job, "run_no_ring");
   NT_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.exit_code == 127, "got %s: %s", tb_cls(&job), job.v.summary);
   NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks %d", job.v.nranks);
-  NT_CHECK(strstr(job.v.summary, "rank 2 (pid 1002 on node0, prog)") && strstr(job.v.summary, "no evidence from it"),
+  NT_CHECK(strstr(job.v.summary, "rank 2 (pid 1002 on node0, prog)") &&
+               strstr(job.v.summary, "none of its NCCL calls is known"),
            "summary: %s", job.v.summary);
   int nev = 0;
   for (int i = 0; i < job.nev; i++)
@@ -423,7 +424,28 @@ static void t_no_clock_base(void) {
   nta_job_free(&job);
 }
 
+/* Rank 3 left no ring or dump, but nccltrace run recorded its exit 0: the
+ * text says that, never "no evidence at all" or "no evidence from rank 3". */
+static void t_silent_exit_status(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world(&job, r, 4);
+    for (int i = 0; i < 2; i++)
+      tb_ar(img, W, 64, 10.0 * i, 10.0 * i + 1);
+    tb_ar(img, W, 64, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+  }
+  add_runexit(&job, "node0", 1003, 3, 0, 0, 0, 25);
+  run(&job, "silent_exit_status");
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL && !strstr(job.v.summary, "no evidence") &&
+               strstr(job.v.summary, "left no ring or dump (nccltrace run recorded how 1 of them ended)"),
+           "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_silent_exit_status();
   t_exit_files_only();
   t_ring_no_ops();
   t_no_clock_base();
