@@ -308,6 +308,24 @@ static int polled_since(const struct nta_member *m) {
   return nta_coll_find(m, m->completed + 1, &o) && o.t_ns && o.t_ns + NTA_LAG_NS < snap;
 }
 
+#define NTA_LAG_WALK 4096 /* seqs compared per member: a 15 ms lag is far fewer */
+
+/* The highest seq in (m->completed, upto] up to which m's calls have the
+ * fingerprints of peer's, which completed them: a collective the peer
+ * completed with the same call needed m too.  A differing call (a
+ * root-only Broadcast against AllReduces) completes alone, so proves
+ * nothing past it. */
+static uint64_t joined_upto(const struct nta_member *m, const struct nta_member *peer, uint64_t upto) {
+  uint64_t ok = m->completed;
+  for (uint64_t s = m->completed + 1; s <= upto && s <= m->completed + NTA_LAG_WALK; s++) {
+    struct nta_op a, b;
+    if (!nta_coll_find(m, s, &a) || !nta_coll_find(peer, s, &b) || nta_fp_diff(&a, &b))
+      break;
+    ok = s;
+  }
+  return ok;
+}
+
 /* A collective its peers completed needed every rank: a member whose view
  * lags took part in each one it issued up to the peers' highest completed
  * seq, whatever its last poll saw.  Past that, its own evidence cannot
@@ -315,16 +333,18 @@ static int polled_since(const struct nta_member *m) {
  * issued it, or one whose view does not lag never completed it; or the
  * member's own watchdog had long polled it pending. */
 static void lag_fill(struct nta_comm *c) {
-  const struct nta_member *top = NULL;
+  const struct nta_member *top = NULL, *top2 = NULL;
   uint64_t best = 0, second = 0, exact_lo = UINT64_MAX, issued_lo = UINT64_MAX;
   for (int i = 0; i < c->nranked; i++) {
     const struct nta_member *m = c->ranked[i];
     if (m->completed > best) {
       second = best;
+      top2 = top;
       best = m->completed;
       top = m;
     } else if (m->completed > second) {
       second = m->completed;
+      top2 = m;
     }
     if (m->in_init)
       continue;
@@ -338,10 +358,11 @@ static void lag_fill(struct nta_comm *c) {
     m->lag_ring = dead_ring(m->proc) && m->ncolls;
     if (!m->tracking || !view_lags(m->proc) || m->issued <= m->completed)
       continue;
+    const struct nta_member *peer = m == top ? top2 : top;
     uint64_t peers = m == top ? second : best;
     uint64_t e = peers < m->issued ? peers : m->issued;
-    if (e > m->completed)
-      m->completed = e;
+    if (peer && e > m->completed)
+      m->completed = joined_upto(m, peer, e);
     if (m->enqueued < m->completed)
       m->enqueued = m->completed;
     m->lags = m->issued > m->completed;

@@ -1009,7 +1009,45 @@ static void t_many_absent(void) {
   nta_job_free(&job);
 }
 
+/* A root-only Broadcast completes alone: rank 1's Broadcast #3 (root 1)
+ * completed while ranks 0 and 2 wait in AllReduce #3, their SIGTERM dumps
+ * lagging at 1.  Their rows take the peers' #2, never #3; #3 was pending
+ * for over a second when they dumped, so it is no guess. */
+static void t_stale_mismatch(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 2, 0);
+    if (r == 1)
+      tb_coll(img, W, NTR_KIND_BROADCAST, 1024, 7, -1, 1, 20, 21);
+    else
+      tb_ar(img, W, 1024, 20, -1);
+    if (r != 1) {
+      tb_find(img, W)->last_completed = 1;
+      for (uint64_t i = 0; i < img->nrecs; i++)
+        if (img->recs[i].seq == 2) {
+          img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+          img->recs[i].tsc_done = 0;
+        }
+    }
+    tb_signal(img, SIGTERM, 1300); /* the launcher's, after the watchdog's timeout */
+  }
+  run(&job, "stale_mismatch");
+  const struct nta_comm *c = job.v.comm;
+  for (int r = 0; c && r < 3; r += 2) {
+    const struct nta_member *m = nta_rank(c, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    NT_CHECK(m->completed == 2 && strcmp(b, "AllReduce #3") == 0, "rank %d: last done %llu, blocked in %s", r,
+             (unsigned long long)m->completed, b);
+  }
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_stale_mismatch();
   t_many_absent();
   t_silent_unreadable();
   t_kill_stale_dumps();
