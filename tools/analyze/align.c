@@ -356,7 +356,9 @@ static void lag_fill(struct nta_comm *c) {
   for (int i = 0; i < c->nranked; i++) {
     struct nta_member *m = c->ranked[i];
     m->lag_ring = dead_ring(m->proc) && m->ncolls;
-    if (!m->tracking || !view_lags(m->proc) || m->issued <= m->completed)
+    /* without completion tracking (an op recorded without its event) what
+     * it completed is no better known than in a lagging view */
+    if ((m->tracking && !view_lags(m->proc)) || m->issued <= m->completed)
       continue;
     const struct nta_member *peer = m == top ? top2 : top;
     uint64_t peers = m == top ? second : best;

@@ -62,7 +62,7 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
     snprintf(buf + n, len - n, " in graph replay %llu", (unsigned long long)rn);
     return;
   }
-  if (m->lags) {
+  if (m->lags && m->tracking) {
     /* Its completions lag (align.c view_lags): from completed + 1 to its
      * last issued call, which one it was in is known only when completed
      * + 1 completed nowhere. */

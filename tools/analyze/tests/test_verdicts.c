@@ -1046,7 +1046,38 @@ static void t_stale_mismatch(void) {
   nta_job_free(&job);
 }
 
+/* A rank without completion tracking (its ops recorded without events):
+ * it completed what its peers completed of the same calls, whatever its
+ * own copy says (0); its blocked call stays a guess. */
+static void t_untracked_fill(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 4, 0);
+    tb_ar(img, W, 1024, 40, -1);
+    if (r == 2) {
+      tb_find(img, W)->last_completed = 0;
+      for (uint64_t i = 0; i < img->nrecs; i++) {
+        img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+        img->recs[i].flags |= NTR_REC_NO_TRACKING;
+        img->recs[i].tsc_done = 0;
+      }
+    }
+    tb_timeout(img, W, 5, 1040);
+  }
+  run(&job, "untracked_fill");
+  const struct nta_member *m = job.v.comm ? nta_rank(job.v.comm, 2) : NULL;
+  char b[64] = "";
+  if (m)
+    nta_blocked_in(m, b, sizeof b);
+  NT_CHECK(m && !m->tracking && m->completed == 4 && strcmp(b, "AllReduce #5?") == 0,
+           "untracked rank 2: last done %llu, blocked in %s", m ? (unsigned long long)m->completed : 0ull, b);
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_untracked_fill();
   t_stale_mismatch();
   t_many_absent();
   t_silent_unreadable();
