@@ -158,8 +158,27 @@ static int add_member(struct nta_job *job, struct builder *b, int pi, uint64_t i
   return 0;
 }
 
+/* When m's communicator failed: its first async error (not ncclInProgress)
+ * or its ncclCommAbort, 0 never.  What completes after that is the failure
+ * draining the stream (NCCL, and the emulator, end a broken collective's
+ * kernel), not the collective finishing. */
+static uint64_t comm_fail_ns(const struct nta_member *m) {
+  uint64_t t = m->d->abort_ns;
+  for (uint64_t j = 0; j < m->proc->nkeep; j++) {
+    const struct ntr_record *r = &m->proc->keep[j];
+    if (r->kind == NTR_KIND_ASYNC_ERROR && r->comm_id == m->comm->id && r->aux != 0 && r->aux != 7) {
+      uint64_t e = nta_ns(m->proc, r->tsc);
+      if (e && (!t || e < t))
+        t = e;
+      break;
+    }
+  }
+  return t;
+}
+
 static void member_state(struct nta_member *m) {
   const struct nta_mdata *d = m->d;
+  uint64_t fail = comm_fail_ns(m);
   m->ncolls = d->ncolls;
   m->np2p = d->np2p;
   m->tracking = d->tracking;
@@ -181,7 +200,7 @@ static void member_state(struct nta_member *m) {
         continue;
       struct nta_op o;
       nta_coll_at(m, b * NTA_BLK + j, &o);
-      if (o.done_ns) {
+      if (o.done_ns && (!fail || o.done_ns < fail)) {
         done_seq = o.seq;
         break;
       }
@@ -193,6 +212,11 @@ static void member_state(struct nta_member *m) {
       m->issued = cs->coll_seq;
     m->enqueued = cs->last_enqueued;
     m->completed = cs->last_completed;
+    /* A failed comm's copy counts the drained calls too: where its records
+     * still hold that call, they say when it completed. */
+    struct nta_op o;
+    if (fail && m->completed && nta_coll_find(m, m->completed, &o) && o.done_ns >= fail)
+      m->completed = 0;
     m->in_init = cs->lifecycle == NTR_COMM_INIT;
     if (m->in_init && !m->init_enter_ns && cs->blocked_since && is_init_kind(cs->blocked_kind))
       m->init_enter_ns = ntt_image_ns(m->proc->img, cs->blocked_since);

@@ -1076,7 +1076,40 @@ static void t_untracked_fill(void) {
   nta_job_free(&job);
 }
 
+/* Rank 2 is SIGKILLed after #2; the others get ncclRemoteError, abort and
+ * exit 1, and the abort drains their AllReduce #3, which their records then
+ * show completed.  It never finished: their rows say 2 done, blocked in #3. */
+static void t_drained_after_abort(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 2, 0);
+    if (r == 2) {
+      tb_vanish(img);
+      continue;
+    }
+    tb_ar(img, W, 1024, 20, 1100); /* "completed" by the abort's drain */
+    tb_rec(img, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, W, 1050)->aux = 6; /* ncclRemoteError */
+    tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_CALL, W, 1060);
+    tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
+    tb_exit(img, 1, 1200);
+  }
+  run(&job, "drained_after_abort");
+  for (int r = 0; job.v.comm && r < 2; r++) {
+    const struct nta_member *m = nta_rank(job.v.comm, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    NT_CHECK(m->completed == 2 && strcmp(b, "AllReduce #3") == 0, "rank %d: last done %llu, blocked in %s", r,
+             (unsigned long long)m->completed, b);
+  }
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 1 && job.v.ranks[0] == 2, "got %s: %s", tb_cls(&job),
+           job.v.summary);
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_drained_after_abort();
   t_untracked_fill();
   t_stale_mismatch();
   t_many_absent();
