@@ -1,7 +1,7 @@
 /* faults.c -- the classic distributed-training faults, one per argument, for
  * trying `nccltrace analyze` (and for the scenario tests).  Every rank runs
  * healthy AllReduce steps; at step K (--step, default 3) rank R (--rank,
- * default 1) injects the fault:
+ * default 1), or each of ranks R..R2 (--rank-to R2), injects the fault:
  *
  *   none      no fault (pair with NCCLEMU_FAULT=stall:N / async_error:N:remote)
  *   op        R calls Broadcast(root 0) where the others call AllReduce
@@ -22,7 +22,8 @@
  *   app_error R hits an application error and exits 1
  *   abort     R aborts the communicator (ncclCommAbort) and exits 3
  *   segv      R dereferences NULL
- *   sigkill   R is SIGKILLed (as by the OOM killer)
+ *   sigkill   R is SIGKILLed (as by the OOM killer); with --rank-to, every
+ *             rank of R..R2 at the same step (a node-wide kill)
  *   group     inside a group of two AllReduces, R's second has twice the count
  *   split     on a communicator split by rank parity, R's AllReduce differs in count
  *   split_skip R never calls ncclCommSplit (the others wait in it), exits 0
@@ -104,27 +105,31 @@ static __attribute__((noinline)) void inject_segfault(volatile int *p) {
 int main(int argc, char **argv) {
   const char *idfile = ex_setup(&argc, argv);
   const char *kase = NULL;
-  int K = 3, R = 1;
+  int K = 3, R = 1, R2 = -1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--step") == 0 && i + 1 < argc)
       K = atoi(argv[++i]);
     else if (strcmp(argv[i], "--rank") == 0 && i + 1 < argc)
       R = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--rank-to") == 0 && i + 1 < argc)
+      R2 = atoi(argv[++i]);
     else
       kase = argv[i];
   }
   int known = 0;
   for (int i = 0; kase && cases[i]; i++)
     known |= strcmp(kase, cases[i]) == 0;
-  if (!known || K < 1 || R < 0 || R >= ex_size) {
-    fprintf(stderr, "usage: faults CASE [--step K>=1] [--rank R<WORLD_SIZE]\ncases:");
+  if (R2 < 0)
+    R2 = R;
+  if (!known || K < 1 || R < 0 || R >= ex_size || R2 < R || R2 >= ex_size) {
+    fprintf(stderr, "usage: faults CASE [--step K>=1] [--rank R<WORLD_SIZE] [--rank-to R2]\ncases:");
     for (int i = 0; cases[i]; i++)
       fprintf(stderr, " %s", cases[i]);
     fprintf(stderr, "\n");
     return 2;
   }
 #define IS(x) (strcmp(kase, x) == 0)
-  int me = ex_rank == R;
+  int me = ex_rank >= R && ex_rank <= R2;
   if (IS("p2p_peer") && ex_size < 3) {
     fprintf(stderr, "p2p_peer needs WORLD_SIZE >= 3\n");
     return 2;

@@ -183,7 +183,8 @@ void ntt_usage_cmd(FILE *out, const char *cmd) {
     return;
   }
   fputc('\n', out);
-  fputs(ntt_exit_text, out);
+  if (strcmp(cmd, "run") != 0) /* run's section states its own: CMD's */
+    fputs(ntt_exit_text, out);
 }
 
 static int run_module(int (*fn)(int, char **), const char *what, int argc, char **argv) {

@@ -128,6 +128,22 @@ for v in sorted(variables):
 for v in sorted(readme_rows - variables):
     check(False, "README documents %s, which no source reads" % v)
 
-print("%d options over %d subcommands, %d variables; %d failures" %
-      (sum(len(o) for o in options.values()), len(options), len(variables), len(failures)))
+# Every verdict class the analyzer can give (tools/analyze/verdict.c
+# class_names) is in each list of classes the docs keep.
+classes = re.findall(r'\[NTA_[A-Z0-9_]+\] = "([a-z0-9_]+)"', read("tools/analyze/verdict.c"))
+check(len(classes) >= 13, "verdict classes read from tools/analyze/verdict.c: %s" % classes)
+lists = {
+    "README.md": read("README.md").split("evidence priority", 1)[-1].split("## ", 1)[0],
+    "docs/design.md class table": read("docs/design.md").split("`class` is one of:", 1)[-1].split("\n\n", 2)[1],
+    "docs/user-guide.md class table": "\n".join(
+        ln for ln in read("docs/user-guide.md").splitlines() if re.match(r"^\| `[a-z0-9_]+` \|", ln)),
+    "docs/analyze.md": read("docs/analyze.md"),
+    "docs/analyze.schema.json": read("docs/analyze.schema.json"),
+}
+for c in classes:
+    for where, text in lists.items():
+        check("`%s`" % c in text or '"%s"' % c in text, "%s lists verdict class %s" % (where, c))
+
+print("%d options over %d subcommands, %d variables, %d classes; %d failures" %
+      (sum(len(o) for o in options.values()), len(options), len(variables), len(classes), len(failures)))
 sys.exit(1 if failures else 0)

@@ -15,9 +15,11 @@ launcher itself runs in its own session that is killed on a runaway.
       [--expect-class C] [--expect-field F] [--expect-seq N] [--expect-ranks 1,2]
       [--expect-exit-code N] [--expect-signal N] [--expect-error NAME]
       [--expect-comm-nranks N] [--min-procs N] [--expect-replays N]
-      [--expect-blocked-in TEXT] -- PROG [ARGS...]
+      [--expect-blocked-in TEXT] [--expect-rows-true] -- PROG [ARGS...]
 --expect-replays: `nccltrace decode` of every rank's dump shows N graph
-replays; --expect-blocked-in: every surviving member's blocked_in is TEXT.
+replays; --expect-blocked-in: every surviving member's blocked_in is TEXT;
+--expect-rows-true: no row says a member is blocked in (or short of) a
+collective a peer completed.
 Set NCCLTRACE_SCENARIO_KEEP=1 to keep the temporary directory.
 """
 import argparse
@@ -61,6 +63,9 @@ def parse():
                    help="a substring of the verdict's summary or next step")
     p.add_argument("--expect-replays", type=int)
     p.add_argument("--expect-blocked-in")
+    p.add_argument("--expect-rows-true", action="store_true",
+                   help="no member's row of the verdict comm says it is blocked in, or did not complete, a "
+                        "collective a peer completed")
     p.add_argument("--expect-timeout", action="store_true",
                    help="the evidence holds a watchdog timeout on every rank")
     p.add_argument("--expect-error-file",
@@ -271,6 +276,21 @@ def check(a, doc, log):
         got = sorted(set(m.get("blocked_in") for m in (comm[0].get("members", []) if comm else [])
                          if m.get("rank") not in dead))
         want("survivors' blocked_in", got, [a.expect_blocked_in])
+    if a.expect_rows_true:
+        # A collective some member completed needed every rank: no row may
+        # say a member is blocked in it, nor that it completed less while
+        # it issued that call (a killed rank's ring lags its last poll).
+        comm = [c for c in doc.get("comms", []) if c.get("id") == v.get("comm")]
+        mem = comm[0].get("members", []) if comm else []
+        top = max([m.get("last_completed", 0) for m in mem] or [0])
+        for m in mem:
+            b = m.get("blocked_in") or ""
+            seq = b.split("#", 1)[1] if "#" in b else ""
+            if seq.isdigit() and int(seq) <= top:
+                bad.append("rank %s blocked in %s, which a peer completed (%d)" % (m.get("rank"), b, top))
+            if m.get("last_completed", 0) < min(top, m.get("issued", 0)):
+                bad.append("rank %s: last done %s, issued %s, while a peer completed %d" % (
+                    m.get("rank"), m.get("last_completed"), m.get("issued"), top))
     want("signal", v.get("signal"), a.expect_signal)
     want("error", v.get("error"), a.expect_error)
     if a.expect_comm_nranks is not None:

@@ -168,6 +168,13 @@ def main():
             j.junk(d)
             doc = expect(a, env, 2, "healthy", d)
             check(doc is not None and len(doc["inputs"]["unreadable"]) == 1, "inputs.unreadable names the file")
+            # only that file: exit 2, and stderr says nothing was read
+            only = os.path.join(tmp, "only-junk")
+            os.makedirs(only)
+            j.junk(only)
+            rc, out, err = run([a.nccltrace, "analyze", only], env)
+            check(rc == 2 and "nothing to analyze: 1 input unreadable" in err,
+                  "only an unreadable input: exit 2 and what is missing said (rc %s): %s" % (rc, err.strip()))
         elif c == "unreadable_fault":
             d, _ = j.mismatch()
             j.junk(d)

@@ -86,6 +86,10 @@ for sub in ("run", "decode", "analyze", "collect", "export", "status", "coord"):
     p = run(NT, sub, "--help")
     check(p.returncode == 0 and p.stdout.startswith("usage: nccltrace %s " % sub) and "Commands:" not in p.stdout,
           "%s --help prints its own help (rc %d):\n%s" % (sub, p.returncode, p.stdout[:300]))
+# run's exit status is its command's: its help says so, and no other
+p = run(NT, "run", "--help")
+check("exit status is CMD's" in p.stdout and "unreadable input" not in p.stdout,
+      "run --help states run's own exit status, not the readers':\n%s" % p.stdout)
 p = run(NT, "coord", "--help")
 check("NCCLTRACE_SECRET is required" in p.stdout and "derived" not in p.stdout,
       "coord --help says the secret is required:\n%s" % p.stdout)

@@ -158,8 +158,27 @@ static int add_member(struct nta_job *job, struct builder *b, int pi, uint64_t i
   return 0;
 }
 
+/* When m's communicator failed: its first async error (not ncclInProgress)
+ * or its ncclCommAbort, 0 never.  What completes after that is the failure
+ * draining the stream (NCCL, and the emulator, end a broken collective's
+ * kernel), not the collective finishing. */
+static uint64_t comm_fail_ns(const struct nta_member *m) {
+  uint64_t t = m->d->abort_ns;
+  for (uint64_t j = 0; j < m->proc->nkeep; j++) {
+    const struct ntr_record *r = &m->proc->keep[j];
+    if (r->kind == NTR_KIND_ASYNC_ERROR && r->comm_id == m->comm->id && r->aux != 0 && r->aux != 7) {
+      uint64_t e = nta_ns(m->proc, r->tsc);
+      if (e && (!t || e < t))
+        t = e;
+      break;
+    }
+  }
+  return t;
+}
+
 static void member_state(struct nta_member *m) {
   const struct nta_mdata *d = m->d;
+  uint64_t fail = comm_fail_ns(m);
   m->ncolls = d->ncolls;
   m->np2p = d->np2p;
   m->tracking = d->tracking;
@@ -181,7 +200,7 @@ static void member_state(struct nta_member *m) {
         continue;
       struct nta_op o;
       nta_coll_at(m, b * NTA_BLK + j, &o);
-      if (o.done_ns) {
+      if (o.done_ns && (!fail || o.done_ns < fail)) {
         done_seq = o.seq;
         break;
       }
@@ -193,6 +212,11 @@ static void member_state(struct nta_member *m) {
       m->issued = cs->coll_seq;
     m->enqueued = cs->last_enqueued;
     m->completed = cs->last_completed;
+    /* A failed comm's copy counts the drained calls too: where its records
+     * still hold that call, they say when it completed. */
+    struct nta_op o;
+    if (fail && m->completed && nta_coll_find(m, m->completed, &o) && o.done_ns >= fail)
+      m->completed = 0;
     m->in_init = cs->lifecycle == NTR_COMM_INIT;
     if (m->in_init && !m->init_enter_ns && cs->blocked_since && is_init_kind(cs->blocked_kind))
       m->init_enter_ns = ntt_image_ns(m->proc->img, cs->blocked_since);
@@ -272,6 +296,104 @@ static int fingerprint_ids(struct nta_job *job) {
   keymap_free(&ids);
   keymap_free(&ext);
   return rc;
+}
+
+/* Evidence whose completions may lag the op records: the comm table's
+ * completions and the completed flags are what the watchdog saw by its
+ * last poll (every 15 ms, docs/dump-format.md), while issues are exact.
+ * So in the ring of a process that died without dumping (SIGKILL, the OOM
+ * killer), and in a signal's dump, whose final watchdog pass is bounded
+ * and can be missed under load.  A timeout dump (the watchdog's own), an
+ * exit dump (after the last pass) and a live ring are taken as they are. */
+static int dead_ring(const struct nta_proc *p) {
+  const struct ntt_image *img = p->img;
+  int ring = !img->is_dump || (img->has_trigger && img->trigger.kind == NTR_TRIG_COLLECTED);
+  return ring && p->fate != NTA_ALIVE && p->fate != NTA_EXECED;
+}
+
+static int view_lags(const struct nta_proc *p) {
+  const struct ntt_image *img = p->img;
+  int sig = img->is_dump && img->has_trigger &&
+            (img->trigger.kind == NTR_TRIG_SIGNAL || img->trigger.kind == NTR_TRIG_FATAL_SIGNAL);
+  return dead_ring(p) || sig;
+}
+
+#define NTA_LAG_NS 500000000ull /* polls every 15 ms; a signal's final pass waits up to 200 ms */
+
+/* Was m's call completed + 1 issued long enough before its evidence was
+ * taken (the dump's trigger, else its last record) that the watchdog had
+ * polled it since: then its pending state is what the watchdog saw. */
+static int polled_since(const struct nta_member *m) {
+  struct nta_op o;
+  const struct nta_proc *p = m->proc;
+  uint64_t snap = p->img->has_trigger ? ntt_image_ns(p->img, p->img->trigger.tsc) : 0;
+  if (!snap)
+    snap = p->last_ns;
+  return nta_coll_find(m, m->completed + 1, &o) && o.t_ns && o.t_ns + NTA_LAG_NS < snap;
+}
+
+#define NTA_LAG_WALK 4096 /* seqs compared per member: a 15 ms lag is far fewer */
+
+/* The highest seq in (m->completed, upto] up to which m's calls have the
+ * fingerprints of peer's, which completed them: a collective the peer
+ * completed with the same call needed m too.  A differing call (a
+ * root-only Broadcast against AllReduces) completes alone, so proves
+ * nothing past it. */
+static uint64_t joined_upto(const struct nta_member *m, const struct nta_member *peer, uint64_t upto) {
+  uint64_t ok = m->completed;
+  for (uint64_t s = m->completed + 1; s <= upto && s <= m->completed + NTA_LAG_WALK; s++) {
+    struct nta_op a, b;
+    if (!nta_coll_find(m, s, &a) || !nta_coll_find(peer, s, &b) || nta_fp_diff(&a, &b))
+      break;
+    ok = s;
+  }
+  return ok;
+}
+
+/* A collective its peers completed needed every rank: a member whose view
+ * lags took part in each one it issued up to the peers' highest completed
+ * seq, whatever its last poll saw.  Past that, its own evidence cannot
+ * tell, unless completed + 1 completed nowhere (lag_sure): a member never
+ * issued it, or one whose view does not lag never completed it; or the
+ * member's own watchdog had long polled it pending. */
+static void lag_fill(struct nta_comm *c) {
+  const struct nta_member *top = NULL, *top2 = NULL;
+  uint64_t best = 0, second = 0, exact_lo = UINT64_MAX, issued_lo = UINT64_MAX;
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    if (m->completed > best) {
+      second = best;
+      top2 = top;
+      best = m->completed;
+      top = m;
+    } else if (m->completed > second) {
+      second = m->completed;
+      top2 = m;
+    }
+    if (m->in_init)
+      continue;
+    if (m->issued < issued_lo)
+      issued_lo = m->issued;
+    if (!view_lags(m->proc) && m->tracking && m->completed < exact_lo)
+      exact_lo = m->completed;
+  }
+  for (int i = 0; i < c->nranked; i++) {
+    struct nta_member *m = c->ranked[i];
+    m->lag_ring = dead_ring(m->proc) && m->ncolls;
+    /* without completion tracking (an op recorded without its event) what
+     * it completed is no better known than in a lagging view */
+    if ((m->tracking && !view_lags(m->proc)) || m->issued <= m->completed)
+      continue;
+    const struct nta_member *peer = m == top ? top2 : top;
+    uint64_t peers = m == top ? second : best;
+    uint64_t e = peers < m->issued ? peers : m->issued;
+    if (peer && e > m->completed)
+      m->completed = joined_upto(m, peer, e);
+    if (m->enqueued < m->completed)
+      m->enqueued = m->completed;
+    m->lags = m->issued > m->completed;
+    m->lag_sure = m->lags && (issued_lo <= m->completed || exact_lo <= m->completed || polled_since(m));
+  }
 }
 
 int nta_align(struct nta_job *job) {
@@ -366,6 +488,7 @@ int nta_align(struct nta_job *job) {
       c->ranked[w++] = c->ranked[i];
     }
     c->nranked = w;
+    lag_fill(c);
   }
   return 0;
 }

@@ -269,6 +269,8 @@ int nta_runexit_read(const char *path, struct nta_runexit *out, char *why, size_
  * (its fate becomes an exit with that code, or a kill by that signal);
  * mark the rest matched when they are the launcher of some process. */
 void nta_runexit_apply(struct nta_job *job);
+/* 1 when an exit status of the job names launcher rank lrank. */
+int nta_runexit_has_rank(const struct nta_job *job, int lrank);
 /* The statuses of commands that left no ring or dump at all: evidence
  * ("no evidence from it") and a candidate when they failed. */
 void nta_runexit_detect(struct nta_job *job);
@@ -286,6 +288,11 @@ struct nta_member {
   uint64_t issued;              /* highest collective seq issued */
   uint64_t enqueued, completed; /* last_enqueued / last_completed */
   int tracking;                 /* completion tracking worked for this member */
+  int lags;                     /* its completions may lag its issues (a ring of a killed process, a
+                                 * signal's dump: align.c view_lags) and it issued past completed */
+  int lag_sure;                 /* lags, and completed + 1 completed nowhere, or its watchdog polled it
+                                 * pending long before the evidence was taken: blocked_in is exact */
+  int lag_ring;                 /* its evidence is the ring of a process that left no final dump */
   uint64_t init_enter_ns;       /* 0 unknown */
   int in_init;                  /* init entered, never returned */
   uint64_t init_fail_ns;        /* init returned an error (or the comm says it failed), 0 none */
@@ -628,6 +635,10 @@ const struct nta_member *nta_member_of(const struct nta_comm *c, const struct nt
 
 struct nta_cand *nta_cand_add(struct nta_job *job, enum nta_class cls, uint64_t t_ns);
 void nta_decide(struct nta_job *job);
+/* Times below this (1973) are no wall-clock times: ticks of a process whose
+ * header has no realtime base.  Reports give them no offset. */
+#define NTA_WALL_MIN_NS 100000000000000000ull
+int nta_time_placed(uint64_t t_ns);
 int nta_proc_comm_rank(const struct nta_comm *c, const struct nta_proc *p);
 
 /* inside.c: the inside view of a stuck call (open proxy ops). */

@@ -403,7 +403,8 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
         break;
       }
   }
-  nta_rank_list(absent, na, rl, sizeof(rl));
+  int na_all = c->nranks - c->nranked; /* ranked: one per rank in [0, nranks) */
+  nta_rank_list_of(absent, na, na_all, rl, sizeof(rl));
   const struct nta_member *anon = anon_ring_member(c);
   if (anon) {
     /* The evidence cannot tell a skipped collective from a lost ring, and a
@@ -413,15 +414,27 @@ static void detect_silent(struct nta_job *job, const struct nta_comm *c, uint64_
              "%s %s left no evidence; %s could not survive a kill (rank %d's ring on %.64s was in anonymous "
              "memory: no room in the ring directory nor in $TMPDIR) while every other rank issued %s on "
              "comm %s seq %llu and waited",
-             nta_plural(na), rl, na > 1 ? "their rings" : "its ring", anon->rank, anon->proc->img->hdr.host, d,
+             nta_plural(na_all), rl, na_all > 1 ? "their rings" : "its ring", anon->rank, anon->proc->img->hdr.host, d,
              hex, (unsigned long long)s);
     return;
   }
   k->silent = 1;
+  /* With an input unreadable, theirs may be in it: only what was read is
+   * known to hold nothing of them. */
+  char unread[160] = "";
+  int nexit = 0; /* of them, ranks nccltrace run saw end (comm rank = launcher rank in a world comm) */
+  for (int i = 0; c->nranks == job->world_size && i < na; i++)
+    nexit += nta_runexit_has_rank(job, absent[i]);
+  if (nexit)
+    snprintf(unread, sizeof unread, " (nccltrace run recorded how %d of them ended)", nexit);
+  else if (job->nunreadable)
+    snprintf(unread, sizeof unread, " (%d input%s unreadable: %s may be among them)", job->nunreadable,
+             job->nunreadable > 1 ? "s were" : " was", na_all > 1 ? "theirs" : "its");
   snprintf(k->summary, sizeof(k->summary),
-           "missing collective on comm %s seq %llu: %s %s left no evidence at all while every other "
+           "missing collective on comm %s seq %llu: %s %s left %s%s while every other "
            "rank issued %s and waited",
-           hex, (unsigned long long)s, nta_plural(na), rl, d);
+           hex, (unsigned long long)s, nta_plural(na_all), rl,
+           nexit ? "no ring or dump" : job->nunreadable ? "no readable evidence" : "no evidence at all", unread, d);
 }
 
 static void detect_missing(struct nta_job *job, const struct nta_comm *c) {

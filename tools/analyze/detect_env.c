@@ -167,11 +167,13 @@ void nta_detect_env(struct nta_job *job, const struct nta_comm *c) {
   k->refused = refused;
   snprintf(k->field, sizeof(k->field), "%s", best);
   char diff[256] = "", hex[17], rl[256];
+  int ndiff = 0;
   nta_comm_hex(c->id, hex);
   for (int i = 0; i < c->nranked; i++) {
     const struct nta_member *m = c->ranked[i];
     const char *v = env_get(m->proc->img, best, nl);
     if ((v == NULL) != (maj == NULL) || (v && strcmp(v, maj) != 0)) {
+      ndiff++;
       if (k->nranks < NTA_MAX_VRANKS)
         k->ranks[k->nranks++] = m->rank;
       if (!diff[0])
@@ -180,9 +182,9 @@ void nta_detect_env(struct nta_job *job, const struct nta_comm *c) {
                     v ? v : "(unset)");
     }
   }
-  nta_rank_list(k->ranks, k->nranks, rl, sizeof(rl));
+  nta_rank_list_of(k->ranks, k->nranks, ndiff, rl, sizeof(rl));
   snprintf(k->summary, sizeof(k->summary), "%s differs on comm %s: %s %s %s %s=%s while the others have %s%s",
-           best, hex, nta_plural(k->nranks), rl, k->nranks == 1 ? "has" : "have", best, diff,
+           best, hex, nta_plural(ndiff), rl, ndiff == 1 ? "has" : "have", best, diff,
            maj ? maj : "(unset)",
            refused ? "; the coordinator refused the comm's init for it (NCCLTRACE_ENV_CHECK=abort)" : "");
 out:

@@ -20,7 +20,7 @@ int nta_kind_collective_reg(unsigned kind) {
 }
 
 void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
-  int waiting[NTA_MAX_VRANKS], nw = 0;
+  int waiting[NTA_MAX_VRANKS], nw = 0, nw_all = 0;
   uint64_t t = 0;
   unsigned kind = 0;
   for (int i = 0; i < c->nranked; i++) {
@@ -34,10 +34,11 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
     if (!t || since < t)
       t = since;
     kind = cs->blocked_kind;
+    nw_all++;
     if (nw < NTA_MAX_VRANKS)
       waiting[nw++] = m->rank;
   }
-  if (!nw || nw == c->nranks)
+  if (!nw || nw_all == c->nranks)
     return;
   struct nta_cand *k = nta_cand_add(job, NTA_INIT_HANG, t);
   if (!k)
@@ -54,10 +55,11 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
     else
       k->ranks[k->nranks++] = r;
   }
+  int nm_all = c->nranks - nw_all; /* the ranks not waiting in it */
   char hex[17], rm[256], rw[256], at[400] = "";
   nta_comm_hex(c->id, hex);
-  nta_rank_list(k->ranks, k->nranks, rm, sizeof(rm));
-  nta_rank_list(waiting, nw, rw, sizeof(rw));
+  nta_rank_list_of(k->ranks, k->nranks, nm_all, rm, sizeof(rm));
+  nta_rank_list_of(waiting, nw, nw_all, rw, sizeof(rw));
   for (int i = 0; i < nw && !at[0]; i++) {
     const struct nta_member *m = nta_rank(c, waiting[i]);
     nta_site_text(m->proc, m->d->life_pystack, at, sizeof(at));
@@ -65,7 +67,7 @@ void nta_detect_split_hang(struct nta_job *job, const struct nta_comm *c) {
   }
   snprintf(k->summary, sizeof(k->summary),
            "%s of comm %s never completed: %s %s never called it while %s %s waited in it%s",
-           ntt_kind_name(kind), hex, nta_plural(k->nranks), rm, nta_plural(nw), rw, at);
+           ntt_kind_name(kind), hex, nta_plural(nm_all), rm, nta_plural(nw_all), rw, at);
   for (int i = 0; i < nw; i++) {
     const struct nta_member *m = nta_rank(c, waiting[i]);
     nta_event_add(job, ntt_image_ns(m->proc->img, m->cs->blocked_since), m->proc->lrank, "init",
@@ -94,12 +96,13 @@ void nta_detect_init(struct nta_job *job, const struct nta_comm *c) {
   k->comm = c;
   int waiting[NTA_MAX_VRANKS], nw = 0;
   k->nranks = nta_absent_ranks(c, k->ranks, NTA_MAX_VRANKS);
+  int na_all = c->nranks - c->nranked; /* ranked: one per rank in [0, nranks) */
   for (int i = 0; i < c->nranked && nw < NTA_MAX_VRANKS; i++)
     if (c->ranked[i]->in_init)
       waiting[nw++] = c->ranked[i]->rank;
   char hex[17], rm[256], rw[256], at[400] = "";
   nta_comm_hex(c->id, hex);
-  nta_rank_list(waiting, nw, rw, sizeof(rw));
+  nta_rank_list_of(waiting, nw, in_init, rw, sizeof(rw));
   /* verdict.stack: the init call the joined ranks wait in */
   for (int i = 0; i < nw && !at[0]; i++) {
     const struct nta_member *m = nta_rank(c, waiting[i]);
@@ -111,10 +114,10 @@ void nta_detect_init(struct nta_job *job, const struct nta_comm *c) {
     if (c->ranked[i]->cs)
       kind = c->ranked[i]->cs->init_kind;
   if (k->nranks) {
-    nta_rank_list(k->ranks, k->nranks, rm, sizeof(rm));
+    nta_rank_list_of(k->ranks, k->nranks, na_all, rm, sizeof(rm));
     snprintf(k->summary, sizeof(k->summary),
              "init of comm %s (%d ranks) never completed: %s %s never joined while %s %s waited in %s%s",
-             hex, c->nranks, nta_plural(k->nranks), rm, nta_plural(nw), rw,
+             hex, c->nranks, nta_plural(na_all), rm, nta_plural(in_init), rw,
              kind ? ntt_kind_name(kind) : "communicator init", at);
   } else {
     /* Everyone arrived and init still did not finish: name them all. */

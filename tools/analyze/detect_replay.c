@@ -115,11 +115,13 @@ void nta_detect_replays(struct nta_job *job, const struct nta_comm *c) {
     replay_stall(job, c);
     return;
   }
-  int missing[NTA_MAX_VRANKS], nm = 0, waiting[NTA_MAX_VRANKS], nw = 0;
+  int missing[NTA_MAX_VRANKS], nm = 0, waiting[NTA_MAX_VRANKS], nw = 0, nm_all = 0, nw_all = 0;
   for (int i = 0; i < c->nranked; i++) {
     const struct nta_member *m = c->ranked[i];
     const struct nta_replays *g = nta_replay_find(m->d, wg->seq_first, wg->seq_last);
     uint64_t got = g ? g->launched : 0;
+    nm_all += got < n;
+    nw_all += got >= n;
     if (got < n && nm < NTA_MAX_VRANKS)
       missing[nm++] = m->rank;
     else if (got >= n && nw < NTA_MAX_VRANKS)
@@ -144,12 +146,12 @@ void nta_detect_replays(struct nta_job *job, const struct nta_comm *c) {
   k->nranks = nm;
   char hex[17], rm[256], rw[256];
   nta_comm_hex(c->id, hex);
-  nta_rank_list(missing, nm, rm, sizeof rm);
-  nta_rank_list(waiting, nw, rw, sizeof rw);
+  nta_rank_list_of(missing, nm, nm_all, rm, sizeof rm);
+  nta_rank_list_of(waiting, nw, nw_all, rw, sizeof rw);
   snprintf(k->summary, sizeof k->summary,
            "missing graph replay on comm %s: %s %s never launched %s in graph replay %llu, which %s %s "
            "launched and wait in",
-           hex, nta_plural(nm), rm, k->replay_op, (unsigned long long)n, nta_plural(nw), rw);
+           hex, nta_plural(nm_all), rm, k->replay_op, (unsigned long long)n, nta_plural(nw_all), rw);
   for (int i = 0; i < nm; i++) {
     const struct nta_member *m = nta_rank(c, missing[i]);
     const struct nta_replays *g = m ? nta_replay_find(m->d, wg->seq_first, wg->seq_last) : NULL;

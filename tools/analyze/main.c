@@ -214,6 +214,9 @@ int nta_main(int argc, char **argv) {
       fprintf(stderr, "nccltrace: analyze: every input was left out (other owners: --allow-owner or --any-owner)\n");
     else if (job.nunreadable == 0)
       fprintf(stderr, "nccltrace: analyze: no dumps or ring files found in the given paths\n");
+    else
+      fprintf(stderr, "nccltrace: analyze: nothing to analyze: %d input%s unreadable (above), no ring, dump or "
+              "exit status read\n", job.nunreadable, job.nunreadable > 1 ? "s" : "");
     nta_job_free(&job);
     return NTT_EXIT_INPUT;
   }

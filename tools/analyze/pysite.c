@@ -104,7 +104,7 @@ void nta_site_text(const struct nta_proc *p, unsigned pystack, char *buf, size_t
 }
 
 int nta_blocked_op(const struct nta_member *m, struct nta_op *o) {
-  if (m->tracking && m->enqueued > m->completed)
+  if (m->tracking && (m->enqueued > m->completed || m->lags))
     return nta_coll_find(m, m->completed + 1, o);
   if (m->ncolls && (!m->tracking || (m->cs && m->cs->blocked_since && ntt_kind_is_collective(m->cs->blocked_kind)))) {
     nta_coll_at(m, m->ncolls - 1, o);

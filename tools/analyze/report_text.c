@@ -62,6 +62,21 @@ void nta_blocked_in(const struct nta_member *m, char *buf, size_t len) {
     snprintf(buf + n, len - n, " in graph replay %llu", (unsigned long long)rn);
     return;
   }
+  if (m->lags && m->tracking) {
+    /* Its completions lag (align.c view_lags): from completed + 1 to its
+     * last issued call, which one it was in is known only when completed
+     * + 1 completed nowhere. */
+    struct nta_op lo, hi;
+    uint64_t a = m->completed + 1;
+    int fl = nta_coll_find(m, a, &lo), fh = nta_coll_find(m, m->issued, &hi);
+    const char *k = fl ? ntt_kind_name(lo.op) : "collective";
+    if (m->lag_sure || a == m->issued)
+      snprintf(buf, len, "%s #%llu%s", k, (unsigned long long)a, m->lag_sure ? "" : "?");
+    else
+      snprintf(buf, len, "%s #%llu-%llu?", fl && fh && lo.op == hi.op ? k : "collective", (unsigned long long)a,
+               (unsigned long long)m->issued);
+    return;
+  }
   if (!m->tracking && m->ncolls) {
     /* No completion events: say where it last was, and that it is a guess. */
     struct nta_op o;
@@ -99,8 +114,12 @@ void nta_member_state(const struct nta_member *m, char *buf, size_t len) {
 }
 
 static void fmt_rel(const struct nta_job *job, uint64_t t, char *buf, size_t len) {
-  if (!t) {
+  if (!t || !job->t0_ns) {
     snprintf(buf, len, "%12s", "?");
+    return;
+  }
+  if (!nta_time_placed(t)) {
+    snprintf(buf, len, "%12s", "(no clock)"); /* no_clock_note in the verdict says whose */
     return;
   }
   int64_t d = (int64_t)(t - job->t0_ns);
@@ -134,6 +153,34 @@ static void shared_processes(const struct nta_comm *c, FILE *out) {
   }
   if (more)
     fprintf(out, "  (%d more processes hold several ranks each)\n", more);
+}
+
+/* Members whose evidence is the ring of a process that left no final dump
+ * (killed): what their rows rest on (align.c lag_fill).  Said for every
+ * such member, whether or not its last poll happened to lag. */
+static void lag_note(const struct nta_comm *c, FILE *out) {
+  int r[NTA_MAX_VRANKS], n = 0, total = 0, unsure = 0;
+  for (int i = 0; i < c->nranked; i++) {
+    const struct nta_member *m = c->ranked[i];
+    unsure += m->lags && !m->lag_sure;
+    if (m->lag_ring && total++ < NTA_MAX_VRANKS)
+      r[n++] = m->rank;
+  }
+  if (!total && !unsure)
+    return;
+  char rl[160];
+  ntt_rank_ranges(r, n, rl, sizeof rl);
+  if (total > n)
+    snprintf(rl + strlen(rl), sizeof rl - strlen(rl), " and %d more", total - n);
+  if (total > 1)
+    fprintf(out, "  ranks %s left no final dump: their rows come from their rings, whose completions are the "
+            "watchdog's last poll (up to 15 ms behind), raised to what their peers completed\n", rl);
+  else if (total)
+    fprintf(out, "  rank %s left no final dump: its row comes from its ring, whose completions are the "
+            "watchdog's last poll (up to 15 ms behind), raised to what its peers completed\n", rl);
+  if (unsure)
+    fprintf(out, "  a call marked '?' may have finished: the evidence of that rank lags, and no peer shows the "
+            "call pending\n");
 }
 
 #define INSIDE_SHOWN 8              /* open proxy ops said under the verdict */
@@ -218,6 +265,7 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
     }
     if (unlisted)
       fprintf(out, "  (%d more ranks without evidence, not listed)\n", unlisted);
+    lag_note(c, out);
     shared_processes(c, out);
   }
   if (job->nfr)
@@ -247,7 +295,7 @@ void nta_report_text(const struct nta_job *job, FILE *out) {
   }
   fprintf(out, "\nnext: %s\n", ntt_esc(v->next, e1, sizeof(e1)));
   fprintf(out, "inputs: %d file%s, %d process%s, job %s", job->nfiles, job->nfiles == 1 ? "" : "s",
-          job->nprocs, job->nprocs == 1 ? "" : "es", ntt_esc(job->job_id, e1, sizeof(e1)));
+          job->nprocs, job->nprocs == 1 ? "" : "es", job->job_id[0] ? ntt_esc(job->job_id, e1, sizeof(e1)) : "(none)");
   if (job->attempt || job->nother_attempts) {
     fprintf(out, ", attempt %d", job->attempt);
     if (job->nother_attempts) {

@@ -225,6 +225,13 @@ void nta_runexit_apply(struct nta_job *job) {
   }
 }
 
+int nta_runexit_has_rank(const struct nta_job *job, int lrank) {
+  for (int i = 0; lrank >= 0 && i < job->nrunexits; i++)
+    if (job->runexits[i].rank == lrank)
+      return 1;
+  return 0;
+}
+
 void nta_runexit_detect(struct nta_job *job) {
   /* The evidence's time span: a status of an earlier run of the same job
    * id in the same directory is not this run's. */
@@ -275,6 +282,7 @@ void nta_runexit_detect(struct nta_job *job) {
     if (r->rank >= 0)
       k->ranks[k->nranks++] = r->rank;
     snprintf(k->summary, sizeof(k->summary),
-             "%s %s (seen by nccltrace run) and left no ring or dump: no evidence from it%s", who, status, hint);
+             "%s %s (seen by nccltrace run) and left no ring or dump: none of its NCCL calls is known%s", who,
+             status, hint);
   }
 }

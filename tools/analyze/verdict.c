@@ -219,11 +219,89 @@ static void place_in_comm(const struct nta_job *job, const struct nta_cand *k, s
   }
 }
 
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* "; with it, 16 ranks vanished within 2 ms: ranks 8-23 of comm 9f2c0123
+ * (hosts node1, node2)": the ranks that went the same way as the picked one
+ * (v->ranks, lost more not kept), so the text names every one the JSON
+ * does, and the hosts they were on (a node-wide kill shows as one host). */
+static void alike_text(const struct nta_job *job, const struct nta_cand *pick, const struct nta_verdict *v,
+                       int lost, uint64_t span_ns, char *buf, size_t len) {
+  int r[NTA_MAX_VRANKS], n = v->nranks;
+  memcpy(r, v->ranks, sizeof(int) * (size_t)n);
+  qsort(r, (size_t)n, sizeof *r, cmp_int);
+  char rl[160], hex[17] = "", hosts[128] = "";
+  ntt_rank_ranges(r, n, rl, sizeof rl);
+  if (lost) {
+    size_t o = strlen(rl);
+    snprintf(rl + o, sizeof rl - o, " and %d more", lost);
+  }
+  if (v->comm)
+    nta_comm_hex(v->comm->id, hex);
+  /* hosts, in rank order, at most 4 named */
+  const char *seen[4];
+  int nh = 0, more = 0;
+  for (int i = 0; i < n; i++) {
+    const struct nta_member *m = v->comm ? nta_rank(v->comm, r[i]) : NULL;
+    const struct nta_proc *p = m ? m->proc : NULL;
+    for (int j = 0; !p && v->comm == NULL && j < job->nprocs; j++)
+      if (job->procs[j].lrank == r[i])
+        p = &job->procs[j];
+    if (!p || !p->img)
+      continue;
+    int dup = 0;
+    for (int j = 0; j < nh; j++)
+      dup |= strncmp(seen[j], p->img->hdr.host, sizeof p->img->hdr.host) == 0;
+    if (dup)
+      continue;
+    if (nh < 4)
+      seen[nh++] = p->img->hdr.host;
+    else
+      more = 1;
+  }
+  size_t o = 0;
+  for (int j = 0; j < nh; j++)
+    o += (size_t)snprintf(hosts + o, sizeof hosts - o, "%s%.24s", j ? ", " : "", seen[j]);
+  if (more && o < sizeof hosts)
+    snprintf(hosts + o, sizeof hosts - o, ", ...");
+  const char *verb = pick->cls == NTA_RANK_EXIT    ? "exited"
+                     : pick->cls == NTA_RANK_CRASH ? "died of a signal"
+                     : pick->cls == NTA_APP_ABORT  ? "aborted"
+                                                   : "vanished";
+  char on[160] = "";
+  if (nh)
+    snprintf(on, sizeof on, " (host%s %s)", nh > 1 || more ? "s" : "", hosts);
+  if (v->comm)
+    snprintf(buf, len, "; with it, %d ranks %s within %llu ms: ranks %s of comm %.8s%s", n + lost, verb,
+             (unsigned long long)(span_ns / 1000000), rl, hex, on);
+  else
+    snprintf(buf, len, "; with it, %d ranks %s within %llu ms: launcher ranks %s%s", n + lost, verb,
+             (unsigned long long)(span_ns / 1000000), rl, on);
+}
+
+/* The clause of a next step about the other ranks, said only when the
+ * evidence holds any (an exit status alone, or a lone process, has none). */
+static const char *peers_clause(enum nta_class c) {
+  switch (c) {
+  case NTA_RANK_EXIT: return "; the hung peers are victims";
+  case NTA_RANK_CRASH: return "; the peers' NCCL errors are effects";
+  case NTA_RANK_KILLED: return "; the peers' errors are effects";
+  default: return "";
+  }
+}
+
+static int has_peers(const struct nta_job *job, const struct nta_verdict *v) {
+  return job->nprocs > 1 || (v->comm && v->comm->nranks > 1);
+}
+
 static const char *next_step(enum nta_class c) {
   switch (c) {
   case NTA_HEALTHY: return "nothing to fix; keep nccltrace on to catch the next failure";
-  case NTA_RANK_EXIT: return "read that rank's own log/traceback for why it exited; the hung peers are victims";
-  case NTA_RANK_CRASH: return "debug the crash on that rank (backtrace above, core dump); the peers' NCCL errors are effects";
+  case NTA_RANK_EXIT: return "read that rank's own log/traceback for why it exited";
+  case NTA_RANK_CRASH: return "debug the crash on that rank (backtrace above, core dump)";
   case NTA_RANK_KILLED: return "read that rank's stderr and exit status first (exit 127 with 'symbol lookup error' or "
                                "'error while loading shared libraries': the dynamic linker ended it), then the kernel "
                                "log (dmesg: OOM killer) and the scheduler of that host for who sent SIGKILL";
@@ -306,6 +384,35 @@ static void unwatched_note(const struct nta_job *job, struct nta_verdict *v) {
              total, total > 1 ? "s" : "", p->img->hdr.pid, p->img->hdr.host, p->img->hdr.comm_max, named ? ": " : "",
              list, named > 4 ? ", ..." : "");
   }
+}
+
+/* Processes whose evidence has no realtime base (a header written before
+ * its clock was set, or damaged): their times count from an unknown
+ * origin and are not placed on the job's clock (reports print no offset
+ * for them, nta_time_placed). */
+static void no_clock_note(const struct nta_job *job, struct nta_verdict *v) {
+  char list[160] = "";
+  size_t l = 0;
+  int n = 0;
+  for (int i = 0; i < job->nprocs; i++) {
+    const struct nta_proc *p = &job->procs[i];
+    if (!p->img || p->img->hdr.real_base_ns)
+      continue;
+    if (n < 2 && l + 80 < sizeof list)
+      l += (size_t)snprintf(list + l, sizeof list - l, "%spid %d on %.32s", n ? ", " : "", p->img->hdr.pid,
+                            p->img->hdr.host);
+    n++;
+  }
+  size_t o = strlen(v->summary);
+  if (n && o + 240 < sizeof v->summary)
+    snprintf(v->summary + o, sizeof v->summary - o,
+             " [no clock base in the evidence of %s%s: %s times are not on the job's clock, and the order of "
+             "events across ranks may be wrong]",
+             list, n > 2 ? " and more" : "", n > 1 ? "their" : "its");
+}
+
+int nta_time_placed(uint64_t t_ns) {
+  return t_ns >= NTA_WALL_MIN_NS;
 }
 
 /* What the verdict line says about evidence it did not use: files of
@@ -430,10 +537,16 @@ void nta_decide(struct nta_job *job) {
     char reps[64] = "";
     if (nrep)
       snprintf(reps, sizeof reps, " and %llu graph replays", nrep);
-    snprintf(v->summary, sizeof(v->summary),
-             "healthy: %d process%s, %d communicator%s, %llu collective and %llu send/recv calls%s recorded, "
-             "no fault found",
-             job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll, np2p, reps);
+    if (!job->ncomms && !ncoll && !np2p)
+      snprintf(v->summary, sizeof(v->summary),
+               "healthy as far as recorded: %d process%s left evidence, but no NCCL call and no communicator "
+               "was recorded: nothing to judge", job->nprocs, job->nprocs == 1 ? "" : "es");
+    else
+      snprintf(v->summary, sizeof(v->summary),
+               "healthy: %d process%s, %d communicator%s, %llu collective and %llu send/recv calls%s recorded, "
+               "no fault found",
+               job->nprocs, job->nprocs == 1 ? "" : "es", job->ncomms, job->ncomms == 1 ? "" : "s", ncoll, np2p,
+               reps);
   } else {
     v->cls = pick->cls;
     v->t_ns = pick->t_ns;
@@ -442,30 +555,41 @@ void nta_decide(struct nta_job *job) {
     if (pick->replay)
       v->replay = pick->replay;
     snprintf(v->field, sizeof(v->field), "%s", pick->field);
-    char ctx[256] = "", site[768] = "";
+    char ctx[256] = "", site[768] = "", alike[320] = "";
     if (pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)) {
       place_in_comm(job, pick, v, ctx, sizeof(ctx));
       nta_death_site(pick, v, site, sizeof(site));
       /* Same-class, independent deaths close together: one event, several
        * ranks (an NCCL error spreads to peers: only the first counts). */
+      int lost = 0, nalike = 0;
+      uint64_t last_t = pick->t_ns;
       for (int j = 0; j < job->ncands && is_death(pick->cls); j++) {
         const struct nta_cand *k = &job->cands[j];
         if (k == pick || k->cls != pick->cls || !k->proc || !independent(job, k) ||
-            k->t_ns > pick->t_ns + NTA_SAME_CAUSE_NS || v->nranks >= NTA_MAX_VRANKS)
+            k->t_ns > pick->t_ns + NTA_SAME_CAUSE_NS)
           continue;
+        nalike++;
+        if (k->t_ns > last_t)
+          last_t = k->t_ns;
         int rs[NTA_MAX_VRANKS], nr = 0;
         if (v->comm)
           nr = nta_proc_ranks(v->comm, k->proc, rs, NTA_MAX_VRANKS);
         else
           rs[nr++] = k->proc->lrank;
-        for (int q = 0; q < nr && v->nranks < NTA_MAX_VRANKS; q++) {
+        for (int q = 0; q < nr; q++) {
           int dup = 0;
           for (int i = 0; i < v->nranks; i++)
             dup |= v->ranks[i] == rs[q];
-          if (rs[q] >= 0 && !dup)
+          if (rs[q] < 0 || dup)
+            continue;
+          if (v->nranks < NTA_MAX_VRANKS)
             v->ranks[v->nranks++] = rs[q];
+          else
+            lost++; /* not kept: counted */
         }
       }
+      if (nalike)
+        alike_text(job, pick, v, lost, last_t - pick->t_ns, alike, sizeof alike);
     } else {
       v->comm = pick->comm;
       memcpy(v->ranks, pick->ranks, sizeof(v->ranks));
@@ -485,45 +609,55 @@ void nta_decide(struct nta_job *job) {
       v->error = pick->error;
     }
     if (!v->summary[0])
-      snprintf(v->summary, sizeof(v->summary), "%.560s%.220s%.240s", pick->summary, site, ctx);
+      snprintf(v->summary, sizeof(v->summary), "%.480s%.200s%.200s%.140s", pick->summary, site, alike, ctx);
     if (!(pick->proc && (is_death(pick->cls) || pick->cls == NTA_NCCL_ERROR)))
       shared_process_note(v);
   }
   /* Missing evidence is itself evidence, and the verdict must say so. */
   char miss[512] = "";
   size_t o = 0;
-  int nmiss = 0;
+  int nmiss = 0, nlisted = 0;
   unsigned char seen[4096] = {0};
   for (int i = 0; i < job->nprocs; i++)
     if (job->procs[i].lrank >= 0 && job->procs[i].lrank < 4096)
       seen[job->procs[i].lrank] = 1;
   for (int r = 0; r < job->world_size && r < 4096; r++) {
-    if (!seen[r]) {
+    /* one that left an exit status has its own line (runexit.c) */
+    if (!seen[r] && !nta_runexit_has_rank(job, r)) {
       nta_event_add(job, job->t0_ns, r, "no_evidence", "no evidence from rank %d (no ring, no dump)", r);
-      if (o + 16 < sizeof(miss))
-        o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", nmiss ? "," : "", r);
+      if (o + 40 < sizeof(miss))
+        o += (size_t)snprintf(miss + o, sizeof(miss) - o, "%s%d", nmiss ? "," : "", r), nlisted++;
       nmiss++;
     }
   }
+  if (nmiss > nlisted)
+    snprintf(miss + o, sizeof(miss) - o, " and %d more", nmiss - nlisted);
   o = strlen(v->summary);
   if (nmiss && o + 64 < sizeof(v->summary))
-    snprintf(v->summary + o, sizeof(v->summary) - o, " [no evidence from rank%s %s]", nmiss > 1 ? "s" : "",
-             miss);
+    snprintf(v->summary + o, sizeof(v->summary) - o, " [no %sevidence from rank%s %s]",
+             job->nunreadable ? "readable " : "", nmiss > 1 ? "s" : "", miss);
+  o = strlen(v->summary);
+  if (!job->nprocs && job->nrunexits && o + 128 < sizeof(v->summary))
+    snprintf(v->summary + o, sizeof(v->summary) - o,
+             " [no ring or dump from any process: only the %d exit status%s nccltrace run recorded]", job->nrunexits,
+             job->nrunexits > 1 ? "es" : "");
+  no_clock_note(job, v);
   o = strlen(v->summary);
   if (job->nunreadable && o + 64 < sizeof(v->summary))
     snprintf(v->summary + o, sizeof(v->summary) - o, " [evidence incomplete: %d input%s unreadable]",
              job->nunreadable, job->nunreadable > 1 ? "s" : "");
   other_evidence(job, v);
   unwatched_note(job, v);
+  int peers = has_peers(job, v);
   if (v->cls == NTA_RANK_EXIT && v->exit_code == 127)
     snprintf(v->next, sizeof(v->next),
              "read that rank's stderr for 'symbol lookup error' or 'error while loading shared libraries': "
-             "the dynamic linker ended it (a library missing, or older than the program needs); the hung "
-             "peers are victims");
+             "the dynamic linker ended it (a library missing, or older than the program needs)%s",
+             peers ? peers_clause(v->cls) : "");
   else if (v->cls == NTA_RANK_KILLED && v->has_signal)
     snprintf(v->next, sizeof(v->next),
              "find who sent signal %d: the kernel log of that host (dmesg: the OOM killer), then the "
-             "scheduler's and the launcher's logs; the peers' errors are effects", v->signo);
+             "scheduler's and the launcher's logs%s", v->signo, peers ? peers_clause(v->cls) : "");
   else if (v->cls == NTA_MISSING_COLL && v->silent == 1)
     snprintf(v->next, sizeof(v->next),
              "those ranks left no ring and no dump, so the evidence cannot tell a skipped collective from "
@@ -539,7 +673,8 @@ void nta_decide(struct nta_job *job) {
              "make every rank of the communicator call nccl%s in the same order: it is collective, "
              "and the ranks that called it wait for the others", v->field);
   else
-    snprintf(v->next, sizeof(v->next), "%s", next_step(v->cls));
+    snprintf(v->next, sizeof(v->next), "%s%s", next_step(v->cls),
+             peers && v->cls != NTA_RANK_KILLED ? peers_clause(v->cls) : "");
 }
 
 static int cmp_event(const void *a, const void *b) {
@@ -599,11 +734,16 @@ int nta_analyze(struct nta_job *job) {
   nta_phase("communicators aligned");
   job->t0_ns = 0;
   for (int i = 0; i < job->nprocs; i++)
-    if (job->procs[i].first_ns && (!job->t0_ns || job->procs[i].first_ns < job->t0_ns))
+    if (nta_time_placed(job->procs[i].first_ns) && (!job->t0_ns || job->procs[i].first_ns < job->t0_ns))
       job->t0_ns = job->procs[i].first_ns;
   nta_detect(job);
   nta_phase("findings detected");
   nta_decide(job);
+  /* No process with a clock (exit statuses alone, or bases missing): the
+   * first placed event is the origin, so no offset is epoch-sized. */
+  for (int i = 0; !job->t0_ns && i < job->nev; i++)
+    if (nta_time_placed(job->ev[i].t_ns) && (!job->t0_ns || job->ev[i].t_ns < job->t0_ns))
+      job->t0_ns = job->ev[i].t_ns;
   if (job->nfr)
     nta_fr_merge(job);
   if (job->nev > 1) /* ev is NULL when there is none: qsort's argument must not be */

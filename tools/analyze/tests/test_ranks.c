@@ -218,7 +218,8 @@ static void t_run_no_ring(void) {
   run(&job, "run_no_ring");
   NT_CHECK(job.v.cls == NTA_RANK_EXIT && job.v.exit_code == 127, "got %s: %s", tb_cls(&job), job.v.summary);
   NT_CHECK(job.v.nranks == 1 && job.v.ranks[0] == 2, "ranks %d", job.v.nranks);
-  NT_CHECK(strstr(job.v.summary, "rank 2 (pid 1002 on node0, prog)") && strstr(job.v.summary, "no evidence from it"),
+  NT_CHECK(strstr(job.v.summary, "rank 2 (pid 1002 on node0, prog)") &&
+               strstr(job.v.summary, "none of its NCCL calls is known"),
            "summary: %s", job.v.summary);
   int nev = 0;
   for (int i = 0; i < job.nev; i++)
@@ -338,7 +339,116 @@ static void t_run_137(void) {
   NT_CHECK(!strcmp(b, "code 128"), "128: %s", b);
 }
 
+/* Every relative time the text prints ("+1.5s") is within a day of the
+ * job's start: never the epoch-sized offset of a missing time base. */
+static int offsets_sane(const char *txt) {
+  for (const char *q = txt; (q = strstr(q, "s  ")) != NULL; q++) {
+    const char *b = q;
+    while (b > txt && b[-1] != ' ' && b[-1] != '\n')
+      b--;
+    if (*b == '+' || *b == '-') {
+      double d = strtod(b, NULL);
+      if (d > 86400 || d < -86400)
+        return 0;
+    }
+  }
+  return 1;
+}
+
+/* Only nccltrace run's exit statuses, no ring or dump at all (issue 28,
+ * point 3): the offsets are from the first status, the text says that no
+ * process left a ring or dump, names no job it does not know, and speaks
+ * of no peers (there are none in the evidence). */
+static void t_exit_files_only(void) {
+  struct nta_job job;
+  tb_job(&job);
+  job.job_id[0] = 0;
+  add_runexit(&job, "node0", 500, -1, 1, SIGKILL, 0, 3);
+  add_runexit(&job, "node0", 501, -1, 0, 137, 0, 5);
+  add_runexit(&job, "node0", 502, -1, 0, 1, 0, 9);
+  run(&job, "exit_files_only");
+  char *t = text_of(&job);
+  NT_CHECK(offsets_sane(t), "an epoch-sized offset: %s", t);
+  NT_CHECK(strstr(job.v.summary, "no ring or dump from any process") != NULL, "summary: %s", job.v.summary);
+  NT_CHECK(!strstr(job.v.next, "peer"), "next speaks of peers: %s", job.v.next);
+  NT_CHECK(!strstr(t, "job \n") && strstr(t, "job (none)"), "job line: %s", t);
+  free(t);
+  nta_job_free(&job);
+}
+
+/* A process that exited 1 with a ring holding no NCCL call: no peers are
+ * hung, so none are "victims"; and a healthy job with no call says that
+ * nothing was recorded rather than "no fault found". */
+static void t_ring_no_ops(void) {
+  struct nta_job job;
+  tb_job(&job);
+  struct ntt_image *img = tb_proc(&job, 0, 1, 700);
+  tb_exit(img, 1, 5);
+  run(&job, "ring_no_ops");
+  NT_CHECK(job.v.cls == NTA_RANK_EXIT, "got %s: %s", tb_cls(&job), job.v.summary);
+  NT_CHECK(!strstr(job.v.next, "victims") && !strstr(job.v.next, "peer"), "next: %s", job.v.next);
+  nta_job_free(&job);
+  tb_job(&job);
+  img = tb_proc(&job, 0, 1, 701);
+  tb_exit(img, 0, 5);
+  run(&job, "ring_no_ops_healthy");
+  NT_CHECK(job.v.cls == NTA_HEALTHY && strstr(job.v.summary, "no NCCL call"), "got %s: %s", tb_cls(&job),
+           job.v.summary);
+  nta_job_free(&job);
+}
+
+/* One rank's dump has no realtime base (0): its times are not the others'
+ * clock.  No epoch-sized offset, and the text says whose times are
+ * missing. */
+static void t_no_clock_base(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world(&job, r, 3);
+    for (int i = 0; i < 2; i++)
+      tb_ar(img, W, 64, 10.0 * i, 10.0 * i + 1);
+    if (r == 1) {
+      tb_exit(img, 3, 25);
+    } else {
+      tb_ar(img, W, 64, 30, -1);
+      tb_timeout(img, W, 3, 1030);
+    }
+    if (r == 2)
+      img->hdr.real_base_ns = 0; /* its ticks as the others', with no base to place them */
+  }
+  run(&job, "no_clock_base");
+  char *t = text_of(&job);
+  NT_CHECK(offsets_sane(t), "an epoch-sized offset: %s", t);
+  NT_CHECK(strstr(job.v.summary, "no clock base") != NULL, "summary: %s", job.v.summary);
+  free(t);
+  nta_job_free(&job);
+}
+
+/* Rank 3 left no ring or dump, but nccltrace run recorded its exit 0: the
+ * text says that, never "no evidence at all" or "no evidence from rank 3". */
+static void t_silent_exit_status(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world(&job, r, 4);
+    for (int i = 0; i < 2; i++)
+      tb_ar(img, W, 64, 10.0 * i, 10.0 * i + 1);
+    tb_ar(img, W, 64, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+  }
+  add_runexit(&job, "node0", 1003, 3, 0, 0, 0, 25);
+  run(&job, "silent_exit_status");
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL && !strstr(job.v.summary, "no evidence") &&
+               strstr(job.v.summary, "left no ring or dump (nccltrace run recorded how 1 of them ended)"),
+           "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
 int main(void) {
+  t_silent_exit_status();
+  t_exit_files_only();
+  t_ring_no_ops();
+  t_no_clock_base();
   t_run_137();
   t_multirank_killed();
   t_two_procs();

@@ -882,6 +882,232 @@ static void t_many_waiting(void) {
   NT_CHECK(!strstr(all, "more") && strstr(all, ",1063"), "whole list: %s", all);
 }
 
+/* Two hosts of 8 ranks each SIGKILLed at once (a node-wide kill): the text
+ * names all 16, as the JSON does.  Their rings lag: the watchdog last saw
+ * seq 2 complete, while the peers completed 4 (which needs every rank), so
+ * a killed rank's row says 4 done and blocked in the #5 it issued, or
+ * nothing when it never issued #5; never "blocked in AllReduce #3". */
+static void t_node_kill(void) {
+  struct nta_job job;
+  tb_job(&job);
+  const int n = 24;
+  for (int r = 0; r < n; r++) {
+    struct ntt_image *img = world_rank(&job, r, n);
+    tb_steps(img, W, 4, 0);
+    if (r < 8) {
+      tb_ar(img, W, 1024, 40, -1);
+      tb_timeout(img, W, 5, 1040);
+      tb_signal(img, SIGTERM, 1300);
+      continue;
+    }
+    if (r != n - 1)
+      tb_ar(img, W, 1024, 40, -1);
+    struct ntr_comm_state *cs = tb_find(img, W);
+    cs->last_completed = 2; /* the watchdog's last poll */
+    cs->coll_seq = 3;
+    for (uint64_t i = 0; i < img->nrecs; i++)
+      if (img->recs[i].seq > 2 && img->recs[i].kind == NTR_KIND_ALLREDUCE) {
+        img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+        img->recs[i].tsc_done = 0;
+      }
+    tb_vanish(img);
+  }
+  run(&job, "node_kill");
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 16, "got %s, %d ranks: %s", tb_cls(&job), job.v.nranks,
+           job.v.summary);
+  NT_CHECK(strstr(job.v.summary, "8-23") != NULL, "the text names every killed rank: %s", job.v.summary);
+  const struct nta_comm *c = job.v.comm;
+  for (int r = 8; c && r < n; r++) {
+    const struct nta_member *m = nta_rank(c, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    const char *want = r == n - 1 ? "-" : "AllReduce #5";
+    NT_CHECK(m->completed == 4 && strcmp(b, want) == 0, "rank %d: last done %llu, blocked in %s (want 4, %s)", r,
+             (unsigned long long)m->completed, b, want);
+  }
+  nta_job_free(&job);
+}
+
+/* A silent rank while some input was unreadable: its evidence may be in
+ * that file, so the text never says it left "no evidence at all". */
+static void t_silent_unreadable(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    tb_ar(img, W, 1024, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+  }
+  job.unreadable = calloc(1, sizeof(*job.unreadable));
+  snprintf(job.unreadable[0].path, sizeof job.unreadable[0].path, "r3.zst");
+  snprintf(job.unreadable[0].reason, sizeof job.unreadable[0].reason, "truncated");
+  job.nunreadable = 1;
+  run(&job, "silent_unreadable");
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL && !strstr(job.v.summary, "no evidence at all") &&
+               !strstr(job.v.summary, "no evidence from") && strstr(job.v.summary, "may be among them"),
+           "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
+/* The SIGTERM dumps of the survivors lag too (their final watchdog pass
+ * did not run): rank 0 saw 2 complete, ranks 1 and 3 nothing; rank 2,
+ * SIGKILLed after issuing 2, never issued 3, so 3 completed nowhere. */
+static void t_kill_stale_dumps(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 4; r++) {
+    struct ntt_image *img = world_rank(&job, r, 4);
+    tb_steps(img, W, 2, 0);
+    if (r != 2)
+      tb_ar(img, W, 1024, 20, -1);
+    struct ntr_comm_state *cs = tb_find(img, W);
+    if (r != 0) {
+      cs->last_completed = 0;
+      for (uint64_t i = 0; i < img->nrecs; i++) {
+        img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+        img->recs[i].tsc_done = 0;
+      }
+    }
+    if (r == 2)
+      tb_vanish(img);
+    else
+      tb_signal(img, SIGTERM, 70);
+  }
+  run(&job, "kill_stale_dumps");
+  const struct nta_comm *c = job.v.comm;
+  for (int r = 0; c && r < 4; r++) {
+    const struct nta_member *m = nta_rank(c, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    const char *want = r == 2 ? "-" : "AllReduce #3";
+    NT_CHECK(m->completed == 2 && strcmp(b, want) == 0, "stale: rank %d: last done %llu, blocked in %s (want 2, %s)",
+             r, (unsigned long long)m->completed, b, want);
+  }
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 1 && job.v.ranks[0] == 2, "got %s: %s", tb_cls(&job),
+           job.v.summary);
+  nta_job_free(&job);
+}
+
+/* 280 of 300 ranks left nothing while the 20 others wait at seq 3: every
+ * list of them that is cut says how many it left out (issue 28, point 3). */
+static void t_many_absent(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 20; r++) {
+    struct ntt_image *img = world_rank(&job, r, 300);
+    tb_steps(img, W, 2, 0);
+    tb_ar(img, W, 1024, 30, -1);
+    tb_timeout(img, W, 3, 1030);
+  }
+  run(&job, "many_absent");
+  NT_CHECK(job.v.cls == NTA_MISSING_COLL &&
+               strstr(job.v.summary, ",83 and 216 more left no evidence"),
+           "got %s: %s", tb_cls(&job), job.v.summary);
+  const char *b = strstr(job.v.summary, "[no evidence from ranks ");
+  NT_CHECK(b && strstr(b, " more]"), "the no-evidence list says what it left out: %s", job.v.summary);
+  nta_job_free(&job);
+}
+
+/* A root-only Broadcast completes alone: rank 1's Broadcast #3 (root 1)
+ * completed while ranks 0 and 2 wait in AllReduce #3, their SIGTERM dumps
+ * lagging at 1.  Their rows take the peers' #2, never #3; #3 was pending
+ * for over a second when they dumped, so it is no guess. */
+static void t_stale_mismatch(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 2, 0);
+    if (r == 1)
+      tb_coll(img, W, NTR_KIND_BROADCAST, 1024, 7, -1, 1, 20, 21);
+    else
+      tb_ar(img, W, 1024, 20, -1);
+    if (r != 1) {
+      tb_find(img, W)->last_completed = 1;
+      for (uint64_t i = 0; i < img->nrecs; i++)
+        if (img->recs[i].seq == 2) {
+          img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+          img->recs[i].tsc_done = 0;
+        }
+    }
+    tb_signal(img, SIGTERM, 1300); /* the launcher's, after the watchdog's timeout */
+  }
+  run(&job, "stale_mismatch");
+  const struct nta_comm *c = job.v.comm;
+  for (int r = 0; c && r < 3; r += 2) {
+    const struct nta_member *m = nta_rank(c, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    NT_CHECK(m->completed == 2 && strcmp(b, "AllReduce #3") == 0, "rank %d: last done %llu, blocked in %s", r,
+             (unsigned long long)m->completed, b);
+  }
+  NT_CHECK(job.v.cls == NTA_COLL_MISMATCH, "got %s: %s", tb_cls(&job), job.v.summary);
+  nta_job_free(&job);
+}
+
+/* A rank without completion tracking (its ops recorded without events):
+ * it completed what its peers completed of the same calls, whatever its
+ * own copy says (0); its blocked call stays a guess. */
+static void t_untracked_fill(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 4, 0);
+    tb_ar(img, W, 1024, 40, -1);
+    if (r == 2) {
+      tb_find(img, W)->last_completed = 0;
+      for (uint64_t i = 0; i < img->nrecs; i++) {
+        img->recs[i].flags &= ~(uint32_t)NTR_REC_COMPLETED;
+        img->recs[i].flags |= NTR_REC_NO_TRACKING;
+        img->recs[i].tsc_done = 0;
+      }
+    }
+    tb_timeout(img, W, 5, 1040);
+  }
+  run(&job, "untracked_fill");
+  const struct nta_member *m = job.v.comm ? nta_rank(job.v.comm, 2) : NULL;
+  char b[64] = "";
+  if (m)
+    nta_blocked_in(m, b, sizeof b);
+  NT_CHECK(m && !m->tracking && m->completed == 4 && strcmp(b, "AllReduce #5?") == 0,
+           "untracked rank 2: last done %llu, blocked in %s", m ? (unsigned long long)m->completed : 0ull, b);
+  nta_job_free(&job);
+}
+
+/* Rank 2 is SIGKILLed after #2; the others get ncclRemoteError, abort and
+ * exit 1, and the abort drains their AllReduce #3, which their records then
+ * show completed.  It never finished: their rows say 2 done, blocked in #3. */
+static void t_drained_after_abort(void) {
+  struct nta_job job;
+  tb_job(&job);
+  for (int r = 0; r < 3; r++) {
+    struct ntt_image *img = world_rank(&job, r, 3);
+    tb_steps(img, W, 2, 0);
+    if (r == 2) {
+      tb_vanish(img);
+      continue;
+    }
+    tb_ar(img, W, 1024, 20, 1100); /* "completed" by the abort's drain */
+    tb_rec(img, NTR_KIND_ASYNC_ERROR, NTR_PHASE_EVENT, W, 1050)->aux = 6; /* ncclRemoteError */
+    tb_rec(img, NTR_KIND_COMM_ABORT, NTR_PHASE_CALL, W, 1060);
+    tb_find(img, W)->lifecycle = NTR_COMM_ABORTED;
+    tb_exit(img, 1, 1200);
+  }
+  run(&job, "drained_after_abort");
+  for (int r = 0; job.v.comm && r < 2; r++) {
+    const struct nta_member *m = nta_rank(job.v.comm, r);
+    char b[64];
+    nta_blocked_in(m, b, sizeof b);
+    NT_CHECK(m->completed == 2 && strcmp(b, "AllReduce #3") == 0, "rank %d: last done %llu, blocked in %s", r,
+             (unsigned long long)m->completed, b);
+  }
+  NT_CHECK(job.v.cls == NTA_RANK_KILLED && job.v.nranks == 1 && job.v.ranks[0] == 2, "got %s: %s", tb_cls(&job),
+           job.v.summary);
+  nta_job_free(&job);
+}
+
 /* Slow collectives (straggler.c): 60 AllReduces on 2 ranks with device
  * arrivals.  mode 0: every 10th is 256 MiB and holds 400 ms (a benchmark's
  * big size: slow only beside the small ones, so no finding); mode 1: seq 30
@@ -928,6 +1154,13 @@ static void t_slow_coll(int mode) {
 }
 
 int main(void) {
+  t_drained_after_abort();
+  t_untracked_fill();
+  t_stale_mismatch();
+  t_many_absent();
+  t_silent_unreadable();
+  t_kill_stale_dumps();
+  t_node_kill();
   t_many_waiting();
   t_healthy();
   t_bcast_alias();
