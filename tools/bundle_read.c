@@ -480,7 +480,7 @@ static int read_archive(struct src *s, const struct ntb_sink *sink, struct ntb_i
       }
       break;
     }
-    uint64_t want, got;
+    uint64_t want = 0, got = 0;
     if (!header_sum_ok(b, &want, &got)) {
       if (at == 0)
         fail(err, errlen, "not a tar archive (no valid header at its start)");
