@@ -102,11 +102,11 @@ overhead() { # NAME TARGET_NS RATIO_TARGET|- ENV...
 if [ $quick = 1 ]; then
   calls=500000; rounds=3; mcalls=10000000; mrounds=3; trounds=3; tcalls=300000; scalls=500; srounds=3
   ana="--ranks 16,64,256 --recs 2048 --big-ranks 256 --big-recs 65536 --reps 1"
-  coordsecs=2; aggsecs=2; memrounds=1; glaunches=5000; grounds=3; brounds=3
+  coordsecs=2; aggsecs=2; memrounds=1; glaunches=5000; grounds=3; brounds=5
 else
   calls=2000000; rounds=7; mcalls=20000000; mrounds=5; trounds=5; tcalls=1000000; scalls=2000; srounds=5
   ana="--ranks 64,256,1024 --recs 4096 --big-ranks 1024 --big-recs 65536 --reps 3"
-  coordsecs=4; aggsecs=4; memrounds=3; glaunches=20000; grounds=5; brounds=7
+  coordsecs=4; aggsecs=4; memrounds=3; glaunches=20000; grounds=5; brounds=11
 fi
 
 printf 'nccltrace benchmarks on %s: %s CPUs, %s, %s\n' "$(hostname)" "$(nproc)" \

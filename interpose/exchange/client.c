@@ -86,6 +86,8 @@ int ntx_cl_strict_timed_out(void) {
 void ntx_cl_sreq_drop(struct ntx_sreq **pp) { /* pre: mu held */
   struct ntx_sreq *q = *pp;
   *pp = q->next;
+  if (client->det_open == q)
+    client->det_open = NULL;
   client->ndetached--;
   ntr_heap_free(q);
 }
@@ -205,6 +207,8 @@ static void send_pending(void) {
     if (ntx_cl_queue_frame(NTX_MSG_STRICT, buf, n) < 0)
       break;
     q->sent = 1;
+    if (client->det_open == q)
+      client->det_open = NULL; /* sent: nothing more joins it */
     if (q->detached)
       ntx_cl_sreq_drop(pp); /* nobody waits for its REPLY */
     else
@@ -511,32 +515,53 @@ static void send_now(void) {
 }
 
 /* Strict requests of k fingerprints with nobody waiting (each with its own
- * copy, freed by whoever queues or fails it).  Past NTX_DETACHED_MAX unsent
- * ones the rest is dropped: a gap the coordinator counts as arrived unseen.
- * They leave with the client thread's next pass (NTX_POLL_MAX_MS at most),
- * batched: no send and no wake-up on the calling thread, whose calls would
- * otherwise each pay a syscall and a context switch while the coordinator
- * does not answer (and, through the collective, every other rank with it:
- * bench/hosts_block.py). */
+ * copy, freed by whoever queues or fails it).  Calls until the client
+ * thread's next pass (NTX_POLL_MAX_MS at most) gather in one request of up
+ * to NTX_DETACHED_FPS fingerprints, the queue's last (det_open): one frame,
+ * one MAC, one check and one REPLY for them on the coordinator, and no walk
+ * of the queue per call.  Past NTX_DETACHED_MAX unsent requests the rest is
+ * dropped: a gap the coordinator counts as arrived unseen.  No send and no
+ * wake-up on the calling thread, whose calls would otherwise each pay a
+ * syscall and a context switch while the coordinator does not answer (and,
+ * through the collective, every other rank with it: bench/hosts_block.py).
+ * The seqs stay in call order: a request only ever grows at the queue's
+ * tail. */
+#define NTX_DETACHED_FPS 64u
 static void send_detached(const struct ntx_fp *fps, uint32_t k) {
   pthread_mutex_lock(&client->mu);
-  struct ntx_sreq **tail = &client->sq;
-  while (*tail)
-    tail = &(*tail)->next;
-  for (uint32_t i = 0; i < k && client->ndetached < NTX_DETACHED_MAX; i += NTX_FP_MAX) {
-    uint32_t m = k - i < NTX_FP_MAX ? k - i : NTX_FP_MAX;
-    struct ntx_sreq *q = ntr_heap_calloc(1, sizeof *q + (size_t)m * sizeof *fps);
-    if (!q)
-      break;
-    q->fps = (struct ntx_fp *)(q + 1);
-    memcpy(q->fps, fps + i, (size_t)m * sizeof *fps);
-    q->n = m;
-    q->id = ++client->next_req;
-    q->detached = 1;
-    *tail = q;
-    tail = &q->next;
-    client->ndetached++;
+  uint32_t i = 0;
+  struct ntx_sreq *q = client->det_open;
+  if (q) {
+    uint32_t m = q->cap - q->n < k ? q->cap - q->n : k;
+    memcpy(q->fps + q->n, fps, (size_t)m * sizeof *fps);
+    q->n += m;
+    i = m;
   }
+  struct ntx_sreq **tail = NULL;
+  while (i < k && client->ndetached < NTX_DETACHED_MAX) {
+    if (!tail) {
+      tail = q ? &q->next : &client->sq;
+      while (*tail)
+        tail = &(*tail)->next;
+    }
+    uint32_t left = k - i, cap = left > NTX_DETACHED_FPS ? (left < NTX_FP_MAX ? left : NTX_FP_MAX) : NTX_DETACHED_FPS;
+    struct ntx_sreq *nq = ntr_heap_calloc(1, sizeof *nq + (size_t)cap * sizeof *fps);
+    if (!nq)
+      break;
+    uint32_t m = left < cap ? left : cap;
+    nq->fps = (struct ntx_fp *)(nq + 1);
+    memcpy(nq->fps, fps + i, (size_t)m * sizeof *fps);
+    nq->n = m;
+    nq->cap = cap;
+    nq->id = ++client->next_req;
+    nq->detached = 1;
+    *tail = nq;
+    tail = &nq->next;
+    client->ndetached++;
+    i += m;
+    q = nq;
+  }
+  client->det_open = q && q->detached && !q->sent && !q->next && q->n < q->cap ? q : NULL;
   pthread_mutex_unlock(&client->mu);
 }
 
@@ -596,6 +621,7 @@ int ntx_strict_wait(const struct ntr_record *const *recs, int n, char *msg, size
   uint32_t first_id;
   pthread_mutex_lock(&client->mu);
   first_id = client->next_req + 1;
+  client->det_open = NULL; /* a waited request goes after it: nothing joins it now */
   struct ntx_sreq **tail = &client->sq;
   while (*tail)
     tail = &(*tail)->next;

@@ -60,7 +60,7 @@ struct ntx_reg {
 };
 
 struct ntx_sreq {
-  uint32_t id, n;
+  uint32_t id, n, cap; /* cap: room in fps (a detached request gathers calls until sent) */
   struct ntx_fp *fps;
   int sent, done;
   int detached;   /* nobody waits: the client thread frees it (with fps) once it is queued */
@@ -104,6 +104,7 @@ struct ntx_client {
   uint32_t stall_id;
   int strict_timeouts, strict_off; /* waits that ran out (NTX_STRICT_TIMEOUTS_MAX); strict off for good */
   uint32_t ndetached;       /* detached requests not queued yet (under mu) */
+  struct ntx_sreq *det_open; /* the last request of sq when it is detached, unsent and has room (under mu) */
 
   /* the connection (fd, state, session, out buffer, tx seq): the client
    * thread holds txmu except while it sleeps in poll; a strict caller that
