@@ -32,7 +32,7 @@ no() { echo "FAIL: $*"; fail=1; }
 die() { echo "FAIL: $*"; exit 1; }
 
 wheels=$("$src/scripts/wheel-deps.sh") || die "scripts/wheel-deps.sh could not fetch meson-python"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccltrace-pip.XXXXXX")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nccltrace-pip.XXXXXX") || die "mktemp -d under ${TMPDIR:-/tmp} failed"
 trap 'rm -rf "$tmp"' EXIT
 venv=$tmp/venv
 python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
